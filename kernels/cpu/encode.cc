@@ -1,0 +1,134 @@
+// CPU reference encoder. Blocks are independent; the only serial state is the running escape
+// offset, which the GPU encoder replaces by a scan.
+#include <algorithm>
+#include <cstring>
+
+#include "elements.h"
+#include "zipccl/codec.h"
+
+namespace zipccl {
+namespace {
+
+void write_header(uint8_t* out, const Layout& L, uint64_t esc_bytes, const uint8_t* tail,
+                  bool checksum, uint32_t crc) {
+  Header h{};
+  h.magic = kMagic;
+  h.version = kVersion;
+  h.codec = static_cast<uint8_t>(L.codec);
+  h.flags = checksum ? kFlagChecksum : 0;
+  h.tail_bytes = L.tail_bytes;
+  h.orig_bytes = L.orig_bytes;
+  h.n_elems = L.n_elems;
+  h.block_elems = L.codec == Codec::Raw ? 0 : kBlockElems;
+  h.n_blocks = L.n_blocks;
+  h.total_bytes = L.off_esc + esc_bytes;
+  h.off_table = L.off_table;
+  h.off_res = L.off_res;
+  h.res_stride = L.res_stride;
+  h.off_bits = L.off_bits;
+  h.bit_stride = L.bit_stride;
+  h.off_esc = L.off_esc;
+  h.esc_bytes = esc_bytes;
+  if (L.tail_bytes) std::memcpy(h.tail, tail, L.tail_bytes);
+  h.checksum = checksum ? crc : 0;
+  std::memcpy(out, &h, sizeof h);
+}
+
+Status encode_raw(const uint8_t* in, size_t n, uint8_t* out, size_t cap, size_t* out_bytes,
+                  const EncodeOptions& opt) {
+  if (cap < kHeaderBytes + n) return Status::kNoSpace;
+  Layout L = make_layout(Codec::Raw, n);
+  std::memmove(out + kHeaderBytes, in, n);
+  write_header(out, L, n, in, opt.checksum, opt.checksum ? crc32c(in, n) : 0);
+  *out_bytes = kHeaderBytes + n;
+  return Status::kOk;
+}
+
+// Code one block: residual bytes, bit-planes and escape chunk.
+void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b,
+                  const cpu::BlockPlan& p, uint8_t* chunk) {
+  const uint64_t first = uint64_t(b) * kBlockElems;
+  const uint32_t nb = block_elems(L, b);
+  const uint32_t groups = (nb + 7) / 8;
+  const uint32_t R = L.g.res_planes, K = L.g.bit_planes;
+  uint8_t* res = out + L.off_res;
+  uint8_t* planes = out + L.off_bits + first / 8;
+
+  for (uint32_t i = 0; i < nb; ++i) {
+    uint32_t v = cpu::load_elem(in, L.g.elem_bytes, first + i);
+    for (uint32_t r = 0; r < R; ++r) res[r * L.res_stride + first + i] = elem_residual(L.codec, v, r);
+  }
+
+  if (p.raw) {
+    const uint32_t in_planes = raw_plane_bytes(L, nb);
+    for (uint32_t k = 0; k < K; ++k) std::memset(planes + k * L.bit_stride, 0, groups);
+    for (uint32_t i = 0; i < nb; ++i) {
+      uint8_t top = elem_top(L.codec, cpu::load_elem(in, L.g.elem_bytes, first + i));
+      if (i < in_planes)
+        planes[(i / groups) * L.bit_stride + i % groups] = top;
+      else
+        chunk[i - in_planes] = top;
+    }
+    return;
+  }
+
+  uint32_t esc = 0;
+  for (uint32_t gi = 0; gi < groups; ++gi) {
+    uint8_t bits[6] = {0, 0, 0, 0, 0, 0};
+    const uint32_t lim = std::min<uint32_t>(8, nb - gi * 8);
+    for (uint32_t t = 0; t < lim; ++t) {
+      uint32_t v = cpu::load_elem(in, L.g.elem_bytes, first + gi * 8 + t);
+      uint32_t e = elem_exponent(L.codec, v);
+      uint32_t code = exp_code(e, p.base);
+      if (code == 0) chunk[esc++] = static_cast<uint8_t>(e);
+      uint32_t sym = code;
+      if (L.codec == Codec::FP16) sym |= fp16_extra(v) << 3;
+      for (uint32_t k = 0; k < K; ++k) bits[k] |= ((sym >> k) & 1) << t;
+    }
+    for (uint32_t k = 0; k < K; ++k) planes[k * L.bit_stride + gi] = bits[k];
+  }
+}
+
+}  // namespace
+
+Status encode(Codec c, const void* in_v, size_t n, void* out_v, size_t cap, size_t* out_bytes,
+              const EncodeOptions& opt) {
+  const auto* in = static_cast<const uint8_t*>(in_v);
+  auto* out = static_cast<uint8_t*>(out_v);
+  if (c != Codec::Raw && n / geometry(c).elem_bytes > kMaxElems) return Status::kTooLarge;
+  if (c == Codec::Raw || n < geometry(c).elem_bytes) return encode_raw(in, n, out, cap, out_bytes, opt);
+
+  const Layout L = make_layout(c, n);
+  const uint64_t raw_total = kHeaderBytes + n;
+  const uint64_t limit = std::min<uint64_t>(raw_total, uint64_t(opt.max_ratio * double(n)) + kHeaderBytes);
+  if (L.off_esc >= limit || L.off_esc > cap) return encode_raw(in, n, out, cap, out_bytes, opt);
+
+  // Zero the fixed sections' padding so output bytes are fully determined by the input.
+  std::memset(out + L.off_table + uint64_t(L.n_blocks) * kBlockEntryBytes, 0,
+              L.off_res - L.off_table - uint64_t(L.n_blocks) * kBlockEntryBytes);
+  for (uint32_t r = 0; r < L.g.res_planes; ++r)
+    std::memset(out + L.off_res + r * L.res_stride + L.n_elems, 0, L.res_stride - L.n_elems);
+  const uint64_t plane_used = (L.n_elems + 7) / 8;
+  for (uint32_t k = 0; k < L.g.bit_planes; ++k)
+    std::memset(out + L.off_bits + k * L.bit_stride + plane_used, 0, L.bit_stride - plane_used);
+
+  uint64_t esc_off = 0;
+  auto* table = out + L.off_table;
+  for (uint32_t b = 0; b < L.n_blocks; ++b) {
+    const uint32_t nb = block_elems(L, b);
+    cpu::BlockPlan p = cpu::plan_block(L, in, uint64_t(b) * kBlockElems, nb);
+    if (L.off_esc + esc_off + p.chunk_bytes > std::min<uint64_t>(limit, cap))
+      return encode_raw(in, n, out, cap, out_bytes, opt);
+    BlockEntry e{static_cast<uint32_t>(esc_off), static_cast<uint16_t>(p.chunk_bytes),
+                 static_cast<uint8_t>(p.raw ? 0 : p.base), p.raw ? kBlockRaw : kBlockCoded};
+    std::memcpy(table + uint64_t(b) * kBlockEntryBytes, &e, sizeof e);
+    encode_block(L, in, out, b, p, out + L.off_esc + esc_off);
+    esc_off += p.chunk_bytes;
+  }
+  write_header(out, L, esc_off, in + L.n_elems * L.g.elem_bytes, opt.checksum,
+               opt.checksum ? crc32c(in, n) : 0);
+  *out_bytes = L.off_esc + esc_off;
+  return Status::kOk;
+}
+
+}  // namespace zipccl
