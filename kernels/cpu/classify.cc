@@ -27,7 +27,7 @@ Codec classify(const void* in_v, size_t n) {
     const uint32_t nb = static_cast<uint32_t>(L.n_elems);
     double bits = 0;
     for (size_t w = 0; w < windows; ++w) {
-      cpu::BlockPlan p = cpu::plan_block(L, in + w * stride, 0, nb);
+      cpu::BlockPlan p = cpu::plan_block(L, in + w * stride, nb);
       bits += double(nb) * (8.0 * L.g.res_planes + L.g.bit_planes) + 8.0 * p.chunk_bytes;
     }
     const double ratio = bits / (8.0 * double(win) * double(windows));

@@ -16,14 +16,29 @@ inline uint32_t escape_mask(const uint8_t* planes, uint64_t stride, uint32_t gi,
   return ~coded & ((1u << lim) - 1);
 }
 
+// Escape codes among the block's nb elements: 64 at a time, then group by group.
+inline uint32_t count_escapes(const uint8_t* planes, uint64_t stride, uint32_t nb) {
+  const uint32_t groups = (nb + 7) / 8;
+  uint32_t escapes = 0, gi = 0;
+  for (; gi + 8 <= groups && (gi + 8) * 8 <= nb; gi += 8) {
+    uint64_t w[3];
+    for (int k = 0; k < 3; ++k) std::memcpy(&w[k], planes + k * stride + gi, 8);
+    escapes += __builtin_popcountll(~(w[0] | w[1] | w[2]));
+  }
+  for (; gi < groups; ++gi) escapes += __builtin_popcount(escape_mask(planes, stride, gi, std::min<uint32_t>(8, nb - gi * 8)));
+  return escapes;
+}
+
+template <Codec C>
 Status decode_block(const Layout& L, const uint8_t* msg, const BlockEntry& e, uint32_t b, uint8_t* out) {
+  const CodecGeometry G = geometry(C);  // folds to constants: C is a template argument
   const uint64_t first = uint64_t(b) * kBlockElems;
   const uint32_t nb = block_elems(L, b);
   const uint32_t groups = (nb + 7) / 8;
-  const uint32_t R = L.g.res_planes, K = L.g.bit_planes;
-  const uint8_t* res = msg + L.off_res;
+  const uint8_t* res = msg + L.off_res + first;
   const uint8_t* planes = msg + L.off_bits + first / 8;
   const uint8_t* chunk = msg + L.off_esc + e.esc_offset;
+  uint8_t* dst = out + first * G.elem_bytes;
   uint8_t rb[3] = {0, 0, 0};
 
   if (e.mode == kBlockRaw) {
@@ -31,39 +46,39 @@ Status decode_block(const Layout& L, const uint8_t* msg, const BlockEntry& e, ui
     if (e.base != 0 || e.esc_count != nb - in_planes) return Status::kBadBlock;
     for (uint32_t i = 0; i < nb; ++i) {
       uint8_t top = i < in_planes ? planes[(i / groups) * L.bit_stride + i % groups] : chunk[i - in_planes];
-      for (uint32_t r = 0; r < R; ++r) rb[r] = res[r * L.res_stride + first + i];
-      cpu::store_elem(out, L.g.elem_bytes, first + i, elem_join_top(L.codec, top, rb));
+      for (uint32_t r = 0; r < G.res_planes; ++r) rb[r] = res[r * L.res_stride + i];
+      cpu::store<C>(dst, i, elem_join_top(C, top, rb));
     }
     return Status::kOk;
   }
-  if (e.mode != kBlockCoded || e.base + kWindow - 1 > L.g.exp_max) return Status::kBadBlock;
+  if (e.mode != kBlockCoded || e.base + kWindow - 1 > G.exp_max) return Status::kBadBlock;
 
   // The chunk length must equal the number of escape codes: checked before any chunk byte is read.
-  uint32_t escapes = 0;
-  for (uint32_t gi = 0; gi < groups; ++gi)
-    escapes += __builtin_popcount(escape_mask(planes, L.bit_stride, gi, std::min<uint32_t>(8, nb - gi * 8)));
-  if (escapes != e.esc_count) return Status::kBadEscapes;
+  if (count_escapes(planes, L.bit_stride, nb) != e.esc_count) return Status::kBadEscapes;
 
+  // Symbols: bit k of each element from plane k, 8 elements per plane byte.
+  uint8_t syms[kBlockElems];
+  for (uint32_t gi = 0; gi < groups; ++gi) {
+    uint64_t x = 0;
+    for (uint32_t k = 0; k < G.bit_planes; ++k) x |= cpu::spread_bits(planes[k * L.bit_stride + gi]) << k;
+    std::memcpy(syms + gi * 8, &x, 8);
+  }
+
+  // Exponents from codes; escapes (code 0) are then filled in from the chunk, in order.
+  uint8_t exps[kBlockElems];
+  for (uint32_t i = 0; i < nb; ++i) exps[i] = static_cast<uint8_t>(e.base + (syms[i] & 7) - 1);
   uint32_t k_esc = 0;
   for (uint32_t gi = 0; gi < groups; ++gi) {
-    uint8_t bits[6];
-    for (uint32_t k = 0; k < K; ++k) bits[k] = planes[k * L.bit_stride + gi];
-    const uint32_t lim = std::min<uint32_t>(8, nb - gi * 8);
-    for (uint32_t t = 0; t < lim; ++t) {
-      uint32_t sym = 0;
-      for (uint32_t k = 0; k < K; ++k) sym |= ((bits[k] >> t) & 1u) << k;
-      const uint32_t code = sym & 7;
-      uint32_t exp;
-      if (code) {
-        exp = e.base + code - 1;
-      } else {
-        exp = chunk[k_esc++];
-        if (exp > L.g.exp_max) return Status::kBadEscapes;
-      }
-      const uint64_t i = first + gi * 8 + t;
-      for (uint32_t r = 0; r < R; ++r) rb[r] = res[r * L.res_stride + i];
-      cpu::store_elem(out, L.g.elem_bytes, i, elem_join(L.codec, exp, rb, sym >> 3));
+    for (uint32_t m = escape_mask(planes, L.bit_stride, gi, std::min<uint32_t>(8, nb - gi * 8)); m; m &= m - 1) {
+      const uint8_t exp = chunk[k_esc++];
+      if (exp > G.exp_max) return Status::kBadEscapes;
+      exps[gi * 8 + __builtin_ctz(m)] = exp;
     }
+  }
+
+  for (uint32_t i = 0; i < nb; ++i) {
+    for (uint32_t r = 0; r < G.res_planes; ++r) rb[r] = res[r * L.res_stride + i];
+    cpu::store<C>(dst, i, elem_join(C, exps[i], rb, syms[i] >> 3));
   }
   return Status::kOk;
 }
@@ -89,7 +104,7 @@ Status decode(const void* in_v, size_t in_bytes, void* out_v, size_t out_cap, si
       std::memcpy(&e, msg + L.off_table + uint64_t(b) * kBlockEntryBytes, sizeof e);
       if (e.esc_offset != expect || expect + e.esc_count > h.esc_bytes) return Status::kBadBlock;
       expect += e.esc_count;
-      s = decode_block(L, msg, e, b, out);
+      s = cpu::with_codec(L.codec, [&](auto tag) { return decode_block<decltype(tag)::value>(L, msg, e, b, out); });
       if (s != Status::kOk) return s;
     }
     if (expect != h.esc_bytes) return Status::kBadBlock;

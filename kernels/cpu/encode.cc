@@ -44,26 +44,28 @@ Status encode_raw(const uint8_t* in, size_t n, uint8_t* out, size_t cap, size_t*
   return Status::kOk;
 }
 
-// Code one block: residual bytes, bit-planes and escape chunk.
-void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b,
+// Code one block, given its exponents: residual bytes, bit-planes and escape chunk.
+template <Codec C>
+void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b, const uint8_t* exps,
                   const cpu::BlockPlan& p, uint8_t* chunk) {
+  const CodecGeometry G = geometry(C);  // folds to constants: C is a template argument
   const uint64_t first = uint64_t(b) * kBlockElems;
   const uint32_t nb = block_elems(L, b);
   const uint32_t groups = (nb + 7) / 8;
-  const uint32_t R = L.g.res_planes, K = L.g.bit_planes;
-  uint8_t* res = out + L.off_res;
+  const uint8_t* src = in + first * G.elem_bytes;
   uint8_t* planes = out + L.off_bits + first / 8;
 
-  for (uint32_t i = 0; i < nb; ++i) {
-    uint32_t v = cpu::load_elem(in, L.g.elem_bytes, first + i);
-    for (uint32_t r = 0; r < R; ++r) res[r * L.res_stride + first + i] = elem_residual(L.codec, v, r);
+  // One pass per residual plane keeps each loop a plain vectorizable map.
+  for (uint32_t r = 0; r < G.res_planes; ++r) {
+    uint8_t* res = out + L.off_res + r * L.res_stride + first;
+    for (uint32_t i = 0; i < nb; ++i) res[i] = elem_residual(C, cpu::load<C>(src, i), r);
   }
 
   if (p.raw) {
     const uint32_t in_planes = raw_plane_bytes(L, nb);
-    for (uint32_t k = 0; k < K; ++k) std::memset(planes + k * L.bit_stride, 0, groups);
+    for (uint32_t k = 0; k < G.bit_planes; ++k) std::memset(planes + k * L.bit_stride, 0, groups);
     for (uint32_t i = 0; i < nb; ++i) {
-      uint8_t top = elem_top(L.codec, cpu::load_elem(in, L.g.elem_bytes, first + i));
+      uint8_t top = elem_top(C, cpu::load<C>(src, i));
       if (i < in_planes)
         planes[(i / groups) * L.bit_stride + i % groups] = top;
       else
@@ -72,21 +74,50 @@ void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b,
     return;
   }
 
+  // Symbols (3-bit code, plus fp16's extra bits above it), zero-padded to whole groups of 8.
+  uint8_t syms[kBlockElems];
+  for (uint32_t i = 0; i < nb; ++i) {
+    uint32_t sym = exp_code(exps[i], p.base);
+    if (C == Codec::FP16) sym |= fp16_extra(cpu::load<C>(src, i)) << 3;
+    syms[i] = static_cast<uint8_t>(sym);
+  }
+  std::memset(syms + nb, 0, groups * 8 - nb);
+
+  // Bit k of 8 symbols becomes one byte of plane k; code 0 (no bit in planes 0-2) is an escape.
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
   uint32_t esc = 0;
   for (uint32_t gi = 0; gi < groups; ++gi) {
-    uint8_t bits[6] = {0, 0, 0, 0, 0, 0};
-    const uint32_t lim = std::min<uint32_t>(8, nb - gi * 8);
-    for (uint32_t t = 0; t < lim; ++t) {
-      uint32_t v = cpu::load_elem(in, L.g.elem_bytes, first + gi * 8 + t);
-      uint32_t e = elem_exponent(L.codec, v);
-      uint32_t code = exp_code(e, p.base);
-      if (code == 0) chunk[esc++] = static_cast<uint8_t>(e);
-      uint32_t sym = code;
-      if (L.codec == Codec::FP16) sym |= fp16_extra(v) << 3;
-      for (uint32_t k = 0; k < K; ++k) bits[k] |= ((sym >> k) & 1) << t;
+    uint64_t x;
+    std::memcpy(&x, syms + gi * 8, 8);
+    uint8_t bits[6];
+    for (uint32_t k = 0; k < G.bit_planes; ++k) {
+      bits[k] = cpu::pack_bits((x >> k) & kOnes);
+      planes[k * L.bit_stride + gi] = bits[k];
     }
-    for (uint32_t k = 0; k < K; ++k) planes[k * L.bit_stride + gi] = bits[k];
+    const uint32_t lim = std::min<uint32_t>(8, nb - gi * 8);
+    for (uint32_t m = ~uint32_t(bits[0] | bits[1] | bits[2]) & ((1u << lim) - 1); m; m &= m - 1)
+      chunk[esc++] = exps[gi * 8 + __builtin_ctz(m)];
   }
+}
+
+// Plan and code every block. False when the message would exceed `limit` (coding does not pay).
+template <Codec C>
+bool encode_blocks(const Layout& L, const uint8_t* in, uint8_t* out, uint64_t limit, uint64_t* esc_bytes) {
+  uint64_t esc_off = 0;
+  uint8_t exps[kBlockElems];
+  for (uint32_t b = 0; b < L.n_blocks; ++b) {
+    const uint32_t nb = block_elems(L, b);
+    cpu::load_exponents<C>(in + uint64_t(b) * kBlockElems * geometry(C).elem_bytes, nb, exps);
+    const cpu::BlockPlan p = cpu::plan_exponents(L, exps, nb);
+    if (L.off_esc + esc_off + p.chunk_bytes > limit) return false;
+    BlockEntry e{static_cast<uint32_t>(esc_off), static_cast<uint16_t>(p.chunk_bytes),
+                 static_cast<uint8_t>(p.raw ? 0 : p.base), p.raw ? kBlockRaw : kBlockCoded};
+    std::memcpy(out + L.off_table + uint64_t(b) * kBlockEntryBytes, &e, sizeof e);
+    encode_block<C>(L, in, out, b, exps, p, out + L.off_esc + esc_off);
+    esc_off += p.chunk_bytes;
+  }
+  *esc_bytes = esc_off;
+  return true;
 }
 
 }  // namespace
@@ -113,18 +144,9 @@ Status encode(Codec c, const void* in_v, size_t n, void* out_v, size_t cap, size
     std::memset(out + L.off_bits + k * L.bit_stride + plane_used, 0, L.bit_stride - plane_used);
 
   uint64_t esc_off = 0;
-  auto* table = out + L.off_table;
-  for (uint32_t b = 0; b < L.n_blocks; ++b) {
-    const uint32_t nb = block_elems(L, b);
-    cpu::BlockPlan p = cpu::plan_block(L, in, uint64_t(b) * kBlockElems, nb);
-    if (L.off_esc + esc_off + p.chunk_bytes > std::min<uint64_t>(limit, cap))
-      return encode_raw(in, n, out, cap, out_bytes, opt);
-    BlockEntry e{static_cast<uint32_t>(esc_off), static_cast<uint16_t>(p.chunk_bytes),
-                 static_cast<uint8_t>(p.raw ? 0 : p.base), p.raw ? kBlockRaw : kBlockCoded};
-    std::memcpy(table + uint64_t(b) * kBlockEntryBytes, &e, sizeof e);
-    encode_block(L, in, out, b, p, out + L.off_esc + esc_off);
-    esc_off += p.chunk_bytes;
-  }
+  const uint64_t fit = std::min<uint64_t>(limit, cap);
+  if (!cpu::with_codec(c, [&](auto tag) { return encode_blocks<decltype(tag)::value>(L, in, out, fit, &esc_off); }))
+    return encode_raw(in, n, out, cap, out_bytes, opt);
   write_header(out, L, esc_off, in + L.n_elems * L.g.elem_bytes, opt.checksum,
                opt.checksum ? crc32c(in, n) : 0);
   *out_bytes = L.off_esc + esc_off;
