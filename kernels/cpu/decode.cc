@@ -1,7 +1,6 @@
 // CPU reference decoder. Input is untrusted: the header is validated against the layout it
 // implies, every block entry is checked before its bytes are touched, and the escape chunks
 // must tile the escape section exactly.
-#include <algorithm>
 #include <cstring>
 
 #include "elements.h"
@@ -9,25 +8,6 @@
 
 namespace zipccl {
 namespace {
-
-// Positions in a group of 8 that hold an escape (code 0), limited to the valid elements.
-inline uint32_t escape_mask(const uint8_t* planes, uint64_t stride, uint32_t gi, uint32_t lim) {
-  uint32_t coded = planes[gi] | planes[stride + gi] | planes[2 * stride + gi];
-  return ~coded & ((1u << lim) - 1);
-}
-
-// Escape codes among the block's nb elements: 64 at a time, then group by group.
-inline uint32_t count_escapes(const uint8_t* planes, uint64_t stride, uint32_t nb) {
-  const uint32_t groups = (nb + 7) / 8;
-  uint32_t escapes = 0, gi = 0;
-  for (; gi + 8 <= groups && (gi + 8) * 8 <= nb; gi += 8) {
-    uint64_t w[3];
-    for (int k = 0; k < 3; ++k) std::memcpy(&w[k], planes + k * stride + gi, 8);
-    escapes += __builtin_popcountll(~(w[0] | w[1] | w[2]));
-  }
-  for (; gi < groups; ++gi) escapes += __builtin_popcount(escape_mask(planes, stride, gi, std::min<uint32_t>(8, nb - gi * 8)));
-  return escapes;
-}
 
 template <Codec C>
 Status decode_block(const Layout& L, const uint8_t* msg, const BlockEntry& e, uint32_t b, uint8_t* out) {
@@ -54,13 +34,16 @@ Status decode_block(const Layout& L, const uint8_t* msg, const BlockEntry& e, ui
   if (e.mode != kBlockCoded || e.base + kWindow - 1 > G.exp_max) return Status::kBadBlock;
 
   // The chunk length must equal the number of escape codes: checked before any chunk byte is read.
-  if (count_escapes(planes, L.bit_stride, nb) != e.esc_count) return Status::kBadEscapes;
+  const uint64_t stride = L.bit_stride;
+  uint32_t escapes = 0;
+  for (uint32_t gi = 0; gi < groups; gi += 8) escapes += __builtin_popcountll(cpu::escape_word(planes, stride, gi, nb));
+  if (escapes != e.esc_count) return Status::kBadEscapes;
 
   // Symbols: bit k of each element from plane k, 8 elements per plane byte.
   uint8_t syms[kBlockElems];
   for (uint32_t gi = 0; gi < groups; ++gi) {
     uint64_t x = 0;
-    for (uint32_t k = 0; k < G.bit_planes; ++k) x |= cpu::spread_bits(planes[k * L.bit_stride + gi]) << k;
+    for (uint32_t k = 0; k < G.bit_planes; ++k) x |= cpu::kSpread.v[planes[k * stride + gi]] << k;
     std::memcpy(syms + gi * 8, &x, 8);
   }
 
@@ -68,11 +51,11 @@ Status decode_block(const Layout& L, const uint8_t* msg, const BlockEntry& e, ui
   uint8_t exps[kBlockElems];
   for (uint32_t i = 0; i < nb; ++i) exps[i] = static_cast<uint8_t>(e.base + (syms[i] & 7) - 1);
   uint32_t k_esc = 0;
-  for (uint32_t gi = 0; gi < groups; ++gi) {
-    for (uint32_t m = escape_mask(planes, L.bit_stride, gi, std::min<uint32_t>(8, nb - gi * 8)); m; m &= m - 1) {
+  for (uint32_t gi = 0; gi < groups; gi += 8) {
+    for (uint64_t m = cpu::escape_word(planes, stride, gi, nb); m; m &= m - 1) {
       const uint8_t exp = chunk[k_esc++];
       if (exp > G.exp_max) return Status::kBadEscapes;
-      exps[gi * 8 + __builtin_ctz(m)] = exp;
+      exps[gi * 8 + __builtin_ctzll(m)] = exp;
     }
   }
 

@@ -76,28 +76,28 @@ void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b, 
 
   // Symbols (3-bit code, plus fp16's extra bits above it), zero-padded to whole groups of 8.
   uint8_t syms[kBlockElems];
+  const uint8_t base = static_cast<uint8_t>(p.base);
   for (uint32_t i = 0; i < nb; ++i) {
-    uint32_t sym = exp_code(exps[i], p.base);
+    uint32_t sym = cpu::exp_code8(exps[i], base);
     if (C == Codec::FP16) sym |= fp16_extra(cpu::load<C>(src, i)) << 3;
     syms[i] = static_cast<uint8_t>(sym);
   }
   std::memset(syms + nb, 0, groups * 8 - nb);
 
-  // Bit k of 8 symbols becomes one byte of plane k; code 0 (no bit in planes 0-2) is an escape.
+  // Bit k of 8 symbols becomes one byte of plane k. Byte stores may alias anything: keep the
+  // stride in a local so it is not reloaded.
   constexpr uint64_t kOnes = 0x0101010101010101ull;
-  uint32_t esc = 0;
+  const uint64_t stride = L.bit_stride;
   for (uint32_t gi = 0; gi < groups; ++gi) {
     uint64_t x;
     std::memcpy(&x, syms + gi * 8, 8);
-    uint8_t bits[6];
-    for (uint32_t k = 0; k < G.bit_planes; ++k) {
-      bits[k] = cpu::pack_bits((x >> k) & kOnes);
-      planes[k * L.bit_stride + gi] = bits[k];
-    }
-    const uint32_t lim = std::min<uint32_t>(8, nb - gi * 8);
-    for (uint32_t m = ~uint32_t(bits[0] | bits[1] | bits[2]) & ((1u << lim) - 1); m; m &= m - 1)
-      chunk[esc++] = exps[gi * 8 + __builtin_ctz(m)];
+    for (uint32_t k = 0; k < G.bit_planes; ++k) planes[k * stride + gi] = cpu::pack_bits((x >> k) & kOnes);
   }
+  // Escaped exponents, in element order, 64 elements at a time.
+  uint32_t esc = 0;
+  for (uint32_t gi = 0; gi < groups; gi += 8)
+    for (uint64_t m = cpu::escape_word(planes, stride, gi, nb); m; m &= m - 1)
+      chunk[esc++] = exps[gi * 8 + __builtin_ctzll(m)];
 }
 
 // Plan and code every block. False when the message would exceed `limit` (coding does not pay).
