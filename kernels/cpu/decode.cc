@@ -10,7 +10,7 @@ namespace zipccl {
 namespace {
 
 template <Codec C>
-Status decode_block(const Layout& L, const uint8_t* msg, const BlockEntry& e, uint32_t b, uint8_t* out) {
+ZIPCCL_CPU_CLONES Status decode_block(const Layout& L, const uint8_t* msg, const BlockEntry& e, uint32_t b, uint8_t* out) {
   const CodecGeometry G = geometry(C);  // folds to constants: C is a template argument
   const uint64_t first = uint64_t(b) * kBlockElems;
   const uint32_t nb = block_elems(L, b);

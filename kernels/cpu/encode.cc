@@ -44,9 +44,10 @@ Status encode_raw(const uint8_t* in, size_t n, uint8_t* out, size_t cap, size_t*
   return Status::kOk;
 }
 
-// Code one block, given its exponents: residual bytes, bit-planes and escape chunk.
+// Code one block, given its exponents: residual bytes, bit-planes and escape chunk. Always
+// inlined, so it is compiled for the ISA of each clone of encode_blocks().
 template <Codec C>
-void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b, const uint8_t* exps,
+[[gnu::always_inline]] inline void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b, const uint8_t* exps,
                   const cpu::BlockPlan& p, uint8_t* chunk) {
   const CodecGeometry G = geometry(C);  // folds to constants: C is a template argument
   const uint64_t first = uint64_t(b) * kBlockElems;
@@ -102,7 +103,7 @@ void encode_block(const Layout& L, const uint8_t* in, uint8_t* out, uint32_t b, 
 
 // Plan and code every block. False when the message would exceed `limit` (coding does not pay).
 template <Codec C>
-bool encode_blocks(const Layout& L, const uint8_t* in, uint8_t* out, uint64_t limit, uint64_t* esc_bytes) {
+ZIPCCL_CPU_CLONES bool encode_blocks(const Layout& L, const uint8_t* in, uint8_t* out, uint64_t limit, uint64_t* esc_bytes) {
   uint64_t esc_off = 0;
   uint8_t exps[kBlockElems];
   for (uint32_t b = 0; b < L.n_blocks; ++b) {
