@@ -78,7 +78,7 @@ Status decode(const void* in_v, size_t in_bytes, void* out_v, size_t out_cap, si
   if (out_cap < L.orig_bytes) return Status::kNoSpace;
 
   if (L.codec == Codec::Raw) {
-    std::memcpy(out, msg + kHeaderBytes, L.orig_bytes);
+    if (L.orig_bytes) std::memcpy(out, msg + kHeaderBytes, L.orig_bytes);  // out may be null when empty
   } else {
     // Chunks must tile [0, esc_bytes) in block order: no gaps, no overlaps, nothing outside.
     uint64_t expect = 0;
@@ -91,7 +91,7 @@ Status decode(const void* in_v, size_t in_bytes, void* out_v, size_t out_cap, si
       if (s != Status::kOk) return s;
     }
     if (expect != h.esc_bytes) return Status::kBadBlock;
-    std::memcpy(out + L.n_elems * L.g.elem_bytes, h.tail, L.tail_bytes);
+    if (L.tail_bytes) std::memcpy(out + L.n_elems * L.g.elem_bytes, h.tail, L.tail_bytes);
   }
   if ((h.flags & kFlagChecksum) && crc32c(out, L.orig_bytes) != h.checksum) return Status::kBadChecksum;
   *out_bytes = L.orig_bytes;

@@ -38,7 +38,7 @@ Status encode_raw(const uint8_t* in, size_t n, uint8_t* out, size_t cap, size_t*
                   const EncodeOptions& opt) {
   if (cap < kHeaderBytes + n) return Status::kNoSpace;
   Layout L = make_layout(Codec::Raw, n);
-  std::memmove(out + kHeaderBytes, in, n);
+  if (n) std::memmove(out + kHeaderBytes, in, n);  // an empty input may be a null pointer
   write_header(out, L, n, in, opt.checksum, opt.checksum ? crc32c(in, n) : 0);
   *out_bytes = kHeaderBytes + n;
   return Status::kOk;
