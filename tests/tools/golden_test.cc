@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "elements.h"
 #include "zipccl/codec.h"
 
 using namespace zipccl;
@@ -184,6 +185,20 @@ TEST(Golden, CodecOutputUnchanged) {
         }
       EXPECT_TRUE(found) << codec_name(c) << " / " << kKindNames[k];
     }
+  }
+}
+
+// The encoder's byte-lane helpers against format.h, exhaustively.
+TEST(Golden, ByteHelpersMatchFormat) {
+  for (uint32_t base = 0; base <= 255 - (kWindow - 1); ++base)
+    for (uint32_t e = 0; e < 256; ++e)
+      ASSERT_EQ(cpu::exp_code8(uint8_t(e), uint8_t(base)), exp_code(e, base)) << e << " " << base;
+  for (uint32_t b = 0; b < 256; ++b) {
+    uint64_t want = 0;
+    for (int t = 0; t < 8; ++t) want |= uint64_t((b >> t) & 1) << (8 * t);
+    ASSERT_EQ(cpu::spread_bits(uint8_t(b)), want);
+    ASSERT_EQ(cpu::kSpread.v[b], want);
+    ASSERT_EQ(cpu::pack_bits(want), b);
   }
 }
 
