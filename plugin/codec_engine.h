@@ -1,0 +1,63 @@
+// The engine's view of a codec: asynchronous jobs that compress a message into a staging buffer
+// or decompress one into NCCL's buffer. submit() never blocks; completion is observed by polling
+// job->done() from NCCL's progress thread. The CPU engine runs jobs on helper threads; a GPU
+// engine (kernels/cuda) implements the same interface with batched launches on its own stream,
+// completing jobs from poll() via cudaEventQuery.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "zipccl/codec.h"
+
+namespace zip {
+
+enum class MemKind : uint8_t { kHost, kDevice };
+
+struct CodecJob {
+  enum Op : uint8_t { kEncode, kDecode };
+  // Inputs.
+  Op op = kEncode;
+  const void* src = nullptr;
+  size_t src_bytes = 0;
+  void* dst = nullptr;
+  size_t dst_cap = 0;
+  bool checksum = false;    // encode: store a CRC32C of the input
+  double max_ratio = 1.0;   // encode: emit a raw-format message when coding saves less
+  // Outputs, valid once done().
+  zipccl::Status status = zipccl::Status::kOk;
+  zipccl::Codec codec = zipccl::Codec::Raw;  // encode: what the data was coded as
+  size_t out_bytes = 0;
+  double seconds = 0;
+
+  bool done() const { return state.load(std::memory_order_acquire) == kDone; }
+  // Asks the engine to skip a job it has not started (connection teardown); the job still
+  // reaches done(), with status kNoSpace.
+  void cancel() { cancelled.store(true, std::memory_order_release); }
+
+  enum State : int { kIdle, kQueued, kDone };
+  std::atomic<int> state{kIdle};
+  std::atomic<bool> cancelled{false};
+  CodecJob* next = nullptr;  // engine-private queue link
+};
+
+class CodecEngine {
+ public:
+  virtual ~CodecEngine() = default;
+  virtual const char* name() const = 0;
+  // Queues the job. The caller keeps the job and its buffers alive until job->done().
+  virtual void submit(CodecJob* job) = 0;
+  // Completes jobs that need the caller's thread to notice them (GPU events). Non-blocking.
+  virtual void poll() = 0;
+  // Sustained input throughput in bytes/s over recent jobs of this kind, all workers together;
+  // 0 while unmeasured.
+  virtual double throughput(CodecJob::Op op) const = 0;
+};
+
+// The process-wide CPU engine, NCCL_ZIP_CPU_THREADS workers. acquire() starts it with the first
+// connection, release() stops it (joining its threads) with the last.
+CodecEngine* acquire_cpu_codec();
+void release_cpu_codec();
+
+}  // namespace zip

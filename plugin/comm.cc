@@ -1,0 +1,62 @@
+#include "comm.h"
+
+#include "log.h"
+
+namespace zip {
+
+StagingPool::Buf StagingPool::take(size_t bytes) {
+  // Best fit among the free buffers; else grow the largest one (or make a new one).
+  int best = -1;
+  for (size_t i = 0; i < free_.size(); ++i)
+    if (free_[i].cap >= bytes && (best < 0 || free_[i].cap < free_[size_t(best)].cap)) best = int(i);
+  if (best < 0 && !free_.empty()) {
+    best = 0;
+    for (size_t i = 1; i < free_.size(); ++i)
+      if (free_[i].cap > free_[size_t(best)].cap) best = int(i);
+    held_ -= free_[size_t(best)].cap;
+    free_[size_t(best)].p.reset(new char[bytes]);
+    free_[size_t(best)].cap = bytes;
+    held_ += bytes;
+  }
+  if (best < 0) {
+    held_ += bytes;
+    return Buf{std::unique_ptr<char[]>(new char[bytes]), bytes};
+  }
+  Buf b = std::move(free_[size_t(best)]);
+  free_.erase(free_.begin() + best);
+  return b;
+}
+
+void StagingPool::give(Buf b) {
+  if (b.p) free_.push_back(std::move(b));
+}
+
+Comm::Comm(Kind kind, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn)
+    : kind_(kind), ctx_(std::move(ctx)), conn_(std::move(conn)), codec_(acquire_cpu_codec()) {}
+
+Comm::~Comm() { release_cpu_codec(); }
+
+void Comm::log_summary() {
+  ctx_->totals.add(stats_);
+  ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB", kind_ == kSend ? "send" : "recv",
+           kind_ == kSend ? "to" : "from", conn_->peer().c_str(), stats_.summary().c_str(),
+           double(staging_.held_bytes()) / 1e6);
+}
+
+ncclResult_t Comm::fail(ncclResult_t code, const std::string& why) {
+  if (failed_ == ncclSuccess) {
+    failed_ = code;
+    ZIP_WARN("%s comm %s %s failed: %s", kind_ == kSend ? "send" : "recv", kind_ == kSend ? "to" : "from",
+             conn_->peer().c_str(), why.c_str());
+  }
+  return failed_;
+}
+
+ncclResult_t Comm::check_conn() {
+  if (failed_ != ncclSuccess) return failed_;
+  Status s = conn_->error();
+  if (!s.ok()) return fail(s.code, conn_->error_text());
+  return ncclSuccess;
+}
+
+}  // namespace zip

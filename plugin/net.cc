@@ -1,0 +1,248 @@
+#include "net.h"
+
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "comm.h"
+#include "log.h"
+#include "mem_kind.h"
+#include "param.h"
+#include "recv_comm.h"
+#include "send_comm.h"
+#include "socket_transport.h"
+
+namespace zip::net {
+namespace {
+
+// NCCL's handle: the transport's part, then our connect state. connect() is called again with
+// the same handle until it returns a comm, so the in-progress connector lives there (as NCCL's
+// own socket transport does); the listener leaves it zeroed for the peer.
+struct Handle {
+  uint8_t transport[kTransportHandleBytes];
+  Connector* connecting;
+  uint64_t reserved;
+};
+static_assert(sizeof(Handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits NCCL's");
+
+struct CtxRef {
+  std::shared_ptr<NetCtx> ctx;
+};
+
+struct ListenComm {
+  std::shared_ptr<NetCtx> ctx;
+  std::unique_ptr<Listener> listener;
+};
+
+std::mutex g_mu;
+std::unique_ptr<Transport> g_transport;  // created by the first init, kept for the process
+std::shared_ptr<NetCtx> g_process_ctx;
+
+std::shared_ptr<NetCtx> ctx_of(void* ctx) {
+  return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
+}
+
+const char* mode_name(ZipMode m) {
+  return m == ZipMode::kOff ? "off (plain transport)" : m == ZipMode::kAuto ? "auto" : "always";
+}
+
+}  // namespace
+
+ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
+  set_logger(logger);
+  std::lock_guard<std::mutex> g(g_mu);
+  if (!g_transport) {
+    g_transport = make_socket_transport();
+    g_process_ctx = std::make_shared<NetCtx>();
+    std::string devs;
+    for (int d = 0; d < g_transport->num_devices(); ++d) {
+      const DeviceInfo& i = g_transport->device(d);
+      devs += " [" + std::to_string(d) + "]" + i.name + " (" + std::to_string(i.speed_mbps) + " Mb/s)";
+    }
+    const Params& p = params();
+    ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %d socket threads x %d sockets",
+             g_transport->name(), devs.c_str(), mode_name(p.mode), p.socket_nthreads, p.nsocks_per_thread);
+  }
+  if (g_transport->num_devices() == 0) {
+    ZIP_WARN("no usable network interface (NCCL_SOCKET_IFNAME=%s NCCL_SOCKET_FAMILY=%s)",
+             params().socket_ifname.c_str(), params().socket_family.c_str());
+    return ncclInternalError;
+  }
+  if (ctx) {
+    auto* ref = new CtxRef{std::make_shared<NetCtx>()};
+    ref->ctx->comm_id = comm_id;
+    *ctx = ref;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t finalize(void* ctx) {
+  auto* ref = static_cast<CtxRef*>(ctx);
+  if (!ref) return ncclSuccess;
+  ZIP_INFO(NCCL_NET, "communicator %016llx: %s", (unsigned long long)ref->ctx->comm_id,
+           ref->ctx->totals.summary().c_str());
+  delete ref;
+  return ncclSuccess;
+}
+
+ncclResult_t devices(int* ndev) {
+  *ndev = g_transport->num_devices();
+  return ncclSuccess;
+}
+
+ncclResult_t properties(int dev, Props* p) {
+  if (dev < 0 || dev >= g_transport->num_devices()) return ncclInvalidArgument;
+  const DeviceInfo& d = g_transport->device(dev);
+  p->name = const_cast<char*>(d.name.c_str());
+  p->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
+  p->guid = uint64_t(dev);
+  // Host memory only for now: a socket cannot read device memory, and the pinned staging path
+  // for device buffers arrives with the GPU codec.
+  p->ptr_support = NCCL_PTR_HOST;
+  p->speed_mbps = d.speed_mbps;
+  p->max_comms = 65536;
+  p->max_recvs = int(proto::kMaxRecvs);
+  p->max_p2p_bytes = size_t(1) << 30;
+  p->max_coll_bytes = size_t(1) << 30;
+  return ncclSuccess;
+}
+
+ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
+  *listen_comm = nullptr;
+  if (dev < 0 || dev >= g_transport->num_devices()) return ncclInvalidArgument;
+  auto* h = static_cast<Handle*>(handle);
+  std::memset(h, 0, sizeof *h);
+  auto lc = std::make_unique<ListenComm>();
+  lc->ctx = ctx_of(ctx);
+  Status s = g_transport->listen(dev, h->transport, &lc->listener);
+  if (!s.ok()) return s.code;
+  *listen_comm = lc.release();
+  return ncclSuccess;
+}
+
+ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm) {
+  *send_comm = nullptr;
+  if (dev < 0 || dev >= g_transport->num_devices()) return ncclInvalidArgument;
+  auto* h = static_cast<Handle*>(handle);
+  if (!h->connecting) {
+    std::unique_ptr<Connector> c;
+    Status s = g_transport->connect(dev, h->transport, &c);
+    if (!s.ok()) return s.code;
+    h->connecting = c.release();
+  }
+  std::unique_ptr<Conn> conn;
+  Status s = h->connecting->progress(&conn);
+  if (!s.ok() || conn) {
+    delete h->connecting;
+    h->connecting = nullptr;
+  }
+  if (!s.ok()) return s.code;
+  if (!conn) return ncclSuccess;
+  const Params& p = params();
+  const double mbps = p.link_mbps > 0 ? double(p.link_mbps) : double(g_transport->device(dev).speed_mbps);
+  *send_comm = new SendComm(ctx_of(ctx), std::move(conn), mbps * 1e6 / 8);
+  return ncclSuccess;
+}
+
+ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**) {
+  *recv_comm = nullptr;
+  auto* lc = static_cast<ListenComm*>(listen_comm);
+  std::unique_ptr<Conn> conn;
+  Status s = lc->listener->accept(&conn);
+  if (!s.ok()) return s.code;
+  if (conn) *recv_comm = new RecvComm(lc->ctx, std::move(conn));
+  return ncclSuccess;
+}
+
+ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  *mhandle = nullptr;
+  auto* c = static_cast<Comm*>(comm);
+  const MemKind kind = type == NCCL_PTR_CUDA ? MemKind::kDevice : memory_kind(data);
+  if (kind == MemKind::kDevice) {
+    ZIP_WARN("regMr: %p (%zu bytes) is device memory; this build moves host memory only (ptrSupport HOST)",
+             data, size);
+    return ncclInvalidUsage;
+  }
+  const Params& p = params();
+  const bool flag_polled = c->kind() == Comm::kRecv &&
+                           (int64_t(size) == p.ll_buffsize || int64_t(size) == p.ll128_buffsize);
+  *mhandle = new Mr{static_cast<char*>(data), size, kind, flag_polled};
+  ZIP_TRACE("regMr %p %zu bytes%s", data, size, flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
+  return ncclSuccess;
+}
+
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t, int, void** mhandle) {
+  return reg_mr(comm, data, size, type, mhandle);  // a dma-buf is device memory: refused there
+}
+
+ncclResult_t dereg_mr(void*, void* mhandle) {
+  delete static_cast<Mr*>(mhandle);
+  return ncclSuccess;
+}
+
+ncclResult_t isend(void* send_comm, void* data, size_t size, int tag, void* mhandle, void** request) {
+  auto* c = static_cast<SendComm*>(send_comm);
+  std::lock_guard<std::mutex> g(c->mutex());
+  return c->isend(data, size, tag, static_cast<Mr*>(mhandle), request);
+}
+
+ncclResult_t irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags,
+                   void** mhandles, void** request) {
+  auto* c = static_cast<RecvComm*>(recv_comm);
+  const bool flag_polled = *request == reinterpret_cast<void*>(NCCL_NET_OPTIONAL_RECV_COMPLETION);
+  std::lock_guard<std::mutex> g(c->mutex());
+  return c->irecv(n, data, sizes, tags, mhandles, flag_polled, request);
+}
+
+ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
+  // Everything we receive was written by the CPU into host memory: nothing to flush.
+  *request = nullptr;
+  return ncclSuccess;
+}
+
+ncclResult_t test(void* request, int* done, int* sizes) {
+  Comm* c = static_cast<Request*>(request)->comm;
+  std::lock_guard<std::mutex> g(c->mutex());
+  return c->test(static_cast<Request*>(request), done, sizes);
+}
+
+ncclResult_t close_send(void* send_comm) {
+  auto* c = static_cast<SendComm*>(send_comm);
+  c->log_summary();
+  delete c;
+  return ncclSuccess;
+}
+
+ncclResult_t close_recv(void* recv_comm) {
+  auto* c = static_cast<RecvComm*>(recv_comm);
+  c->log_summary();
+  delete c;
+  return ncclSuccess;
+}
+
+ncclResult_t close_listen(void* listen_comm) {
+  delete static_cast<ListenComm*>(listen_comm);
+  return ncclSuccess;
+}
+
+ncclResult_t set_net_attr(void* ctx, ncclNetAttr_t* attr) {
+  auto c = ctx_of(ctx);
+  if (!attr || !c) return ncclSuccess;
+  // Protocol bits are only meaningful for collectives (ops below NCCL's 5 collective
+  // functions); for p2p NCCL leaves stale values, and the irecv hint covers LL there.
+  constexpr uint32_t kCollOps = 0x1F, kLL = 0x1, kLL128 = 0x2;
+  const bool coll = attr->op != uint32_t(NCCL_NET_ATTR_UNDEF) && (attr->op & kCollOps);
+  const bool defined = attr->proto != uint32_t(NCCL_NET_ATTR_UNDEF);
+  c->attr_flag_polled.store(coll && defined && (attr->proto & (kLL | kLL128)), std::memory_order_relaxed);
+  return ncclSuccess;
+}
+
+ncclResult_t listen_noctx(int dev, void* handle, void** listen_comm) {
+  return listen(nullptr, dev, handle, listen_comm);
+}
+
+ncclResult_t connect_noctx(int dev, void* handle, void** send_comm, ncclNetDeviceHandle_t**) {
+  return connect(nullptr, dev, handle, send_comm);
+}
+
+}  // namespace zip::net

@@ -1,0 +1,31 @@
+// Environment knobs, read once per process (like NCCL's NCCL_PARAM). NCCL_ZIP_* are ours; the
+// NCCL_SOCKET_* / NCCL_NSOCKS_PERTHREAD / buffer-size ones are NCCL's, honoured with its meaning.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zip {
+
+enum class ZipMode : int { kOff = 0, kAuto = 1, kAlways = 2 };
+
+struct Params {
+  ZipMode mode;                 // NCCL_ZIP_ENABLE: 0 off (plain transport), 1 auto, 2 always
+  int64_t min_bytes;            // NCCL_ZIP_MIN_BYTES: smaller messages always go raw
+  double max_ratio;             // NCCL_ZIP_MAX_RATIO: send raw when compressed/raw exceeds this
+  int cpu_threads;              // NCCL_ZIP_CPU_THREADS: CPU codec worker threads (process-wide)
+  int64_t link_mbps;            // NCCL_ZIP_LINK_MBPS: override of the link speed (0: from /sys)
+  int64_t handshake_timeout_ms; // NCCL_ZIP_HANDSHAKE_TIMEOUT_MS: silent inbound sockets dropped
+  int64_t socket_timeout_ms;    // NCCL_ZIP_SOCKET_TIMEOUT_MS: TCP_USER_TIMEOUT, dead-peer bound
+  bool checksum;                // NCCL_ZIP_CHECKSUM: CRC32C of each compressed message
+  std::string socket_ifname;    // NCCL_SOCKET_IFNAME
+  std::string socket_family;    // NCCL_SOCKET_FAMILY: AF_INET, AF_INET6 or empty
+  int socket_nthreads;          // NCCL_SOCKET_NTHREADS
+  int nsocks_per_thread;        // NCCL_NSOCKS_PERTHREAD
+  int64_t ll_buffsize;          // NCCL_LL_BUFFSIZE (recognise LL receive buffers, v8)
+  int64_t ll128_buffsize;       // NCCL_LL128_BUFFSIZE
+};
+
+const Params& params();
+
+}  // namespace zip

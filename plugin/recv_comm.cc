@@ -1,0 +1,163 @@
+#include "recv_comm.h"
+
+#include "log.h"
+#include "param.h"
+
+namespace zip {
+
+RecvComm::RecvComm(std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn) : Comm(kRecv, std::move(ctx), std::move(conn)) {
+  for (Req& r : reqs_) r.comm = this;
+}
+
+RecvComm::~RecvComm() {
+  for (Req& r : reqs_) {
+    if (!r.in_use) continue;
+    for (uint32_t i = 0; i < r.n; ++i) {
+      if (r.subs[i].state != kDecoding) continue;
+      r.subs[i].job.cancel();
+      while (!r.subs[i].job.done()) codec_->poll();
+    }
+  }
+  conn_.reset();  // joins the transport's threads, which may still write into posted buffers
+}
+
+ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                             bool flag_polled, void** request) {
+  *request = nullptr;
+  if (ncclResult_t e = progress()) return e;
+  if (n < 1 || n > int(proto::kMaxRecvs))
+    return fail(ncclInvalidArgument, "irecv with " + std::to_string(n) + " grouped receives");
+  Req& r = reqs_[next_seq_ % proto::kMaxRequests];
+  if (r.in_use) return ncclSuccess;  // 32 in flight already: NCCL retries
+  const bool zip_on = params().mode != ZipMode::kOff;
+  const bool attr_flag_polled = ctx_->attr_flag_polled.load(std::memory_order_relaxed);
+  proto::Cts cts{};
+  cts.type = proto::kCts;
+  cts.seq = next_seq_;
+  cts.n = uint32_t(n);
+  for (int i = 0; i < n; ++i) {
+    const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
+    Sub& s = r.subs[i];
+    s.state = kWaitHeader;
+    s.data = static_cast<char*>(data[i]);
+    s.capacity = sizes[i];
+    s.compressed = false;
+    s.orig_bytes = s.wire_bytes = 0;
+    // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
+    // host memory the CPU codec can decode into.
+    s.compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled &&
+                    mr->kind == MemKind::kHost && s.capacity > 0;
+    proto::CtsEntry& e = cts.e[i];
+    e.tag = tags[i];
+    e.flags = s.compress_ok ? uint32_t(proto::kCompressOk) : 0u;
+    e.capacity = s.capacity;
+    e.target_addr = reinterpret_cast<uintptr_t>(s.data);
+    // The socket transport places bytes itself and allocates staging when a compressed message
+    // is announced; an RDMA transport will advertise a registered staging slot here.
+    e.staging_bytes = s.compress_ok ? zipccl::max_compressed_bytes(s.capacity) : 0;
+  }
+  if (!conn_->send_ctrl(&cts, sizeof cts).ok()) return check_conn();
+  r.in_use = true;
+  r.seq = next_seq_++;
+  r.n = uint32_t(n);
+  *request = &r;
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::on_header(const proto::DataHeader& h) {
+  Req& r = reqs_[h.seq % proto::kMaxRequests];
+  if (h.type != proto::kData || !r.in_use || r.seq != h.seq || h.sub >= r.n)
+    return fail(ncclRemoteError, "protocol error: data header for no posted receive");
+  Sub& s = r.subs[h.sub];
+  const bool compressed = h.flags & proto::kCompressed;
+  if (s.state != kWaitHeader || h.orig_bytes > s.capacity || (compressed && !s.compress_ok) ||
+      (compressed ? h.wire_bytes > zipccl::max_compressed_bytes(s.capacity) : h.wire_bytes != h.orig_bytes))
+    return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(h.seq) + ", " +
+                                     std::to_string(h.orig_bytes) + " bytes) does not fit the receive");
+  s.compressed = compressed;
+  s.orig_bytes = h.orig_bytes;
+  s.wire_bytes = h.wire_bytes;
+  char* dst = s.data;
+  if (compressed) {
+    s.stage = staging_.take(h.wire_bytes);
+    dst = s.stage.p.get();
+  }
+  if (!conn_->post_recv(dst, h.wire_bytes, &s.xfer).ok()) return check_conn();
+  s.state = kReceiving;
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::advance(Req* r) {
+  for (uint32_t i = 0; i < r->n; ++i) {
+    Sub& s = r->subs[i];
+    if (s.state == kReceiving && s.xfer.done()) {
+      stats_.messages++;
+      stats_.bytes_in += s.orig_bytes;
+      stats_.bytes_wire += s.wire_bytes;
+      if (!s.compressed) {
+        s.state = kDone;
+        continue;
+      }
+      stats_.compressed++;
+      CodecJob& j = s.job;
+      j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
+      j.cancelled.store(false, std::memory_order_relaxed);
+      j.op = CodecJob::kDecode;
+      j.src = s.stage.p.get();
+      j.src_bytes = s.wire_bytes;
+      j.dst = s.data;
+      j.dst_cap = s.capacity;
+      s.state = kDecoding;
+      codec_->submit(&j);
+    }
+    if (s.state == kDecoding && s.job.done()) {
+      stats_.codec_ns += uint64_t(s.job.seconds * 1e9);
+      staging_.give(std::move(s.stage));
+      if (s.job.status != zipccl::Status::kOk || s.job.out_bytes != s.orig_bytes)
+        return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") +
+                                         std::to_string(r->seq) + "): " + zipccl::status_string(s.job.status));
+      s.state = kDone;
+    }
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::progress() {
+  if (ncclResult_t e = check_conn()) return e;
+  for (;;) {
+    proto::DataHeader h;
+    size_t len = 0;
+    if (!conn_->recv_ctrl(&h, sizeof h, &len).ok()) return check_conn();
+    if (len == 0) break;
+    if (len != sizeof h) return fail(ncclRemoteError, "protocol error: bad control record size");
+    if (ncclResult_t e = on_header(h)) return e;
+  }
+  codec_->poll();
+  for (Req& r : reqs_)
+    if (r.in_use)
+      if (ncclResult_t e = advance(&r)) return e;
+  return ncclSuccess;
+}
+
+ncclResult_t RecvComm::test(Request* req, int* done, int* sizes) {
+  Req* r = static_cast<Req*>(req);
+  *done = 0;
+  if (ncclResult_t e = progress()) return e;
+  bool waiting_header = false, all = true;
+  for (uint32_t i = 0; i < r->n; ++i) {
+    all &= r->subs[i].state == kDone;
+    waiting_header |= r->subs[i].state == kWaitHeader;
+  }
+  if (!all) {
+    if (waiting_header && conn_->peer_closed())
+      return fail(ncclRemoteError, "sender closed the connection with a receive outstanding");
+    return ncclSuccess;
+  }
+  *done = 1;
+  for (uint32_t i = 0; i < r->n; ++i)
+    if (sizes) sizes[i] = int(r->subs[i].orig_bytes);
+  r->in_use = false;
+  return ncclSuccess;
+}
+
+}  // namespace zip

@@ -1,0 +1,50 @@
+// Receiver side of a connection. irecv advertises its buffers in one clear-to-send record (and
+// whether each may receive compressed bytes); each DataHeader that comes back says where the
+// payload goes: straight into NCCL's buffer (raw) or into staging, decoded into NCCL's buffer on
+// the codec engine before the receive completes with the uncompressed size.
+#pragma once
+
+#include "comm.h"
+#include "proto.h"
+
+namespace zip {
+
+class RecvComm : public Comm {
+ public:
+  RecvComm(std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn);
+  ~RecvComm() override;
+
+  // flag_polled: NCCL preset *request to NCCL_NET_OPTIONAL_RECV_COMPLETION (LL/LL128, v9+).
+  ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
+                     bool flag_polled, void** request);
+  ncclResult_t test(Request* r, int* done, int* sizes) override;
+
+ private:
+  enum SubState { kWaitHeader, kReceiving, kDecoding, kDone };
+  struct Sub {
+    SubState state = kWaitHeader;
+    char* data = nullptr;
+    size_t capacity = 0;
+    bool compress_ok = false;
+    bool compressed = false;
+    size_t orig_bytes = 0, wire_bytes = 0;
+    StagingPool::Buf stage;
+    Xfer xfer;
+    CodecJob job;
+  };
+  struct Req : Request {
+    bool in_use = false;
+    uint32_t seq = 0;
+    uint32_t n = 0;
+    Sub subs[proto::kMaxRecvs];
+  };
+
+  ncclResult_t progress();
+  ncclResult_t on_header(const proto::DataHeader& h);
+  ncclResult_t advance(Req* r);
+
+  Req reqs_[proto::kMaxRequests];  // slot = seq % kMaxRequests
+  uint32_t next_seq_ = 0;
+};
+
+}  // namespace zip

@@ -1,0 +1,508 @@
+#include "socket_transport.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "log.h"
+#include "param.h"
+#include "socket_util.h"
+#include "socket_worker.h"
+
+namespace zip {
+namespace {
+
+constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
+constexpr uint32_t kHelloMagic = 0x5A49484Cu;
+constexpr uint16_t kVersion = 1;
+constexpr int kMaxDevs = 16;
+constexpr int kMaxSockets = 64 + 1;   // data sockets + control
+constexpr size_t kMaxPending = 256;   // unauthenticated inbound sockets kept at once
+constexpr size_t kMaxCtrlRecord = 4096;
+constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
+
+struct WireHandle {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  uint8_t addr[sizeof(sockaddr_in6)];
+  uint64_t nonce;
+};
+static_assert(sizeof(WireHandle) <= kTransportHandleBytes, "handle fits");
+
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t index;   // 0: control socket, 1..n-1: data sockets
+  uint16_t nsocks;  // sockets in this connection, control included
+  uint16_t reserved;
+  uint32_t reserved2;
+  uint64_t nonce;
+  uint64_t conn_id;  // groups the sockets of one connect()
+};
+static_assert(sizeof(Hello) == 32, "hello is 32 bytes");
+
+int64_t now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+uint64_t random64() {
+  uint64_t v = 0;
+  while (getrandom(&v, sizeof v, 0) != sizeof v) {
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class SocketConn : public Conn {
+ public:
+  SocketConn(int dev, std::vector<int> fds, std::string peer) : dev_(dev), peer_(std::move(peer)) {
+    ctrl_fd_ = fds[0];
+    data_fds_.assign(fds.begin() + 1, fds.end());
+    const int nthreads = std::min<int>(params().socket_nthreads, int(data_fds_.size()));
+    std::vector<std::vector<int>> per(nthreads);
+    for (size_t i = 0; i < data_fds_.size(); ++i) per[i % nthreads].push_back(data_fds_[i]);
+    for (int t = 0; t < nthreads; ++t)
+      workers_.push_back(std::make_unique<SocketWorker>(per[t], &err_, peer_));
+  }
+  ~SocketConn() override {
+    workers_.clear();  // joins the helper threads before their sockets go away
+    close(ctrl_fd_);
+    for (int fd : data_fds_) close(fd);
+  }
+
+  Status send_ctrl(const void* rec, size_t len) override {
+    const uint32_t l = uint32_t(len);
+    const char* p = static_cast<const char*>(rec);
+    out_.insert(out_.end(), reinterpret_cast<const char*>(&l), reinterpret_cast<const char*>(&l) + 4);
+    out_.insert(out_.end(), p, p + len);
+    return progress();
+  }
+
+  bool has_record() const {
+    uint32_t l = 0;
+    if (in_.size() >= 4) std::memcpy(&l, in_.data(), 4);
+    return in_.size() >= 4 && in_.size() >= 4 + size_t(l);
+  }
+
+  Status recv_ctrl(void* buf, size_t cap, size_t* len) override {
+    *len = 0;
+    ZIP_CHECK(progress());
+    if (in_.size() < 4) return Status::Ok();
+    uint32_t l;
+    std::memcpy(&l, in_.data(), 4);
+    if (l > kMaxCtrlRecord || l > cap) {
+      err_.set(ncclRemoteError, "control record of " + std::to_string(l) + " bytes from " + peer_);
+      return fail(ncclRemoteError);
+    }
+    if (in_.size() < 4 + size_t(l)) return Status::Ok();
+    std::memcpy(buf, in_.data() + 4, l);
+    in_.erase(in_.begin(), in_.begin() + 4 + l);
+    *len = l;
+    return Status::Ok();
+  }
+
+  Status progress() override {
+    if (err_.code() != ncclSuccess) return fail(err_.code());
+    while (out_off_ < out_.size()) {
+      ssize_t r = ::send(ctrl_fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (r > 0) {
+        out_off_ += size_t(r);
+        continue;
+      }
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+      err_.set(ncclRemoteError, "control send to " + peer_ + ": " + std::strerror(errno));
+      return fail(ncclRemoteError);
+    }
+    if (out_off_ == out_.size()) {
+      out_.clear();
+      out_off_ = 0;
+    }
+    char tmp[16384];
+    while (!peer_closed_) {
+      ssize_t r = ::recv(ctrl_fd_, tmp, sizeof tmp, MSG_DONTWAIT);
+      if (r > 0) {
+        in_.insert(in_.end(), tmp, tmp + r);
+        continue;
+      }
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+      // The peer closed (or reset) its end. Not an error by itself: data already on the data
+      // sockets still arrives; the engine fails whatever still waits on this peer.
+      peer_closed_ = true;
+    }
+    return Status::Ok();
+  }
+
+  Status post_send(const void* buf, size_t n, Xfer* x) override {
+    return post(const_cast<char*>(static_cast<const char*>(buf)), n, x, true, &next_send_);
+  }
+  Status post_recv(void* buf, size_t n, Xfer* x) override {
+    return post(static_cast<char*>(buf), n, x, false, &next_recv_);
+  }
+  Status error() const override { return Status{err_.code()}; }
+  std::string error_text() const override { return err_.text(); }
+  size_t ctrl_backlog() const override { return out_.size() - out_off_; }
+  bool peer_closed() const override { return peer_closed_ && !has_record(); }
+  std::string peer() const override { return peer_; }
+  int device() const override { return dev_; }
+
+ private:
+  // Both ends split a message the same way (it depends only on n and on how many messages came
+  // before), so chunk i of the sender meets chunk i of the receiver on the same socket.
+  Status post(char* buf, size_t n, Xfer* x, bool send, size_t* next) {
+    if (err_.code() != ncclSuccess) return fail(err_.code());
+    if (n == 0) return Status::Ok();
+    const size_t nsocks = data_fds_.size();
+    size_t chunks = std::min(nsocks, (n + kMinChunk - 1) / kMinChunk);
+    const size_t chunk = (n + chunks - 1) / chunks;
+    chunks = (n + chunk - 1) / chunk;
+    x->pending.fetch_add(int(chunks), std::memory_order_relaxed);
+    const size_t nthreads = workers_.size();
+    for (size_t i = 0; i < chunks; ++i) {
+      const size_t s = (*next + i) % nsocks;
+      const size_t off = i * chunk;
+      workers_[s % nthreads]->push(int(s / nthreads), send, buf + off, std::min(chunk, n - off), x);
+    }
+    *next = (*next + chunks) % nsocks;
+    return Status::Ok();
+  }
+
+  int dev_;
+  std::string peer_;
+  int ctrl_fd_;
+  std::vector<int> data_fds_;
+  StickyError err_;
+  std::vector<std::unique_ptr<SocketWorker>> workers_;
+  std::vector<char> out_, in_;
+  size_t out_off_ = 0;
+  bool peer_closed_ = false;
+  size_t next_send_ = 0, next_recv_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class SocketListener : public Listener {
+ public:
+  SocketListener(int dev, int fd, uint64_t nonce, std::string where)
+      : dev_(dev), fd_(fd), nonce_(nonce), where_(std::move(where)) {}
+  ~SocketListener() override {
+    close(fd_);
+    for (auto& p : pending_) close(p.fd);
+    for (auto& g : groups_)
+      for (int fd : g.fds)
+        if (fd >= 0) close(fd);
+  }
+
+  Status accept(std::unique_ptr<Conn>* out) override {
+    out->reset();
+    take_new_sockets();
+    read_hellos();
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      Group& g = groups_[i];
+      if (g.have != int(g.fds.size())) continue;
+      for (int fd : g.fds) {
+        if (!set_conn_options(fd, int(params().socket_timeout_ms))) {
+          ZIP_WARN("accept on %s: socket options failed: %s", where_.c_str(), std::strerror(errno));
+          return fail(ncclSystemError);
+        }
+      }
+      ZIP_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s (%zu sockets)", g.peer.c_str(),
+               where_.c_str(), g.fds.size());
+      *out = std::make_unique<SocketConn>(dev_, g.fds, g.peer);
+      groups_.erase(groups_.begin() + long(i));
+      return Status::Ok();
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct Pending {
+    int fd;
+    SockAddr peer;
+    Hello h;
+    size_t got;
+    int64_t deadline;
+  };
+  struct Group {
+    uint64_t conn_id;
+    std::vector<int> fds;
+    int have;
+    std::string peer;
+  };
+
+  void take_new_sockets() {
+    for (;;) {
+      Pending p{};
+      socklen_t len = sizeof p.peer;
+      p.fd = accept4(fd_, &p.peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (p.fd < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+          ZIP_WARN("accept on %s: %s", where_.c_str(), std::strerror(errno));
+        return;
+      }
+      if (pending_.size() >= kMaxPending) {
+        ZIP_WARN("rejected connection from %s on %s: too many unauthenticated connections",
+                 addr_str(pending_.front().peer).c_str(), where_.c_str());
+        close(pending_.front().fd);
+        pending_.erase(pending_.begin());
+      }
+      p.deadline = now_ms() + params().handshake_timeout_ms;
+      pending_.push_back(p);
+    }
+  }
+
+  void reject(const Pending& p, const char* why) {
+    ZIP_WARN("rejected connection from %s on %s: %s", addr_str(p.peer).c_str(), where_.c_str(), why);
+    close(p.fd);
+  }
+
+  void read_hellos() {
+    const int64_t now = now_ms();
+    for (size_t i = 0; i < pending_.size();) {
+      Pending& p = pending_[i];
+      ssize_t r = ::recv(p.fd, reinterpret_cast<char*>(&p.h) + p.got, sizeof p.h - p.got, MSG_DONTWAIT);
+      if (r > 0) p.got += size_t(r);
+      const bool again = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+      const char* why = nullptr;
+      if (r == 0)
+        why = "closed before completing the handshake";
+      else if (r < 0 && !again)
+        why = std::strerror(errno);
+      else if (p.got < sizeof p.h && now > p.deadline)
+        why = "no handshake within NCCL_ZIP_HANDSHAKE_TIMEOUT_MS";
+      else if (p.got == sizeof p.h)
+        why = admit(p);
+      else {
+        ++i;
+        continue;
+      }
+      if (why) reject(p, why);
+      pending_.erase(pending_.begin() + long(i));
+    }
+  }
+
+  // Returns why the hello is refused, or null after adding the socket to its connection.
+  const char* admit(const Pending& p) {
+    const Hello& h = p.h;
+    if (h.magic != kHelloMagic) return "not a zipccl handshake";
+    if (h.version != kVersion) return "unsupported handshake version";
+    if (h.nonce != nonce_) return "wrong nonce (not the peer this handle was given to)";
+    if (h.nsocks < 2 || h.nsocks > kMaxSockets || h.index >= h.nsocks) return "bad socket count";
+    Group* g = nullptr;
+    for (auto& x : groups_)
+      if (x.conn_id == h.conn_id) g = &x;
+    if (!g) {
+      groups_.push_back(Group{h.conn_id, std::vector<int>(h.nsocks, -1), 0, addr_str(p.peer)});
+      g = &groups_.back();
+    }
+    if (g->fds.size() != h.nsocks || g->fds[h.index] != -1) return "inconsistent socket group";
+    g->fds[h.index] = p.fd;
+    g->have++;
+    return nullptr;
+  }
+
+  int dev_;
+  int fd_;
+  uint64_t nonce_;
+  std::string where_;
+  std::vector<Pending> pending_;
+  std::vector<Group> groups_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class SocketConnector : public Connector {
+ public:
+  SocketConnector(int dev, const SockAddr& addr, uint64_t nonce)
+      : dev_(dev), addr_(addr), deadline_(now_ms() + params().handshake_timeout_ms) {
+    const int n = 1 + params().socket_nthreads * params().nsocks_per_thread;
+    const uint64_t conn_id = random64();
+    for (int i = 0; i < n; ++i) {
+      Sock s{};
+      s.fd = -1;
+      s.hello = Hello{kHelloMagic, kVersion, uint16_t(i), uint16_t(n), 0, 0, nonce, conn_id};
+      socks_.push_back(s);
+    }
+  }
+  ~SocketConnector() override {
+    for (auto& s : socks_)
+      if (s.fd >= 0) close(s.fd);
+  }
+
+  Status progress(std::unique_ptr<Conn>* out) override {
+    out->reset();
+    bool all = true;
+    for (Sock& s : socks_) {
+      ZIP_CHECK(step(s));
+      all &= s.state == kDone;
+    }
+    if (!all) return Status::Ok();
+    std::vector<int> fds;
+    for (Sock& s : socks_) {
+      if (!set_conn_options(s.fd, int(params().socket_timeout_ms))) {
+        ZIP_WARN("connect to %s: socket options failed: %s", addr_str(addr_).c_str(), std::strerror(errno));
+        return fail(ncclSystemError);
+      }
+      fds.push_back(s.fd);
+      s.fd = -1;
+    }
+    ZIP_INFO(NCCL_NET | NCCL_INIT, "connected to %s (%zu sockets, %d helper threads)",
+             addr_str(addr_).c_str(), fds.size(), std::min<int>(params().socket_nthreads, int(fds.size()) - 1));
+    *out = std::make_unique<SocketConn>(dev_, std::move(fds), addr_str(addr_));
+    return Status::Ok();
+  }
+
+ private:
+  enum State { kStart, kConnecting, kHello, kDone };
+  struct Sock {
+    int fd;
+    State state;
+    size_t sent;
+    Hello hello;
+  };
+
+  Status retry_or_fail(Sock& s, int err) {
+    close(s.fd);
+    s.fd = -1;
+    s.state = kStart;
+    // The listener may be momentarily out of backlog; keep trying until the handshake deadline.
+    if ((err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN) && now_ms() < deadline_) return Status::Ok();
+    ZIP_WARN("connect to %s: %s", addr_str(addr_).c_str(), std::strerror(err));
+    return fail(ncclRemoteError);
+  }
+
+  Status step(Sock& s) {
+    if (s.state == kStart) {
+      s.fd = socket(addr_.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (s.fd < 0) {
+        ZIP_WARN("socket(): %s", std::strerror(errno));
+        return fail(ncclSystemError);
+      }
+      if (::connect(s.fd, &addr_.sa, addr_len(addr_)) == 0) {
+        s.state = kHello;
+      } else if (errno == EINPROGRESS) {
+        s.state = kConnecting;
+      } else {
+        return retry_or_fail(s, errno);
+      }
+    }
+    if (s.state == kConnecting) {
+      pollfd pfd{s.fd, POLLOUT, 0};
+      if (poll(&pfd, 1, 0) <= 0) return Status::Ok();
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err) return retry_or_fail(s, err);
+      s.state = kHello;
+    }
+    if (s.state == kHello) {
+      ssize_t r = ::send(s.fd, reinterpret_cast<char*>(&s.hello) + s.sent, sizeof s.hello - s.sent,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (r > 0) s.sent += size_t(r);
+      else if (!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+        return retry_or_fail(s, r < 0 ? errno : ECONNRESET);
+      if (s.sent == sizeof s.hello) s.state = kDone;
+    }
+    return Status::Ok();
+  }
+
+  int dev_;
+  SockAddr addr_;
+  int64_t deadline_;
+  std::vector<Sock> socks_;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+int read_speed_mbps(const std::string& ifname) {
+  std::ifstream f("/sys/class/net/" + ifname + "/speed");
+  int v = 0;
+  if (f >> v && v > 0) return v;
+  return 10000;  // what NCCL assumes when the kernel does not say
+}
+
+std::string read_pci_path(const std::string& ifname) {
+  char buf[PATH_MAX];
+  const std::string link = "/sys/class/net/" + ifname + "/device";
+  if (!realpath(link.c_str(), buf)) return "";
+  return buf;
+}
+
+class SocketTransport : public Transport {
+ public:
+  SocketTransport() {
+    ifaces_ = find_interfaces(params().socket_ifname, params().socket_family, kMaxDevs);
+    for (const auto& i : ifaces_) {
+      DeviceInfo d;
+      d.name = i.name;
+      d.pci_path = read_pci_path(i.name);
+      d.speed_mbps = read_speed_mbps(i.name);
+      devs_.push_back(d);
+    }
+  }
+  const char* name() const override { return "socket"; }
+  int num_devices() const override { return int(devs_.size()); }
+  const DeviceInfo& device(int dev) const override { return devs_[dev]; }
+
+  Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) override {
+    SockAddr a = ifaces_[dev].addr;
+    if (a.sa.sa_family == AF_INET) a.sin.sin_port = 0;
+    else a.sin6.sin6_port = 0;
+    int fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    socklen_t len = addr_len(a);
+    if (fd < 0 || bind(fd, &a.sa, len) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
+        getsockname(fd, &a.sa, &len) != 0) {
+      ZIP_WARN("listen on %s (%s): %s", ifaces_[dev].name.c_str(), addr_str(a).c_str(), std::strerror(errno));
+      if (fd >= 0) close(fd);
+      return fail(ncclSystemError);
+    }
+    WireHandle h{};
+    h.magic = kHandleMagic;
+    h.version = kVersion;
+    std::memcpy(h.addr, &a, addr_len(a));
+    h.nonce = random64();
+    std::memcpy(handle, &h, sizeof h);
+    const std::string where = ifaces_[dev].name + " " + addr_str(a);
+    ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
+    *out = std::make_unique<SocketListener>(dev, fd, h.nonce, where);
+    return Status::Ok();
+  }
+
+  Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) override {
+    WireHandle h;
+    std::memcpy(&h, handle, sizeof h);
+    if (h.magic != kHandleMagic || h.version != kVersion) {
+      ZIP_WARN("connect: the handle is not a zipccl socket handle (magic %08x version %u)", h.magic, h.version);
+      return fail(ncclInvalidArgument);
+    }
+    SockAddr a{};
+    std::memcpy(&a, h.addr, sizeof h.addr);
+    if (a.sa.sa_family != AF_INET && a.sa.sa_family != AF_INET6) {
+      ZIP_WARN("connect: bad address family %d in handle", a.sa.sa_family);
+      return fail(ncclInvalidArgument);
+    }
+    *out = std::make_unique<SocketConnector>(dev, a, h.nonce);
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<Iface> ifaces_;
+  std::vector<DeviceInfo> devs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_socket_transport() { return std::make_unique<SocketTransport>(); }
+
+}  // namespace zip

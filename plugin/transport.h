@@ -1,0 +1,85 @@
+// What the engine needs from a network transport. The socket transport implements it today; an
+// RDMA verbs transport will implement the same interface (listen/connect/accept, a framed control
+// channel, posted bulk transfers polled for completion, one sticky error per connection).
+// Threading: Listener/Connector/Conn methods are called by one thread at a time per object (the
+// engine serialises them); a transport may complete transfers from its own threads.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "status.h"
+
+namespace zip {
+
+// One posted bulk transfer. The engine owns it and keeps it alive until done() and until the
+// connection is closed; the transport counts its pieces down from its own threads.
+struct Xfer {
+  std::atomic<int> pending{0};
+  bool done() const { return pending.load(std::memory_order_acquire) == 0; }
+};
+
+struct DeviceInfo {
+  std::string name;      // e.g. "lo", "eth0"
+  std::string pci_path;  // real /sys PCI path, empty for virtual interfaces
+  int speed_mbps = 0;
+};
+
+// Transport-specific part of NCCL's 128-byte connection handle.
+constexpr size_t kTransportHandleBytes = 112;
+
+class Conn {
+ public:
+  virtual ~Conn() = default;
+  // Control channel: whole records, in order. send_ctrl never blocks (queues what the network
+  // does not take now); recv_ctrl returns one record or *len = 0.
+  virtual Status send_ctrl(const void* rec, size_t len) = 0;
+  virtual Status recv_ctrl(void* buf, size_t cap, size_t* len) = 0;
+  // Moves queued control bytes; call on every progress step.
+  virtual Status progress() = 0;
+  // Bulk data, completed in posting order per direction. The buffer must stay valid until
+  // x->done(). n may be 0.
+  virtual Status post_send(const void* buf, size_t n, Xfer* x) = 0;
+  virtual Status post_recv(void* buf, size_t n, Xfer* x) = 0;
+  // Sticky error: once a connection fails, every call reports it.
+  virtual Status error() const = 0;
+  virtual std::string error_text() const = 0;
+  // Control bytes accepted by send_ctrl but not yet handed to the network.
+  virtual size_t ctrl_backlog() const = 0;
+  // The peer closed its end and every control record it sent has been read: whoever still waits
+  // for a record from it will wait forever.
+  virtual bool peer_closed() const = 0;
+  virtual std::string peer() const = 0;
+  virtual int device() const = 0;
+};
+
+class Connector {
+ public:
+  virtual ~Connector() = default;
+  // Advances connection setup without blocking; *out stays null until ready.
+  virtual Status progress(std::unique_ptr<Conn>* out) = 0;
+};
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Accepts and authenticates inbound connections without blocking; *out stays null until one
+  // full connection (all its sockets/queues) has arrived. Strangers are rejected and logged.
+  virtual Status accept(std::unique_ptr<Conn>* out) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  virtual int num_devices() const = 0;
+  virtual const DeviceInfo& device(int dev) const = 0;
+  // Fills handle[0, kTransportHandleBytes) for the peer's connect().
+  virtual Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) = 0;
+  virtual Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) = 0;
+};
+
+}  // namespace zip
