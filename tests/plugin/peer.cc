@@ -1,0 +1,277 @@
+// One rank of a two-process exchange through the real plugin, driven the way NCCL's proxy drives
+// a net plugin: listen/connect/accept polled without blocking, regMr once per buffer arena,
+// isend/irecv with up to 32 requests in flight (grouped receives when --group > 1), test() polled
+// in posting order, every received byte checked. Prints one "RESULT ..." line for the test.
+//
+//   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
+//            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error]
+//   zip_peer send ... --handle=HEX
+// The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
+// --expect-error: succeed only if the plugin reports an error (the other side was killed).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plugin_loader.h"
+#include "traffic.h"
+
+using namespace ztest;
+
+namespace {
+
+struct Args {
+  std::string role, plugin, handle;
+  int version = 11, group = 1;
+  long msgs = 200, die_after = -1;
+  size_t max = 256 << 10;
+  Kind kind = Kind::kMix;
+  uint64_t seed = 1;
+  bool ll = false, ll_reg = false, attr_ll = false, expect_error = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  a.role = argc > 1 ? argv[1] : "";
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    auto val = [&](const char* k) -> const char* {
+      size_t l = strlen(k);
+      return s.compare(0, l, k) == 0 ? s.c_str() + l : nullptr;
+    };
+    if (auto v = val("--plugin=")) a.plugin = v;
+    else if (auto v = val("--handle=")) a.handle = v;
+    else if (auto v = val("--version=")) a.version = atoi(v);
+    else if (auto v = val("--group=")) a.group = atoi(v);
+    else if (auto v = val("--msgs=")) a.msgs = atol(v);
+    else if (auto v = val("--max=")) a.max = size_t(atol(v));
+    else if (auto v = val("--kind=")) a.kind = parse_kind(v);
+    else if (auto v = val("--seed=")) a.seed = strtoull(v, nullptr, 0);
+    else if (auto v = val("--die-after=")) a.die_after = atol(v);
+    else if (s == "--ll") a.ll = true;
+    else if (s == "--ll-reg") a.ll_reg = true;
+    else if (s == "--attr-ll") a.attr_ll = true;
+    else if (s == "--expect-error") a.expect_error = true;
+    else {
+      fprintf(stderr, "unknown argument %s\n", s.c_str());
+      exit(2);
+    }
+  }
+  return a;
+}
+
+std::string to_hex(const unsigned char* p, size_t n) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s += d[p[i] >> 4];
+    s += d[p[i] & 15];
+  }
+  return s;
+}
+
+void from_hex(const std::string& s, unsigned char* p, size_t n) {
+  for (size_t i = 0; i < n && 2 * i + 1 < s.size(); ++i) p[i] = (unsigned char)std::stoi(s.substr(2 * i, 2), nullptr, 16);
+}
+
+// Parses "(N compressed)" from the comm summary the plugin logs at close.
+long compressed_from_log() {
+  for (const auto& l : log_lines()) {
+    size_t p = l.find(" compressed)");
+    if (l.find("comm") == std::string::npos || p == std::string::npos) continue;
+    size_t b = l.rfind('(', p);
+    return atol(l.c_str() + b + 1);
+  }
+  return -1;
+}
+
+int finish(bool ok, const char* what, long done) {
+  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d what=%s\n", ok ? 1 : 0, done,
+         compressed_from_log(), count_log("rejected connection"), what);
+  fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+#define CHECK_NCCL(call)                                                         \
+  do {                                                                           \
+    ncclResult_t r_ = (call);                                                    \
+    if (r_ != ncclSuccess) return on_error(#call, r_);                           \
+  } while (0)
+
+class Peer {
+ public:
+  explicit Peer(const Args& a) : a_(a), net_(a.plugin, a.version) {}
+
+  int run() {
+    if (net_.init() != ncclSuccess) return finish(false, "init", 0);
+    int ndev = 0;
+    net_.devices(&ndev);
+    if (ndev < 1) return finish(false, "no device", 0);
+    return a_.role == "recv" ? run_recv() : run_send();
+  }
+
+ private:
+  int on_error(const char* call, ncclResult_t r) {
+    if (a_.expect_error) {
+      printf("RESULT ok=1 error=%d call=%s msgs=%ld\n", int(r), call, done_);
+      fflush(stdout);
+      exit(0);  // exit(), not _exit(): LeakSanitizer checks at exit
+    }
+    fprintf(stderr, "peer %s: %s returned %d after %ld messages\n", a_.role.c_str(), call, int(r), done_);
+    return finish(false, call, done_);
+  }
+
+  void maybe_die() {
+    if (a_.die_after >= 0 && done_ >= a_.die_after) raise(SIGKILL);
+  }
+
+  int run_recv() {
+    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void* lc = nullptr;
+    void* rc = nullptr;
+    CHECK_NCCL(net_.listen(0, handle, &lc));
+    printf("HANDLE %s\n", to_hex(handle, sizeof handle).c_str());
+    fflush(stdout);
+    while (!rc) CHECK_NCCL(net_.accept(lc, &rc));
+    if (a_.attr_ll) CHECK_NCCL(net_.set_proto(1u << 0));
+    // One arena, registered once: slot s, sub j at (s * group + j) * max. --ll-reg registers it
+    // with the size NCCL's LL buffer has, which is how a v8 plugin recognises LL receives.
+    const size_t slots = 32 * size_t(a_.group);
+    const size_t arena_bytes = a_.ll_reg ? 524288 : slots * a_.max;
+    if (a_.ll_reg && slots * a_.max > arena_bytes) return finish(false, "arena too small for --ll-reg", 0);
+    std::vector<char> arena(arena_bytes);
+    void* mh = nullptr;
+    CHECK_NCCL(net_.reg_mr(rc, arena.data(), arena.size(), NCCL_PTR_HOST, &mh));
+    std::deque<std::pair<void*, long>> inflight;  // request, group index
+    long posted = 0;
+    std::vector<char> want(a_.max);
+    while (done_ < a_.msgs) {
+      while (posted < a_.msgs && inflight.size() < 32) {
+        const size_t slot = size_t(posted % 32);
+        void* data[8];
+        size_t sizes[8];
+        int tags[8];
+        void* mhs[8];
+        for (int j = 0; j < a_.group; ++j) {
+          data[j] = arena.data() + (slot * a_.group + j) * a_.max;
+          sizes[j] = a_.max;  // capacity: at least what the sender sends
+          tags[j] = j;
+          mhs[j] = mh;
+        }
+        void* req = nullptr;
+        CHECK_NCCL(net_.irecv(rc, a_.group, data, sizes, tags, mhs, a_.ll, &req));
+        if (!req) break;
+        inflight.emplace_back(req, posted++);
+      }
+      if (inflight.empty()) continue;
+      int done = 0, sizes[8] = {};
+      CHECK_NCCL(net_.test(inflight.front().first, &done, sizes));
+      if (!done) continue;
+      const long g = inflight.front().second;
+      inflight.pop_front();
+      for (int j = 0; j < a_.group; ++j) {
+        const size_t n = msg_size(a_.seed, uint64_t(g), uint32_t(j), a_.max);
+        const char* got = arena.data() + (size_t(g % 32) * a_.group + j) * a_.max;
+        fill(a_.kind, a_.seed, uint64_t(g), uint32_t(j), want.data(), n);
+        if (size_t(sizes[j]) != n || memcmp(got, want.data(), n) != 0) {
+          fprintf(stderr, "recv: message %ld sub %d: size %d (want %zu) or bytes differ\n", g, j, sizes[j], n);
+          return finish(false, "data mismatch", done_);
+        }
+      }
+      ++done_;
+      maybe_die();
+    }
+    CHECK_NCCL(net_.dereg_mr(rc, mh));
+    CHECK_NCCL(net_.close_recv(rc));
+    CHECK_NCCL(net_.close_listen(lc));
+    CHECK_NCCL(net_.finalize());
+    if (a_.expect_error) return finish(false, "no error seen", done_);
+    return finish(true, "exchange", done_);
+  }
+
+  int run_send() {
+    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    from_hex(a_.handle, handle, sizeof handle);
+    void* sc = nullptr;
+    while (!sc) CHECK_NCCL(net_.connect(0, handle, &sc));
+    const size_t slots = 32 * size_t(a_.group);
+    std::vector<char> arena(slots * a_.max);
+    void* mh = nullptr;
+    CHECK_NCCL(net_.reg_mr(sc, arena.data(), arena.size(), NCCL_PTR_HOST, &mh));
+    // Each group's subs go out in a scrambled tag order: the plugin matches them by tag.
+    struct Pending {
+      void* req;
+      long g;
+      int j;
+    };
+    std::deque<Pending> inflight;
+    std::map<long, int> left;  // group -> subs not yet completed
+    long next_g = 0;
+    int next_j = 0;
+    while (done_ < a_.msgs) {
+      // Group g uses arena slot g % 32: at most 32 groups from the oldest incomplete one.
+      while (next_g < a_.msgs && (left.empty() || next_g - left.begin()->first < 32)) {
+        const int j = int((uint64_t(next_j) * 5 + uint64_t(next_g)) % uint64_t(a_.group));
+        const size_t n = msg_size(a_.seed, uint64_t(next_g), uint32_t(j), a_.max);
+        char* buf = arena.data() + (size_t(next_g % 32) * a_.group + j) * a_.max;
+        if (next_j == 0) left[next_g] = a_.group;
+        fill(a_.kind, a_.seed, uint64_t(next_g), uint32_t(j), buf, n);
+        void* req = nullptr;
+        CHECK_NCCL(net_.isend(sc, buf, n, j, mh, &req));
+        if (!req) {
+          if (next_j == 0) left.erase(next_g);
+          break;  // no clear-to-send yet: NCCL retries later
+        }
+        inflight.push_back({req, next_g, j});
+        if (++next_j == a_.group) {
+          next_j = 0;
+          ++next_g;
+        }
+      }
+      for (size_t i = 0; i < inflight.size();) {
+        int done = 0, size = -1;
+        CHECK_NCCL(net_.test(inflight[i].req, &done, &size));
+        if (!done) {
+          ++i;
+          continue;
+        }
+        const size_t n = msg_size(a_.seed, uint64_t(inflight[i].g), uint32_t(inflight[i].j), a_.max);
+        if (size_t(size) != n) return finish(false, "send size", done_);
+        if (--left[inflight[i].g] == 0) {
+          left.erase(inflight[i].g);
+          ++done_;
+          maybe_die();
+        }
+        inflight.erase(inflight.begin() + long(i));
+      }
+    }
+    CHECK_NCCL(net_.dereg_mr(sc, mh));
+    CHECK_NCCL(net_.close_send(sc));
+    CHECK_NCCL(net_.finalize());
+    if (a_.expect_error) return finish(false, "no error seen", done_);
+    return finish(true, "exchange", done_);
+  }
+
+  Args a_;
+  PluginNet net_;
+  long done_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  if ((a.role != "recv" && a.role != "send") || a.plugin.empty() || a.group < 1 || a.group > 8) {
+    fprintf(stderr, "usage: zip_peer recv|send --plugin=PATH [options]\n");
+    return 2;
+  }
+  alarm(120);  // a hang is a failure, not a stuck CI job
+  Peer p(a);
+  return p.run();
+}
