@@ -59,8 +59,11 @@ ZIPCCL_CPU_CLONES Status decode_block(const Layout& L, const uint8_t* msg, const
     }
   }
 
+  // The stride in a local: otherwise the stores (which may alias L) force a reload per element
+  // and the loop does not vectorize.
+  const uint64_t res_stride = L.res_stride;
   for (uint32_t i = 0; i < nb; ++i) {
-    for (uint32_t r = 0; r < G.res_planes; ++r) rb[r] = res[r * L.res_stride + i];
+    for (uint32_t r = 0; r < G.res_planes; ++r) rb[r] = res[r * res_stride + i];
     cpu::store<C>(dst, i, elem_join(C, exps[i], rb, syms[i] >> 3));
   }
   return Status::kOk;
