@@ -1,0 +1,96 @@
+// Writes the fuzzers' seed corpora: <dir>/decode_fuzzer/ gets small valid messages of every
+// codec (coded blocks with escapes, raw blocks, tails, checksums, raw fallbacks) and
+// <dir>/roundtrip_fuzzer/ gets typed and random inputs behind the fuzzer's 2-byte prefix.
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <sys/stat.h>
+#include <vector>
+
+#include "zipccl/codec.h"
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using zipccl::Codec;
+
+// n elements of N(0, 1) in the codec's type; every 16th is an exact zero and the last `wild`
+// elements have random bits (their exponents escape, forcing a raw block when enough).
+Bytes make_input(Codec c, size_t n, size_t wild, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const uint32_t eb = zipccl::geometry(c).elem_bytes;
+  Bytes b(n * eb);
+  for (size_t i = 0; i < n; ++i) {
+    float f = i % 16 ? d(g) : 0.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if (c == Codec::BF16) u >>= 16;
+    if (c == Codec::FP16) {  // round toward zero; tiny values flush to zero
+      const int e = int((u >> 23) & 0xFF) - 112;
+      u = ((u >> 16) & 0x8000) | (e <= 0 ? 0 : e >= 31 ? 0x7C00 : (uint32_t(e) << 10) | ((u >> 13) & 0x3FF));
+    }
+    if (i + wild >= n) u = g();
+    std::memcpy(b.data() + i * eb, &u, eb);
+  }
+  return b;
+}
+
+bool write_file(const std::string& path, const Bytes& b) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  const bool ok = std::fwrite(b.data(), 1, b.size(), f) == b.size();
+  return std::fclose(f) == 0 && ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1], dec = dir + "/decode_fuzzer", rt = dir + "/roundtrip_fuzzer";
+  for (const std::string& d : {dir, dec, rt})
+    if (mkdir(d.c_str(), 0755) != 0 && errno != EEXIST) {
+      std::perror(d.c_str());
+      return 1;
+    }
+  struct Shape {
+    size_t elems, wild, tail;
+  } shapes[] = {{0, 0, 1}, {3, 0, 1}, {200, 0, 0}, {1000, 40, 1}, {4096 + 700, 700, 3}, {300, 300, 0}};
+  int files = 0;
+  for (Codec c : {Codec::Raw, Codec::BF16, Codec::FP16, Codec::FP32}) {
+    const Codec type = c == Codec::Raw ? Codec::BF16 : c;
+    for (const Shape& s : shapes) {
+      Bytes in = make_input(type, s.elems, s.wild, uint32_t(files));
+      in.resize(in.size() + s.tail % zipccl::geometry(type).elem_bytes, 0x5A);
+      for (bool crc : {false, true}) {
+        zipccl::EncodeOptions opt;
+        opt.checksum = crc;
+        Bytes msg(zipccl::max_compressed_bytes(in.size()));
+        size_t n = 0;
+        if (zipccl::encode(c, in.data(), in.size(), msg.data(), msg.size(), &n, opt) != zipccl::Status::kOk) {
+          std::fprintf(stderr, "encode failed\n");
+          return 1;
+        }
+        msg.resize(n);
+        const std::string name = std::string(zipccl::codec_name(c)) + "_" + std::to_string(in.size()) +
+                                 (crc ? "_crc" : "");
+        // Roundtrip prefix: codec, checksum flag, max_ratio 1.0 (16/16); aligned buffers.
+        Bytes rt_in = {uint8_t(uint8_t(c) | (crc ? 4 : 0) | (16 << 3)), 0};
+        rt_in.insert(rt_in.end(), in.begin(), in.end());
+        if (!write_file(dec + "/" + name, msg) || !write_file(rt + "/" + name, rt_in)) {
+          std::perror(name.c_str());
+          return 1;
+        }
+        ++files;
+      }
+    }
+  }
+  std::printf("wrote %d seeds to each of %s and %s\n", files, dec.c_str(), rt.c_str());
+  return 0;
+}
