@@ -161,6 +161,30 @@ void rules_table(const Sets& sets) {
   std::printf("\n");
 }
 
+// Where the bytes above the coded payload go: the fixed cost of a message (128-byte header,
+// block table, 128-byte section alignment, raw fallback of tiny tensors) against the ideal
+// n * (R + K/8) + escapes of the same windows.
+void overhead_row(const std::string& name, const std::vector<Tensor>& per_tensor, const Tensor& whole) {
+  uint64_t bytes = 0, msg = 0, ideal = 0, ideal_fixed = 0;
+  for (const Tensor& t : per_tensor) {
+    const CodecGeometry g = geometry(t.codec);
+    const uint64_t n = t.bytes / g.elem_bytes;
+    const auto bases = rule_bases(t.codec, t.blocks, WindowRule::Codec);
+    const auto fixed = rule_bases(t.codec, t.blocks, WindowRule::BestFixed);
+    bytes += t.bytes;
+    msg += message_bytes(t.codec, t.bytes, t.blocks, bases);
+    ideal += n * g.res_planes + (n * g.bit_planes + 7) / 8;
+    ideal_fixed += n * g.res_planes + (n * g.bit_planes + 7) / 8;
+    for (size_t i = 0; i < t.blocks.size(); ++i) {
+      ideal += block_chunk_bytes(t.codec, t.blocks[i], bases[i]);
+      ideal_fixed += block_chunk_bytes(t.codec, t.blocks[i], fixed[i]);
+    }
+  }
+  const uint64_t whole_msg = message_bytes(whole.codec, whole.bytes, whole.blocks, rule_bases(whole.codec, whole.blocks, WindowRule::Codec));
+  std::printf("| %s | %zu | %.4f | %.4f | %.4f | %.4f |\n", name.c_str(), per_tensor.size(), double(msg) / double(bytes),
+              double(whole_msg) / double(whole.bytes), double(ideal) / double(bytes), double(ideal_fixed) / double(bytes));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,6 +197,7 @@ int main(int argc, char** argv) {
   }
 
   Sets sweep_sets;
+  std::vector<Tensor> wholes;  // each file's data section as one message
   std::printf("### Real tensors (one message per tensor)\n\n");
   table_header();
   for (const char* f : {"weights_bf16", "grads_bf16", "acts_bf16", "grads_fp32"}) {
@@ -186,8 +211,16 @@ int main(int argc, char** argv) {
     for (const TensorInfo& t : tf.tensors)
       ts.push_back({t.codec, t.bytes, block_histograms(t.codec, tf.data.data() + t.offset, t.bytes)});
     report(f, ts);
+    const size_t start = tf.tensors.empty() ? tf.data.size() : tf.tensors.front().offset;
+    wholes.push_back({ts.front().codec, tf.data.size() - start,
+                      block_histograms(ts.front().codec, tf.data.data() + start, tf.data.size() - start)});
     sweep_sets.emplace_back(f, std::move(ts));
   }
+
+  std::printf("\n### Message overhead (real tensors, codec window)\n\n");
+  std::printf("| data | tensors | ratio, message per tensor | ratio, whole file one message | ideal, no header/padding | "
+              "ideal, best fixed window per tensor |\n|---|---|---|---|---|---|\n");
+  for (size_t i = 0; i < wholes.size(); ++i) overhead_row(sweep_sets[i].first, sweep_sets[i].second, wholes[i]);
 
   std::printf("\n### Synthetic i.i.d. data (%zu values, one message)\n\n", elems);
   table_header();
