@@ -4,8 +4,8 @@
 #   2. build-asan/  clang with AddressSanitizer + UndefinedBehaviorSanitizer and the libFuzzer
 #                   targets, CPU only, and the same CTest tests;
 #   3. each fuzzer for FUZZ_SECONDS from the seed corpus; any crash fails.
-# Every step runs that can (a failed build skips its tests); a summary ends the output and the
-# exit status is non-zero when anything failed.
+# Every step runs that can (a failed build skips its tests; ninja -k 0 lists all errors); a
+# summary ends the output and the exit status is non-zero when anything failed.
 # Environment: JOBS (default: nproc), FUZZ_SECONDS per fuzzer (default 30),
 #              ZIPCCL_SKIP_DEPS=1 to skip scripts/deps.sh.
 set -uo pipefail  # no -e: a failing step is recorded, the rest still runs
@@ -71,7 +71,7 @@ mkdir -p "$LOGS"
 # 1. Default build.
 if run "build/ configure+build" bash -c \
   "cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZIPCCL_TESTS=ON &&
-   cmake --build build -j $JOBS"; then
+   cmake --build build -j $JOBS -- -k 0"; then
   run "build/ ctest" ctest_logged build "$LOGS/ctest-build.log"
 else
   skip "build/ ctest" "build failed"
@@ -81,7 +81,7 @@ fi
 if run "build-asan/ configure+build" bash -c \
   "CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
      -DZIPCCL_TESTS=ON -DZIPCCL_SANITIZE=ON -DZIPCCL_FUZZ=ON -DZIPCCL_CUDA=OFF &&
-   cmake --build build-asan -j $JOBS"; then
+   cmake --build build-asan -j $JOBS -- -k 0"; then
   export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   run "build-asan/ ctest (ASan+UBSan)" ctest_logged build-asan "$LOGS/ctest-asan.log"
