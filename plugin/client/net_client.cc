@@ -1,4 +1,4 @@
-#include "plugin_loader.h"
+#include "net_client.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -28,7 +28,7 @@ void logger(ncclDebugLogLevel level, unsigned long, const char* file, int line, 
 }
 
 [[noreturn]] void die(const std::string& m) {
-  fprintf(stderr, "plugin_loader: %s\n", m.c_str());
+  fprintf(stderr, "net_client: %s\n", m.c_str());
   std::abort();
 }
 
@@ -53,6 +53,22 @@ int count_log(const std::string& needle) {
 void clear_log() {
   std::lock_guard<std::mutex> g(g_mu);
   g_lines.clear();
+}
+
+bool last_summary(const std::string& side, CommSummary* out) {
+  const auto lines = log_lines();
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    const size_t p = it->find(side + " comm ");
+    const size_t c = it->find(" closed: ");
+    if (p == std::string::npos || c == std::string::npos) continue;
+    CommSummary s;
+    if (sscanf(it->c_str() + c, " closed: %ld messages (%ld compressed), %lf MB in, %lf MB on the wire, ratio %*f, codec %lf s",
+               &s.messages, &s.compressed, &s.mb_in, &s.mb_wire, &s.codec_s) != 5)
+      return false;
+    *out = s;
+    return true;
+  }
+  return false;
 }
 
 PluginNet::PluginNet(const std::string& path, int version) : version_(version) {

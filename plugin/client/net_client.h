@@ -1,6 +1,7 @@
-// Loads the built libnccl-net-zip.so with dlopen, exactly as NCCL does, and exposes whichever
-// ncclNet_vN table was asked for through one version-neutral interface, so every test can run
-// against each ABI version. Log lines NCCL's logger would print are captured for assertions.
+// The client side of the plugin ABI, for the tests, the demo and the benchmark (not part of the
+// plugin): loads libnccl-net-zip.so with dlopen, as NCCL does, and exposes whichever ncclNet_vN
+// table was asked for through one version-neutral interface. The log lines NCCL's logger would
+// print are captured (and echoed to stderr with ZIP_TEST_LOG=1).
 #pragma once
 
 #include <cstddef>
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "nccl_abi.h"
+#include "../nccl_abi.h"
 
 namespace ztest {
 
@@ -61,5 +62,14 @@ class PluginNet {
 std::vector<std::string> log_lines();
 int count_log(const std::string& needle);
 void clear_log();
+
+// The per-connection summary the plugin logs when a comm closes.
+struct CommSummary {
+  long messages = -1;
+  long compressed = -1;
+  double mb_in = 0, mb_wire = 0, codec_s = 0;
+};
+// The last "send comm ..." or "recv comm ..." summary in the captured log; false if none.
+bool last_summary(const std::string& side, CommSummary* out);
 
 }  // namespace ztest

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "plugin_loader.h"
+#include "net_client.h"
 #include "traffic.h"
 
 using namespace ztest;
@@ -80,14 +80,10 @@ void from_hex(const std::string& s, unsigned char* p, size_t n) {
   for (size_t i = 0; i < n && 2 * i + 1 < s.size(); ++i) p[i] = (unsigned char)std::stoi(s.substr(2 * i, 2), nullptr, 16);
 }
 
-// Parses "(N compressed)" from the comm summary the plugin logs at close.
+// Messages that went compressed, from the comm summary the plugin logs at close.
 long compressed_from_log() {
-  for (const auto& l : log_lines()) {
-    size_t p = l.find(" compressed)");
-    if (l.find("comm") == std::string::npos || p == std::string::npos) continue;
-    size_t b = l.rfind('(', p);
-    return atol(l.c_str() + b + 1);
-  }
+  CommSummary s;
+  if (last_summary("recv", &s) || last_summary("send", &s)) return s.compressed;
   return -1;
 }
 

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "plugin_loader.h"
+#include "net_client.h"
 #include "spawn.h"
 
 using namespace ztest;
