@@ -1,0 +1,48 @@
+// A two-rank exchange through the real plugin over loopback: two processes, each sending to and
+// receiving from the other with 32 requests in flight per direction, every received byte checked.
+// Shared by zipccl-demo and zipccl-net-bench.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+
+#include "traffic.h"
+
+namespace zdemo {
+
+struct ExchangeConfig {
+  std::string plugin;            // path of libnccl-net-zip.so
+  int version = 11;              // ncclNet_vN table to drive
+  size_t bytes = 256u << 20;     // per direction
+  size_t msg_bytes = 512u << 10; // NCCL's Simple step size by default
+  ztest::Kind kind = ztest::Kind::kBf16;
+  std::map<std::string, std::string> env;  // NCCL_ZIP_ENABLE, NCCL_SOCKET_IFNAME, ...
+};
+
+struct RankResult {
+  bool ok = false;            // ran to the end without a plugin error
+  long bad_messages = 0;      // received messages whose bytes or size differ
+  long messages = 0;          // received
+  double seconds = 0;         // first post to last completion
+  double mb_in = 0;           // sent, uncompressed (plugin's send summary)
+  double mb_wire = 0;         // sent on the wire
+  long compressed = 0;        // messages sent compressed
+  double codec_s = 0;         // encode time on the send side
+  char error[200] = "";
+};
+
+struct ExchangeResult {
+  RankResult rank[2];
+  bool ok() const;
+  bool bit_exact() const;
+  double gbps() const;   // GB/s per direction: bytes over the slower rank's time
+  double ratio() const;  // wire / in over both ranks
+};
+
+ExchangeResult run_exchange(const ExchangeConfig& cfg);
+
+// Default plugin path: ZIPCCL_PLUGIN if set, else the one built next to this tool.
+std::string default_plugin_path();
+
+}  // namespace zdemo
