@@ -1,0 +1,336 @@
+// GPU codec benchmark: bulk throughput against a device-to-device copy measured in the same
+// run, and per-message latency from launch until the host can read the compressed size.
+// Usage: gpu_codec_bench [--quick]. Prints markdown tables.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "zipccl/codec.h"
+#include "zipccl/gpu_codec.h"
+
+using namespace zipccl;
+
+namespace {
+
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
+      exit(1);                                                                                 \
+    }                                                                                          \
+  } while (0)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double pct(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * v.size()))];
+}
+
+// N(0, sigma^2) as bf16, fp16 or fp32, generated on the host once.
+std::vector<uint8_t> gaussian(Codec c, size_t bytes, uint32_t seed, float sigma) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0, sigma);
+  std::vector<uint8_t> b(bytes);
+  const size_t eb = c == Codec::FP32 ? 4 : 2;
+  for (size_t i = 0; i + eb <= bytes; i += eb) {
+    float f = d(g);
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (c == Codec::FP32) {
+      memcpy(&b[i], &u, 4);
+    } else if (c == Codec::BF16) {
+      uint16_t h = uint16_t(u >> 16);
+      memcpy(&b[i], &h, 2);
+    } else {
+      const int e = int((u >> 23) & 0xFF) - 127 + 15;
+      uint16_t h = uint16_t((u >> 16) & 0x8000);
+      if (e > 0 && e < 31) h |= uint16_t((e << 10) | ((u >> 13) & 0x3FF));
+      memcpy(&b[i], &h, 2);
+    }
+  }
+  return b;
+}
+
+struct Ctx {
+  cudaStream_t s;
+  cudaEvent_t a, b;
+  void* temp;
+  size_t temp_bytes;
+  gpu::Result* res;  // pinned
+};
+
+float elapsed_ms(Ctx& c) {
+  float ms;
+  CK(cudaEventElapsedTime(&ms, c.a, c.b));
+  return ms;
+}
+
+double copy_bandwidth(Ctx& c, size_t bytes, int reps) {
+  void *x, *y;
+  CK(cudaMalloc(&x, bytes));
+  CK(cudaMalloc(&y, bytes));
+  CK(cudaMemset(x, 1, bytes));
+  std::vector<double> t;
+  for (int i = 0; i < reps + 3; ++i) {
+    CK(cudaEventRecord(c.a, c.s));
+    CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, c.s));
+    CK(cudaEventRecord(c.b, c.s));
+    CK(cudaEventSynchronize(c.b));
+    if (i >= 3) t.push_back(elapsed_ms(c));
+  }
+  cudaFree(x);
+  cudaFree(y);
+  return 2.0 * bytes / (median(t) * 1e-3);  // bytes read + written per second
+}
+
+struct Bulk {
+  double enc_gbs, dec_gbs, ratio;
+};
+
+// Bulk throughput of one message of `bytes`, two buffer sets alternated so that repeats do
+// not run from L2.
+Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps) {
+  const auto host = gaussian(codec, bytes, 1, 1.0f);
+  uint8_t *in[2], *msg[2], *out[2];
+  for (int k = 0; k < 2; ++k) {
+    CK(cudaMalloc(&in[k], bytes));
+    CK(cudaMalloc(&msg[k], max_compressed_bytes(bytes)));
+    CK(cudaMalloc(&out[k], bytes));
+    CK(cudaMemcpy(in[k], host.data(), bytes, cudaMemcpyHostToDevice));
+  }
+  std::vector<double> te, td;
+  uint64_t msg_bytes = 0;
+  for (int i = 0; i < reps + 3; ++i) {
+    const int k = i & 1;
+    gpu::EncodeItem e;
+    e.in = in[k];
+    e.bytes = bytes;
+    e.out = msg[k];
+    e.out_cap = max_compressed_bytes(bytes);
+    e.codec = codec;
+    e.auto_codec = auto_codec;
+    CK(cudaEventRecord(c.a, c.s));
+    CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s));
+    CK(cudaEventRecord(c.b, c.s));
+    CK(cudaEventSynchronize(c.b));
+    if (c.res[0].status != 0) { fprintf(stderr, "encode status %d\n", c.res[0].status); exit(1); }
+    msg_bytes = c.res[0].bytes;
+    if (i >= 3) te.push_back(elapsed_ms(c));
+    gpu::DecodeItem d;
+    d.in = msg[k];
+    d.in_bytes = msg_bytes;
+    d.out = out[k];
+    d.out_cap = bytes;
+    CK(cudaEventRecord(c.a, c.s));
+    CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s));
+    CK(cudaEventRecord(c.b, c.s));
+    CK(cudaEventSynchronize(c.b));
+    if (c.res[0].status != 0) { fprintf(stderr, "decode status %d\n", c.res[0].status); exit(1); }
+    if (i >= 3) td.push_back(elapsed_ms(c));
+  }
+  // The last round trip must restore the input, and the message must equal the CPU's.
+  std::vector<uint8_t> back(bytes), gmsg(msg_bytes), ref(max_compressed_bytes(bytes));
+  CK(cudaMemcpy(back.data(), out[(reps + 2) & 1], bytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(gmsg.data(), msg[(reps + 2) & 1], msg_bytes, cudaMemcpyDeviceToHost));
+  size_t ref_len = 0;
+  zipccl::encode(auto_codec ? classify(host.data(), bytes) : codec, host.data(), bytes, ref.data(), ref.size(), &ref_len);
+  if (back != host || ref_len != msg_bytes || memcmp(ref.data(), gmsg.data(), msg_bytes) != 0) {
+    fprintf(stderr, "bulk round trip or CPU comparison FAILED\n");
+    exit(1);
+  }
+  for (int k = 0; k < 2; ++k) {
+    cudaFree(in[k]);
+    cudaFree(msg[k]);
+    cudaFree(out[k]);
+  }
+  return {bytes / (median(te) * 1e-3) / 1e9, bytes / (median(td) * 1e-3) / 1e9, double(msg_bytes) / bytes};
+}
+
+// The floor under the latency numbers: an empty kernel with a small or a codec-sized
+// (3.6 KB) parameter block, launch -> event complete as seen by the host.
+struct BigParam {
+  unsigned char b[3600];
+};
+__global__ void empty_small(int) {}
+__global__ void empty_big(const __grid_constant__ BigParam) {}
+
+template <class F>
+double host_latency_us(cudaStream_t s, F launch, int reps) {
+  cudaEvent_t done;
+  CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  std::vector<double> t;
+  for (int i = 0; i < reps + 20; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    launch();
+    CK(cudaEventRecord(done, s));
+    while (cudaEventQuery(done) == cudaErrorNotReady) {
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    if (i >= 20) t.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+  }
+  cudaEventDestroy(done);
+  return median(t);
+}
+
+struct Lat {
+  double enc_med, enc_p90, dec_med, dec_p90, poll_med, enc_gpu_us;
+};
+
+// Host-observed latency: from the launch call until cudaEventQuery reports the event after
+// it complete (the size is then readable in pinned memory). Also: polling Result::done
+// instead of the event, and the kernel time alone (events).
+Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
+  const auto host = gaussian(Codec::BF16, bytes, 2, 0.02f);
+  std::vector<uint8_t*> in(batch), msg(batch), out(batch);
+  std::vector<gpu::EncodeItem> e(batch);
+  std::vector<gpu::DecodeItem> d(batch);
+  for (int i = 0; i < batch; ++i) {
+    CK(cudaMalloc(&in[i], bytes));
+    CK(cudaMalloc(&msg[i], max_compressed_bytes(bytes)));
+    CK(cudaMalloc(&out[i], bytes));
+    CK(cudaMemcpy(in[i], host.data(), bytes, cudaMemcpyHostToDevice));
+    e[i].in = in[i];
+    e[i].bytes = bytes;
+    e[i].out = msg[i];
+    e[i].out_cap = max_compressed_bytes(bytes);
+    e[i].codec = Codec::BF16;
+  }
+  cudaEvent_t done;
+  CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  using clk = std::chrono::steady_clock;
+  std::vector<double> te, td, tp, tg;
+  for (int i = 0; i < reps + 20; ++i) {
+    auto t0 = clk::now();
+    CK(gpu::encode_batch(e.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
+    CK(cudaEventRecord(done, c.s));
+    while (cudaEventQuery(done) == cudaErrorNotReady) {
+    }
+    auto t1 = clk::now();
+    for (int k = 0; k < batch; ++k) {
+      if (c.res[k].status != 0) { fprintf(stderr, "encode status %d\n", c.res[k].status); exit(1); }
+      d[k].in = msg[k];
+      d[k].in_bytes = c.res[k].bytes;
+      d[k].out = out[k];
+      d[k].out_cap = bytes;
+    }
+    auto t2 = clk::now();
+    CK(gpu::decode_batch(d.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
+    CK(cudaEventRecord(done, c.s));
+    while (cudaEventQuery(done) == cudaErrorNotReady) {
+    }
+    auto t3 = clk::now();
+    for (int k = 0; k < batch; ++k)
+      if (c.res[k].status != 0) { fprintf(stderr, "decode status %d\n", c.res[k].status); exit(1); }
+    // Polling the done flags in pinned memory instead of an event.
+    for (int k = 0; k < batch; ++k) c.res[k].done = 0;
+    auto t4 = clk::now();
+    CK(gpu::encode_batch(e.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
+    for (int k = 0; k < batch; ++k)
+      while (!*reinterpret_cast<volatile uint8_t*>(&c.res[k].done)) {
+      }
+    auto t5 = clk::now();
+    CK(cudaStreamSynchronize(c.s));
+    CK(cudaEventRecord(c.a, c.s));
+    CK(gpu::encode_batch(e.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
+    CK(cudaEventRecord(c.b, c.s));
+    CK(cudaEventSynchronize(c.b));
+    if (i >= 20) {
+      te.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      td.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
+      tp.push_back(std::chrono::duration<double, std::micro>(t5 - t4).count());
+      tg.push_back(elapsed_ms(c) * 1e3);
+    }
+  }
+  for (int i = 0; i < batch; ++i) {
+    cudaFree(in[i]);
+    cudaFree(msg[i]);
+    cudaFree(out[i]);
+  }
+  cudaEventDestroy(done);
+  return {median(te), pct(te, 0.9), median(td), pct(td, 0.9), median(tp), median(tg)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+  int dev = 0;
+  cudaDeviceProp p;
+  if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
+    printf("no CUDA device\n");
+    return 0;
+  }
+  CK(cudaGetDeviceProperties(&p, 0));
+  printf("device: %s, %d SMs, L2 %d MiB\n\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
+  Ctx c;
+  CK(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+  CK(cudaEventCreate(&c.a));
+  CK(cudaEventCreate(&c.b));
+  const size_t big = size_t(quick ? 64 : 256) << 20;
+  c.temp_bytes = gpu::temp_bytes_bound(big, gpu::kMaxBatch);
+  CK(cudaMalloc(&c.temp, c.temp_bytes));
+  CK(gpu::init_temp(c.temp, c.temp_bytes, c.s));
+  CK(cudaMallocHost(&c.res, gpu::kMaxBatch * sizeof(gpu::Result)));
+  const int reps = quick ? 10 : 30;
+
+  const double copy = copy_bandwidth(c, size_t(1) << 30, reps);
+  printf("device-to-device copy (1 GiB, median of %d): %.0f GB/s (read + write)\n\n", reps, copy / 1e9);
+
+  printf("| bulk message | ratio | encode GB/s | decode GB/s | ceiling GB/s | encode %% | decode %% |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  struct Case {
+    const char* name;
+    Codec c;
+    bool a;
+    size_t bytes;
+  };
+  std::vector<Case> cases = {{"bf16 64 MiB", Codec::BF16, false, size_t(64) << 20},
+                             {"bf16 256 MiB", Codec::BF16, false, size_t(256) << 20},
+                             {"bf16 64 MiB auto", Codec::BF16, true, size_t(64) << 20},
+                             {"fp16 64 MiB", Codec::FP16, false, size_t(64) << 20},
+                             {"fp32 64 MiB", Codec::FP32, false, size_t(64) << 20},
+                             {"bf16 4 MiB", Codec::BF16, false, size_t(4) << 20}};
+  for (const Case& k : cases) {
+    if (k.bytes > big) continue;
+    const Bulk b = bulk(c, k.c, k.a, k.bytes, reps);
+    // Input-throughput ceiling: copy bandwidth over bytes moved per input byte (read 1,
+    // write ratio).
+    const double ceiling = copy / (1.0 + b.ratio) / 1e9;
+    printf("| %s | %.4f | %.0f | %.0f | %.0f | %.0f%% | %.0f%% |\n", k.name, b.ratio, b.enc_gbs, b.dec_gbs,
+           ceiling, 100 * b.enc_gbs / ceiling, 100 * b.dec_gbs / ceiling);
+  }
+
+  {
+    BigParam big_param{};
+    const double small = host_latency_us(c.s, [&] { empty_small<<<1, 32, 0, c.s>>>(0); }, 500);
+    const double large = host_latency_us(c.s, [&] { empty_big<<<1, 32, 0, c.s>>>(big_param); }, 500);
+    printf("\nfloor: empty kernel, launch -> event complete (host, median of 500): %.1f us with a 4-byte "
+           "parameter, %.1f us with a 3.6 KB parameter\n",
+           small, large);
+  }
+  printf("\n| bf16 message (Gaussian) | encode: launch -> size readable, median (p90) us | decode, median (p90) us |"
+         " encode, polling Result::done, median us | encode kernel (events) us |\n");
+  printf("| --- | --- | --- | --- | --- |\n");
+  struct L {
+    const char* name;
+    size_t bytes;
+    int batch;
+  };
+  for (const L& l : {L{"128 KiB", size_t(128) << 10, 1}, L{"512 KiB", size_t(512) << 10, 1},
+                     L{"4 MiB", size_t(4) << 20, 1}, L{"8 x 512 KiB (one batch)", size_t(512) << 10, 8}}) {
+    const Lat t = latency(c, l.bytes, l.batch, quick ? 100 : 500);
+    printf("| %s | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.1f |\n", l.name, t.enc_med, t.enc_p90, t.dec_med, t.dec_p90,
+           t.poll_med, t.enc_gpu_us);
+  }
+  return 0;
+}

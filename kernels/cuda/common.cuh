@@ -1,0 +1,265 @@
+// Pieces shared by the encode and decode kernels: launch parameters, the tile -> item map,
+// CTA-wide reductions and scans, item completion, and CRC32C.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "zipccl/codec.h"
+#include "zipccl/format.h"
+#include "zipccl/gpu_codec.h"
+
+namespace zipccl::gpu::detail {
+
+// One CTA (a "tile") codes 32 KiB of original data: 4 blocks of bf16/fp16 or 2 of fp32, or a
+// 32 KiB slice of a Raw payload. In each block a thread owns 16 consecutive elements.
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kPerThread = kBlockElems / kThreads;
+static_assert(kPerThread == 16, "a thread owns two 8-element groups of each block");
+constexpr uint32_t kTileBytes = 32768;
+constexpr int kMaxUnitBlocks = 4;
+template <Codec C>
+constexpr int unit_blocks() { return C == Codec::FP32 ? 2 : 4; }
+
+// Launch parameters travel as kernel arguments (no host->device copy); kMaxBatch items fit
+// in the 4 KiB parameter space.
+struct LaunchItem {
+  const uint8_t* in;
+  uint8_t* out;
+  uint64_t bytes;   // encode: input bytes; decode: message bytes available
+  uint64_t cap;     // output capacity
+  uint64_t limit;   // encode: largest coded message accepted (from max_ratio), as the CPU's
+  uint32_t tile0;   // first tile (CTA) of this item in the grid
+  uint32_t tiles;
+  uint8_t codec;
+  uint8_t auto_codec;
+};
+
+struct Launch {
+  LaunchItem items[kMaxBatch];
+  int n;
+  uint8_t checksum;
+  uint8_t raw_header_only;
+  uint32_t* item_done;           // temp: tiles finished, per item
+  uint32_t* item_err;            // temp: ~(order << 4 | status) of the first error, per item
+  unsigned long long* state;     // temp: look-back state, per tile
+  Result* results;
+};
+static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
+
+// Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], then 8 bytes per tile.
+constexpr size_t kTempHead = 2 * kMaxBatch * sizeof(uint32_t);
+
+inline uint32_t tiles_for(uint64_t bytes) {
+  return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + kTileBytes - 1) / kTileBytes);
+}
+
+__device__ __forceinline__ int find_item(const Launch& P) {
+  int lo = 0, hi = P.n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (P.items[mid].tile0 <= blockIdx.x) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+__device__ __forceinline__ uint32_t warp_sum(uint32_t x) {
+  for (int o = 16; o; o >>= 1) x += __shfl_xor_sync(~0u, x, o);
+  return x;
+}
+__device__ __forceinline__ uint64_t warp_sum64(uint64_t x) {
+  for (int o = 16; o; o >>= 1) x += __shfl_xor_sync(~0u, x, o);
+  return x;
+}
+
+// M independent sums over the CTA, one barrier pair for all; every thread gets the totals.
+template <int M>
+__device__ __forceinline__ void cta_sums(uint64_t (&x)[M], uint64_t (*sh)[kMaxUnitBlocks]) {
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    x[m] = warp_sum64(x[m]);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5][m] = x[m];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    uint64_t t = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) t += sh[w][m];
+    x[m] = t;
+  }
+  __syncthreads();
+}
+
+// M independent exclusive prefix sums over the CTA in thread order; total[m] gets the sums.
+template <int M>
+__device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M], uint32_t (*sh)[kMaxUnitBlocks]) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  uint32_t inc[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    inc[m] = x[m];
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t y = __shfl_up_sync(~0u, inc[m], o);
+      if (lane >= o) inc[m] += y;
+    }
+    if (lane == 31) sh[w][m] = inc[m];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    uint32_t before = 0, all = 0;
+#pragma unroll
+    for (int i = 0; i < kWarps; ++i) {
+      before += i < w ? sh[i][m] : 0;
+      all += sh[i][m];
+    }
+    total[m] = all;
+    x[m] = before + inc[m] - x[m];
+  }
+  __syncthreads();
+}
+
+// Shared-memory slot of 16-byte chunk g of a staged tile. Threads read 16-byte vectors at a
+// stride of 32 or 64 bytes; XOR-ing bits 3-4 of the index into bits 0-1 spreads each group of
+// 8 lanes over all 32 banks, and keeps consecutive chunks (cp.async writes) conflict-free.
+__device__ __forceinline__ uint32_t swz(uint32_t g) { return g ^ ((g >> 3) & 3); }
+
+// 16-byte asynchronous global->shared copy (sm_80+), completed by cp_async_wait().
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the
+// last chunk; asynchronous 16-byte copies when src is 16-byte aligned. Reads nothing past len.
+__device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len, bool vec) {
+  const uint32_t chunks = (len + 15) / 16;
+  for (uint32_t c = threadIdx.x; c < chunks; c += kThreads) {
+    uint8_t* d = reinterpret_cast<uint8_t*>(dst + swz(first_chunk + c));
+    if (vec && 16 * c + 16 <= len) {
+      cp_async16(d, src + 16 * c);
+    } else {
+      for (uint32_t i = 0; i < 16; ++i) d[i] = 16 * c + i < len ? src[16 * c + i] : 0;
+    }
+  }
+}
+
+// Count this tile as finished; true in every thread of the CTA that finishes the item last,
+// which then sees all other tiles' writes.
+__device__ __forceinline__ bool finish_tile(const Launch& P, int item, int* sh_flag) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    *sh_flag = atomicAdd(&P.item_done[item], 1u) == P.items[item].tiles - 1;
+  }
+  __syncthreads();
+  const bool last = *sh_flag;
+  if (last) __threadfence();
+  return last;
+}
+
+// Publish the item's result, system-wide visible, done flag last.
+__device__ __forceinline__ void publish_result(const Launch& P, int item, uint64_t bytes, Status s,
+                                               Codec c, bool raw_from_input) {
+  Result* r = &P.results[item];
+  r->bytes = s == Status::kOk ? bytes : 0;
+  r->status = static_cast<int32_t>(s);
+  r->codec = static_cast<uint8_t>(c);
+  r->raw_from_input = raw_from_input;
+  r->reserved = 0;
+  __threadfence_system();
+  *reinterpret_cast<volatile uint8_t*>(&r->done) = 1;
+}
+
+// Copy len bytes with the whole CTA (16-byte vectors when both sides allow it).
+__device__ __forceinline__ void cta_copy(uint8_t* dst, const uint8_t* src, uint64_t len) {
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
+    const uint64_t nv = len / 16;
+    for (uint64_t i = threadIdx.x; i < nv; i += kThreads)
+      reinterpret_cast<uint4*>(dst)[i] = __ldcs(reinterpret_cast<const uint4*>(src) + i);
+    for (uint64_t i = nv * 16 + threadIdx.x; i < len; i += kThreads) dst[i] = src[i];
+  } else {
+    for (uint64_t i = threadIdx.x; i < len; i += kThreads) dst[i] = src[i];
+  }
+}
+
+// ---- CRC32C of a byte range by one CTA: a CRC per thread segment, combined as zlib's
+// crc32_combine does (multiplication by x^(8 len) modulo the polynomial). Optional feature;
+// its throughput is that of one CTA.
+constexpr uint32_t kCrcPoly = 0x82F63B78u;
+
+__device__ __forceinline__ uint32_t multmodp(uint32_t a, uint32_t b) {  // a != 0
+  uint32_t m = 1u << 31, p = 0;
+  for (;;) {
+    if (a & m) {
+      p ^= b;
+      if ((a & (m - 1)) == 0) break;
+    }
+    m >>= 1;
+    b = b & 1 ? (b >> 1) ^ kCrcPoly : b >> 1;
+  }
+  return p;
+}
+
+__device__ __forceinline__ uint32_t x8nmodp(uint64_t n) {  // x^(8n) mod P
+  uint32_t p = 1u << 31, sq = 1u << 30;  // x^0, x^1
+  for (int i = 0; i < 3; ++i) sq = multmodp(sq, sq);
+  while (n) {
+    if (n & 1) p = multmodp(sq, p);
+    sq = multmodp(sq, sq);
+    n >>= 1;
+  }
+  return p;
+}
+
+struct CrcShared {
+  uint32_t table[256];
+  uint32_t part[kThreads];
+};
+
+// Every thread gets crc32c(p, n).
+__device__ __forceinline__ uint32_t cta_crc32c(const uint8_t* p, uint64_t n, CrcShared& sh) {
+  {
+    uint32_t c = threadIdx.x;
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (kCrcPoly & (0u - (c & 1)));
+    sh.table[threadIdx.x] = c;
+  }
+  __syncthreads();
+  const uint64_t seg = (n + kThreads - 1) / kThreads;
+  const uint64_t lo = seg * threadIdx.x < n ? seg * threadIdx.x : n;
+  const uint64_t hi = lo + seg < n ? lo + seg : n;
+  uint32_t c = ~0u;
+  for (uint64_t i = lo; i < hi; ++i) c = sh.table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+  sh.part[threadIdx.x] = ~c;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t crc = sh.part[0];
+    const uint32_t xseg = seg ? x8nmodp(seg) : 0;
+    for (int t = 1; t < kThreads; ++t) {
+      const uint64_t a = seg * t < n ? seg * t : n, z = a + seg < n ? a + seg : n;
+      if (z == a) break;
+      crc = multmodp(z - a == seg ? xseg : x8nmodp(z - a), crc) ^ sh.part[t];
+    }
+    sh.part[0] = crc;
+  }
+  __syncthreads();
+  const uint32_t crc = sh.part[0];
+  __syncthreads();
+  return crc;
+}
+
+// Little-endian byte loads for unaligned or partial data.
+__device__ __forceinline__ uint32_t load_le(const uint8_t* p, uint32_t nbytes) {
+  uint32_t v = 0;
+  for (uint32_t i = 0; i < nbytes; ++i) v |= uint32_t(p[i]) << (8 * i);
+  return v;
+}
+
+}  // namespace zipccl::gpu::detail

@@ -1,0 +1,312 @@
+// GPU decoder: one CTA per 4096-element block. The input is untrusted and every CTA
+// validates it with the CPU decoder's checks (header.cc, decode.cc) before touching data:
+// the header against the layout it implies, its block entry, the tiling of the escape
+// section (entry b must start where entry b-1 ends; the last must end at esc_bytes), and the
+// escape count against the code-0 entries before any escape byte is read. Errors are
+// ordered (header, block 0, block 1, ..., final tiling) and the first one is reported, so the
+// status equals the CPU's.
+#include <algorithm>
+#include <cstring>
+
+#include "common.cuh"
+
+namespace zipccl::gpu {
+namespace detail {
+namespace {
+
+struct DecShared {
+  uint32_t scan[kWarps][kMaxUnitBlocks];
+  int flag;
+  int status;
+  Layout L;
+  Header header;
+  BlockEntry entry[kMaxUnitBlocks + 1];  // entry[m + 1] is block u*M+m's, entry[0] the one before
+  union {
+    uint4 data[28 * 1024 / 16];  // staged residual and bit-plane bytes of the tile's blocks
+    CrcShared crc;
+  };
+};
+
+// parse_header() of header.cc on a copy of the header.
+__device__ Status parse_header(const Header& h, uint64_t in_bytes, Layout* out) {
+  if (in_bytes < kHeaderBytes) return Status::kTruncated;
+  if (h.magic != kMagic) return Status::kBadMagic;
+  if (h.version != kVersion) return Status::kBadVersion;
+  if (h.codec >= kNumCodecs || (h.flags & ~kFlagChecksum)) return Status::kBadHeader;
+  for (uint8_t r : h.reserved)
+    if (r) return Status::kBadHeader;
+  if (!(h.flags & kFlagChecksum) && h.checksum) return Status::kBadHeader;
+  const Codec c = static_cast<Codec>(h.codec);
+  const CodecGeometry g = geometry(c);
+  if (c != Codec::Raw && h.orig_bytes / g.elem_bytes > kMaxElems) return Status::kBadHeader;
+  if (c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48)) return Status::kBadHeader;
+  const Layout L = make_layout(c, h.orig_bytes);
+  const uint32_t want_block = c == Codec::Raw ? 0 : kBlockElems;
+  if (h.n_elems != L.n_elems || h.block_elems != want_block || h.n_blocks != L.n_blocks ||
+      h.tail_bytes != L.tail_bytes || h.off_table != L.off_table || h.off_res != L.off_res ||
+      h.res_stride != L.res_stride || h.off_bits != L.off_bits || h.bit_stride != L.bit_stride ||
+      h.off_esc != L.off_esc)
+    return Status::kBadHeader;
+  for (uint32_t i = L.tail_bytes; i < sizeof h.tail; ++i)
+    if (h.tail[i]) return Status::kBadHeader;
+  if (c == Codec::Raw ? h.esc_bytes != h.orig_bytes : h.esc_bytes > L.n_elems) return Status::kBadHeader;
+  if (h.total_bytes != L.off_esc + h.esc_bytes) return Status::kBadHeader;
+  if (h.total_bytes > in_bytes) return Status::kTruncated;
+  *out = L;
+  return Status::kOk;
+}
+
+// Record an error at position order (0 header, b+1 block b, n_blocks+1 final tiling); the
+// smallest order wins.
+__device__ __forceinline__ void report(const Launch& P, int item, uint32_t order, Status s) {
+  atomicMax(&P.item_err[item], ~((order << 4) | static_cast<uint32_t>(s)));
+}
+
+__device__ __forceinline__ BlockEntry load_entry(const uint8_t* p) {
+  BlockEntry e;
+  memcpy(&e, p, sizeof e);
+  return e;
+}
+
+// Decode one tile: blocks u*M .. u*M+M-1. Residual and bit-plane bytes of all M blocks are
+// staged in shared memory with asynchronous copies (in flight together); each block's checks
+// run before any of its escape bytes is read.
+template <Codec C>
+__device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
+                                            uint32_t u, DecShared& sh) {
+  constexpr int M = unit_blocks<C>();
+  constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
+  constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
+  constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
+  constexpr uint32_t kExpMax = C == Codec::FP16 ? 31 : 255;
+  constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
+  constexpr uint32_t kPlanes0 = R * M * kResChunks;  // first chunk of the staged planes
+  static_assert(kPlanes0 + K * M * kPlaneChunks <= sizeof(sh.data) / 16, "staging fits");
+  const uint8_t* msg = it.in;
+  const uint32_t b0 = u * M;
+  const uint32_t e0 = threadIdx.x * kPerThread;
+  const bool in_vec = (reinterpret_cast<uintptr_t>(msg) & 15) == 0;
+  const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
+  const uint64_t esc_bytes = sh.header.esc_bytes;
+
+  uint32_t nb[M], valid[M];
+  bool ok[M];  // entry checks of decode.cc, in its order
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    nb[m] = b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
+    valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
+    const BlockEntry& e = sh.entry[m + 1];
+    const uint64_t expect = b0 + m == 0 ? 0 : uint64_t(sh.entry[m].esc_offset) + sh.entry[m].esc_count;
+    Status s = Status::kOk;
+    if (e.esc_offset != expect || expect + e.esc_count > esc_bytes) s = Status::kBadBlock;
+    else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != nb[m] - raw_plane_bytes(L, nb[m]))) s = Status::kBadBlock;
+    else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > kExpMax)) s = Status::kBadBlock;
+    ok[m] = nb[m] && s == Status::kOk;
+    if (nb[m] && s != Status::kOk && threadIdx.x == 0) report(P, item, b0 + m + 1, s);
+    if (b0 + m == L.n_blocks - 1 && threadIdx.x == 0 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes)
+      report(P, item, b0 + m + 2, Status::kBadBlock);
+    if (ok[m]) {
+      const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
+      for (uint32_t r = 0; r < R; ++r)
+        stage(sh.data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first, nb[m], in_vec);
+      for (uint32_t k = 0; k < K; ++k)
+        stage(sh.data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
+              (nb[m] + 7) / 8, in_vec);
+    }
+  }
+  cp_async_wait();
+  __syncthreads();
+
+  // This thread's residual bytes and plane bytes of block m.
+  auto res_of = [&](int m, uint32_t r) { return sh.data[swz((r * M + m) * kResChunks + threadIdx.x)]; };
+  auto plane_of = [&](int m, uint32_t k) {
+    return uint32_t(reinterpret_cast<const uint16_t*>(sh.data + swz(kPlanes0 + (k * M + m) * kPlaneChunks +
+                                                                   threadIdx.x / 8))[threadIdx.x % 8]);
+  };
+  auto plane_byte = [&](int m, uint32_t k, uint32_t i) {
+    return reinterpret_cast<const uint8_t*>(sh.data + swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
+  };
+
+  // The escape count must equal the chunk length before any chunk byte is read.
+  uint32_t esc[M], escapes[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    esc[m] = 0;
+    if (ok[m] && sh.entry[m + 1].mode == kBlockCoded) {
+      const uint32_t coded = plane_of(m, 0) | plane_of(m, 1) | plane_of(m, 2);
+      esc[m] = __popc(~coded & ((1u << valid[m]) - 1));
+    }
+  }
+  cta_scans<M>(esc, escapes, sh.scan);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const BlockEntry& e = sh.entry[m + 1];
+    if (!ok[m]) continue;
+    if (e.mode == kBlockCoded && escapes[m] != e.esc_count) {
+      if (threadIdx.x == 0) report(P, item, b0 + m + 1, Status::kBadEscapes);
+      continue;
+    }
+    const uint8_t* chunk = msg + L.off_esc + e.esc_offset;
+    uint8_t res[R][kPerThread];
+#pragma unroll
+    for (uint32_t r = 0; r < R; ++r) {
+      const uint4 x = res_of(m, r);
+      memcpy(res[r], &x, 16);
+    }
+    uint32_t v[kPerThread];
+    if (e.mode == kBlockRaw) {
+      const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const uint32_t i = e0 + j;
+        uint32_t top = 0;
+        if (uint32_t(j) < valid[m]) top = i < in_planes ? plane_byte(m, i / groups, i % groups) : chunk[i - in_planes];
+        uint8_t rb[3];
+#pragma unroll
+        for (uint32_t r = 0; r < R; ++r) rb[r] = res[r][j];
+        v[j] = elem_join_top(C, top, rb);
+      }
+    } else {
+      uint32_t pb[K];
+#pragma unroll
+      for (uint32_t k = 0; k < K; ++k) pb[k] = plane_of(m, k);
+      uint32_t k_esc = esc[m];
+      bool bad = false;
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        uint32_t sym = 0;
+#pragma unroll
+        for (uint32_t k = 0; k < K; ++k) sym |= ((pb[k] >> j) & 1u) << k;
+        uint32_t exp = e.base + (sym & 7) - 1;
+        if (uint32_t(j) < valid[m] && (sym & 7) == 0) {
+          exp = chunk[k_esc++];
+          bad |= exp > kExpMax;
+        }
+        uint8_t rb[3];
+#pragma unroll
+        for (uint32_t r = 0; r < R; ++r) rb[r] = res[r][j];
+        v[j] = elem_join(C, exp, rb, sym >> 3);
+      }
+      if (bad) report(P, item, b0 + m + 1, Status::kBadEscapes);
+    }
+    uint8_t* dst = it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB;
+    if (out_vec && valid[m] == kPerThread) {
+#pragma unroll
+      for (int q = 0; q < int(kPerThread * EB / 16); ++q) {
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (EB == 4) w[i] = v[q * 4 + i];
+          else w[i] = v[q * 8 + 2 * i] | v[q * 8 + 2 * i + 1] << 16;
+        }
+        reinterpret_cast<uint4*>(dst)[q] = make_uint4(w[0], w[1], w[2], w[3]);
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j)
+        if (uint32_t(j) < valid[m])
+          for (uint32_t i = 0; i < EB; ++i) dst[j * EB + i] = static_cast<uint8_t>(v[j] >> (8 * i));
+    }
+  }
+}
+
+__device__ void finalize(const Launch& P, int item, DecShared& sh) {
+  const LaunchItem& it = P.items[item];
+  const uint32_t err = P.item_err[item];
+  Status s = err ? static_cast<Status>(~err & 15) : Status::kOk;
+  const Layout& L = sh.L;
+  if (s == Status::kOk && (sh.header.flags & kFlagChecksum) && cta_crc32c(it.out, L.orig_bytes, sh.crc) != sh.header.checksum)
+    s = Status::kBadChecksum;
+  if (threadIdx.x == 0) {
+    P.item_err[item] = 0;
+    P.item_done[item] = 0;
+    publish_result(P, item, L.orig_bytes, s, err ? Codec::Raw : L.codec, false);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 4) decode_kernel(const __grid_constant__ Launch P) {
+  __shared__ DecShared sh;
+  const int item = find_item(P);
+  const LaunchItem& it = P.items[item];
+  const uint32_t b = blockIdx.x - it.tile0;
+  if (threadIdx.x < kHeaderBytes) {
+    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = it.bytes >= kHeaderBytes ? it.in[threadIdx.x] : 0;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Layout L{};
+    Status s = parse_header(sh.header, it.bytes, &L);
+    if (s == Status::kOk && it.cap < L.orig_bytes) s = Status::kNoSpace;
+    if (s != Status::kOk && b == 0) report(P, item, 0, s);
+    sh.status = static_cast<int>(s);
+    sh.L = L;
+  }
+  __syncthreads();
+  // Block entries of this tile and the one before it (for the tiling check).
+  {
+    const Layout& L = sh.L;
+    const int M = L.codec == Codec::FP32 ? 2 : 4;
+    const int64_t blk = int64_t(b) * M - 1 + threadIdx.x;
+    if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x <= M && blk >= 0 &&
+        blk < L.n_blocks)
+      sh.entry[threadIdx.x] = load_entry(it.in + L.off_table + uint64_t(blk) * kBlockEntryBytes);
+  }
+  __syncthreads();
+  if (static_cast<Status>(sh.status) == Status::kOk) {
+    const Layout& L = sh.L;
+    if (L.codec == Codec::Raw) {
+      const uint64_t span = ((L.orig_bytes + it.tiles - 1) / it.tiles + 15) & ~uint64_t(15);
+      const uint64_t lo = min(uint64_t(b) * span, L.orig_bytes);
+      cta_copy(it.out + lo, it.in + kHeaderBytes + lo, min(span, L.orig_bytes - lo));
+    } else {
+      // The tail bytes travel in the header (a message may have no block at all).
+      if (b == 0 && threadIdx.x < L.tail_bytes)
+        it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
+      if (b * uint64_t(L.codec == Codec::FP32 ? 2 : 4) < L.n_blocks) switch (L.codec) {
+        case Codec::BF16: decode_unit<Codec::BF16>(P, item, it, L, b, sh); break;
+        case Codec::FP16: decode_unit<Codec::FP16>(P, item, it, L, b, sh); break;
+        default: decode_unit<Codec::FP32>(P, item, it, L, b, sh); break;
+      }
+    }
+  }
+  if (finish_tile(P, item, &sh.flag)) finalize(P, item, sh);
+}
+
+}  // namespace
+}  // namespace detail
+
+cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp_size, Result* results,
+                         cudaStream_t stream) {
+  using namespace detail;
+  if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
+  for (int first = 0; first < n; first += kMaxBatch) {
+    const int m = std::min(n - first, kMaxBatch);
+    Launch P{};
+    P.n = m;
+    uint32_t tiles = 0;
+    for (int i = 0; i < m; ++i) {
+      const DecodeItem& d = items[first + i];
+      if ((d.in_bytes && !d.in) || (d.out_cap && !d.out)) return cudaErrorInvalidValue;
+      LaunchItem& l = P.items[i];
+      l.in = static_cast<const uint8_t*>(d.in);
+      l.out = static_cast<uint8_t*>(d.out);
+      l.bytes = d.in_bytes;
+      l.cap = d.out_cap;
+      l.tile0 = tiles;
+      // One tile per 32 KiB of output covers the blocks of every codec and the Raw payload.
+      l.tiles = tiles_for(d.out_cap);
+      tiles += l.tiles;
+    }
+    if (temp_size < kTempHead + size_t(tiles) * 8) return cudaErrorInvalidValue;
+    P.item_done = static_cast<uint32_t*>(temp);
+    P.item_err = P.item_done + kMaxBatch;
+    P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
+    P.results = results + first;
+    decode_kernel<<<tiles, kThreads, 0, stream>>>(P);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace zipccl::gpu

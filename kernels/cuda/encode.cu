@@ -1,0 +1,527 @@
+// GPU encoder: one CTA per 4096-element block, one pass over the input. The only serial
+// dependency of the format, each block's offset in the escape section, comes from a
+// single-pass decoupled look-back scan (Merrill & Garland) over per-block chunk sizes: a block
+// publishes its chunk size as soon as it has counted its escapes, writes its residual and
+// bit-plane bytes while its predecessors resolve, then writes its escape chunk. The CTA that
+// completes an item last writes the header (or falls back to a Raw message, as the CPU does)
+// and publishes the size.
+#include <algorithm>
+#include <cstring>
+
+#include "common.cuh"
+
+namespace zipccl::gpu {
+namespace detail {
+namespace {
+
+__device__ constexpr unsigned long long kAggregate = 1ull << 62;  // state: chunk size of this block only
+__device__ constexpr unsigned long long kInclusive = 2ull << 62;  // state: escape bytes up to and with it
+
+// Per-item decision shared by every tile and the finalizer.
+struct Plan {
+  Codec c;
+  bool too_large;
+  bool raw;  // Raw message decided before coding (codec, size or layout alone)
+  Layout L;
+};
+
+struct EncShared {
+  Plan plan;  // in shared memory: the layout is too large to keep in registers
+  uint64_t red[kWarps][kMaxUnitBlocks];
+  uint32_t scan[kWarps][kMaxUnitBlocks];
+  uint64_t bcast;
+  int flag;
+  int codec;
+  union {
+    uint4 data[kTileBytes / 16];  // the tile's input, 16-byte chunks at swz() slots
+    Header header;
+    CrcShared crc;
+    struct {
+      uint64_t sum[kWarps][3];
+      uint32_t esc[kWarps][3];
+    } cls;
+  };
+};
+
+// ---- Codec choice, bit-exact with zipccl::classify(): the same sampled windows, the same
+// block plan per window, the same double arithmetic on exact integers.
+__device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
+  if (n < 64) return Codec::Raw;
+  const uint64_t win = n < 2048 ? n & ~uint64_t(3) : 2048;
+  const uint64_t windows = n / win < 4 ? n / win : 4;
+  const uint64_t stride = ((n - win) / (windows > 1 ? windows - 1 : 1)) & ~uint64_t(3);
+  // 64 threads (two warps) per window, 32 bytes each.
+  const uint32_t w = threadIdx.x / 64, off = (threadIdx.x % 64) * 32;
+  uint32_t word[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    uint32_t v = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const uint64_t idx = off + i * 4 + k;
+      if (w < windows && idx < win) v |= uint32_t(in[w * stride + idx]) << (8 * k);
+    }
+    word[i] = v;
+  }
+  const Codec codecs[3] = {Codec::BF16, Codec::FP16, Codec::FP32};
+  uint64_t sum[3];
+#pragma unroll
+  for (int ci = 0; ci < 3; ++ci) {
+    const Codec c = codecs[ci];
+    const uint32_t eb = geometry(c).elem_bytes, nb = uint32_t(win / eb);
+    uint64_t s = 0;
+    for (uint32_t j = 0; j < 32 / eb; ++j) {
+      const uint32_t k = off / eb + j;
+      const uint32_t v = eb == 2 ? (word[j / 2] >> (16 * (j & 1))) & 0xFFFF : word[j];
+      const uint32_t e = elem_exponent(c, v);
+      if (k < nb) s += e | (uint64_t(e != 0) << 32);
+    }
+    sum[ci] = warp_sum64(s);
+  }
+  if ((threadIdx.x & 31) == 0)
+    for (int ci = 0; ci < 3; ++ci) sh.cls.sum[threadIdx.x >> 5][ci] = sum[ci];
+  __syncthreads();
+  uint32_t esc[3];
+#pragma unroll
+  for (int ci = 0; ci < 3; ++ci) {
+    const Codec c = codecs[ci];
+    const uint32_t eb = geometry(c).elem_bytes, nb = uint32_t(win / eb);
+    const uint64_t t = sh.cls.sum[2 * (w & 3)][ci] + sh.cls.sum[2 * (w & 3) + 1][ci];
+    const uint32_t base = window_base(c, t & 0xFFFFFFFFu, uint32_t(t >> 32));
+    uint32_t e = 0;
+    for (uint32_t j = 0; j < 32 / eb; ++j) {
+      const uint32_t k = off / eb + j;
+      const uint32_t v = eb == 2 ? (word[j / 2] >> (16 * (j & 1))) & 0xFFFF : word[j];
+      e += k < nb && exp_code(elem_exponent(c, v), base) == 0;
+    }
+    esc[ci] = warp_sum(e);
+  }
+  if ((threadIdx.x & 31) == 0)
+    for (int ci = 0; ci < 3; ++ci) sh.cls.esc[threadIdx.x >> 5][ci] = esc[ci];
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    Codec best = Codec::Raw;
+    double best_ratio = 0.95;  // classify.cc's kMaxUsefulRatio
+    for (int ci = 0; ci < 3; ++ci) {
+      const Layout L = make_layout(codecs[ci], win);
+      const uint32_t nb = static_cast<uint32_t>(L.n_elems);
+      double bits = 0;
+      for (uint64_t wi = 0; wi < windows; ++wi) {
+        const uint32_t e = sh.cls.esc[2 * wi][ci] + sh.cls.esc[2 * wi + 1][ci];
+        const uint32_t raw_chunk = raw_chunk_bytes(L, nb);
+        const uint32_t chunk = e > raw_chunk ? raw_chunk : e;
+        bits += double(nb) * (8.0 * L.g.res_planes + L.g.bit_planes) + 8.0 * chunk;
+      }
+      const double ratio = bits / (8.0 * double(win) * double(windows));
+      if (ratio < best_ratio) {
+        best_ratio = ratio;
+        best = codecs[ci];
+      }
+    }
+    sh.codec = static_cast<int>(best);
+  }
+  __syncthreads();
+  const Codec best = static_cast<Codec>(sh.codec);
+  __syncthreads();
+  return best;
+}
+
+__device__ __forceinline__ Plan make_plan(const LaunchItem& it, Codec c) {
+  Plan p{};
+  p.c = c;
+  const uint32_t eb = geometry(c).elem_bytes;
+  p.too_large = c != Codec::Raw && it.bytes / eb > kMaxElems;
+  p.raw = c == Codec::Raw || it.bytes < eb;
+  if (!p.raw && !p.too_large) {
+    p.L = make_layout(c, it.bytes);
+    p.raw = p.L.off_esc >= it.limit || p.L.off_esc > it.cap;
+  }
+  return p;
+}
+
+// Exclusive prefix of chunk sizes before block b, by warp 0 (decoupled look-back).
+__device__ uint64_t look_back(unsigned long long* st, uint32_t b) {
+  const int lane = threadIdx.x & 31;
+  uint64_t excl = 0;
+  int64_t pred = int64_t(b) - 1;
+  for (;;) {
+    const int64_t idx = pred - lane;
+    const unsigned long long s =
+        idx >= 0 ? *reinterpret_cast<volatile unsigned long long*>(st + idx) : kInclusive;
+    const uint32_t flag = uint32_t(s >> 62);
+    const unsigned invalid = __ballot_sync(~0u, flag == 0);
+    const unsigned incl = __ballot_sync(~0u, flag == 2);
+    const unsigned need = incl ? ((incl & (0u - incl)) - 1) | (incl & (0u - incl)) : ~0u;
+    if (invalid & need) {
+      __nanosleep(20);
+      continue;
+    }
+    excl += warp_sum64((need >> lane) & 1 ? (s & 0xFFFFFFFFull) : 0);
+    if (incl) return excl;
+    pred -= 32;
+  }
+}
+
+// A thread's 16 elements of block m of the staged tile, as words (2 bf16/fp16 or 1 fp32 each).
+template <Codec C, int W>
+__device__ __forceinline__ void read_words(const uint4* data, int m, uint32_t (&w)[W]) {
+  constexpr uint32_t kBlockChunks = kBlockElems * (C == Codec::FP32 ? 4 : 2) / 16;
+#pragma unroll
+  for (int q = 0; q < W / 4; ++q) {
+    const uint4 x = data[swz(m * kBlockChunks + (W / 4) * threadIdx.x + q)];
+    w[4 * q] = x.x;
+    w[4 * q + 1] = x.y;
+    w[4 * q + 2] = x.z;
+    w[4 * q + 3] = x.w;
+  }
+}
+
+template <Codec C, int W>
+__device__ __forceinline__ uint32_t elem_at(const uint32_t (&w)[W], int j) {
+  if constexpr (C == Codec::FP32) return w[j];
+  else return (w[j / 2] >> (16 * (j & 1))) & 0xFFFF;
+}
+
+// Element i of block m of the staged tile.
+template <Codec C>
+__device__ __forceinline__ uint32_t staged_elem(const uint4* data, int m, uint32_t i) {
+  constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
+  const uint32_t off = (m * kBlockElems + i) * EB;
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(data + swz(off / 16)) + off % 16;
+  return EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
+}
+
+// Code one tile: blocks u*M .. u*M+M-1 of the message (32 KiB of input). The tile is staged
+// in shared memory with asynchronous copies, all in flight at once; the M blocks then share
+// each barrier, and every later pass reads shared memory.
+template <Codec C>
+__device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
+                                            uint32_t u, EncShared& sh) {
+  constexpr int M = unit_blocks<C>();
+  constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
+  constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
+  constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
+  constexpr int W = kPerThread * EB / 4;  // words per thread and block
+  static_assert(M * kBlockElems * EB == kTileBytes, "a tile is 32 KiB of input");
+  const uint32_t b0 = u * M;
+  const uint32_t e0 = threadIdx.x * kPerThread;
+  const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
+  uint8_t* out = it.out;
+  {
+    const uint64_t begin = uint64_t(u) * kTileBytes, end = L.n_elems * EB;  // the tail is not staged
+    const uint32_t len = static_cast<uint32_t>(min(uint64_t(kTileBytes), end - begin));
+    stage(sh.data, 0, it.in + begin, len, (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
+    cp_async_wait();
+    __syncthreads();
+  }
+  uint32_t nb[M], valid[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    nb[m] = b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
+    valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
+  }
+
+  // Each block's window from its mean nonzero exponent.
+  uint64_t s[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    uint32_t w[W];
+    read_words<C>(sh.data, m, w);
+    s[m] = 0;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
+      if (uint32_t(j) < valid[m]) s[m] += e | (uint64_t(e != 0) << 32);
+    }
+  }
+  cta_sums<M>(s, sh.red);
+  uint32_t base[M], esc[M], escapes[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    uint32_t w[W];
+    read_words<C>(sh.data, m, w);
+    base[m] = window_base(C, s[m] & 0xFFFFFFFFu, uint32_t(s[m] >> 32));
+    esc[m] = 0;
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j)
+      esc[m] += uint32_t(j) < valid[m] && exp_code(elem_exponent(C, elem_at<C>(w, j)), base[m]) == 0;
+  }
+  cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
+  uint32_t unit_chunk = 0;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
+    unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
+  }
+  if (threadIdx.x == 0)
+    *reinterpret_cast<volatile unsigned long long*>(st + u) = (u == 0 ? kInclusive : kAggregate) | unit_chunk;
+
+  // Residual byte-planes (every block) and code bit-planes (coded blocks): independent of
+  // the escape offset, so written while the look-back resolves.
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
+    const bool raw = escapes[m] > raw_chunk_bytes(L, nb[m]);
+    uint32_t w[W];
+    read_words<C>(sh.data, m, w);
+#pragma unroll
+    for (uint32_t r = 0; r < R; ++r) {
+      uint8_t* dst = out + L.off_res + r * L.res_stride + first + e0;
+      if (out_vec && valid[m] == kPerThread) {
+        uint32_t x[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          x[i] = 0;
+#pragma unroll
+          for (int k = 0; k < 4; ++k) x[i] |= uint32_t(elem_residual(C, elem_at<C>(w, 4 * i + k), r)) << (8 * k);
+        }
+        *reinterpret_cast<uint4*>(dst) = make_uint4(x[0], x[1], x[2], x[3]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j)
+          if (uint32_t(j) < valid[m]) dst[j] = elem_residual(C, elem_at<C>(w, j), r);
+      }
+    }
+    if (!raw) {
+      uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
+#pragma unroll
+      for (uint32_t k = 0; k < K; ++k) {
+        uint32_t bits = 0;  // group 2t in bits 0-7, group 2t+1 in bits 8-15
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) {
+          const uint32_t v = elem_at<C>(w, j);
+          // Elements past the block's end have no code (zero bits), as in the CPU encoder.
+          uint32_t sym = uint32_t(j) < valid[m] ? exp_code(elem_exponent(C, v), base[m]) : 0;
+          if (C == Codec::FP16) sym |= fp16_extra(v) << 3;
+          bits |= ((sym >> k) & 1) << j;
+        }
+        uint8_t* dst = planes + k * L.bit_stride;
+        if (out_vec && valid[m] == kPerThread) {
+          *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(bits);
+        } else {
+          if (valid[m] > 0) dst[0] = static_cast<uint8_t>(bits);
+          if (valid[m] > 8) dst[1] = static_cast<uint8_t>(bits >> 8);
+        }
+      }
+    }
+  }
+
+  if (threadIdx.x < 32) {
+    const uint64_t excl = u == 0 ? 0 : look_back(st, u);
+    if (threadIdx.x == 0) {
+      if (u != 0) *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (excl + unit_chunk);
+      sh.bcast = excl;
+    }
+  }
+  __syncthreads();
+  uint64_t esc_off = sh.bcast;
+  // A message that overflows its limit becomes Raw at the end: skip what would be discarded,
+  // and never write past the capacity.
+  if (L.off_esc + esc_off + unit_chunk > min(it.limit, it.cap)) return;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const uint32_t b = b0 + m;
+    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
+    const bool raw = escapes[m] > raw_chunk;
+    const uint32_t chunk = raw ? raw_chunk : escapes[m];
+    if (threadIdx.x == 0 && nb[m]) {
+      const BlockEntry e{static_cast<uint32_t>(esc_off), static_cast<uint16_t>(chunk),
+                         static_cast<uint8_t>(raw ? 0 : base[m]), raw ? kBlockRaw : kBlockCoded};
+      uint8_t* entry = out + L.off_table + uint64_t(b) * kBlockEntryBytes;
+      if (out_vec) {
+        uint2 x;
+        memcpy(&x, &e, sizeof e);
+        *reinterpret_cast<uint2*>(entry) = x;
+      } else {
+        memcpy(entry, &e, sizeof e);
+      }
+    }
+    uint8_t* dst = out + L.off_esc + esc_off;
+    if (!raw) {
+      uint32_t w[W];
+      read_words<C>(sh.data, m, w);
+      uint32_t k = esc[m];
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
+        if (uint32_t(j) < valid[m] && exp_code(e, base[m]) == 0) dst[k++] = static_cast<uint8_t>(e);
+      }
+    } else {
+      // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
+      // past nb), the rest form the chunk.
+      const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
+      uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
+      for (uint32_t i = threadIdx.x; i < K * groups; i += kThreads)
+        planes[(i / groups) * L.bit_stride + i % groups] = i < nb[m] ? elem_top(C, staged_elem<C>(sh.data, m, i)) : 0;
+      for (uint32_t i = in_planes + threadIdx.x; i < nb[m]; i += kThreads)
+        dst[i - in_planes] = elem_top(C, staged_elem<C>(sh.data, m, i));
+    }
+    esc_off += chunk;
+  }
+}
+
+// The slice of a Raw message's payload that tile b copies.
+__device__ __forceinline__ void raw_slice(const LaunchItem& it, uint32_t b, uint64_t* lo, uint64_t* len) {
+  const uint64_t span = ((it.bytes + it.tiles - 1) / it.tiles + 15) & ~uint64_t(15);
+  *lo = min(uint64_t(b) * span, it.bytes);
+  *len = min(span, it.bytes - *lo);
+}
+
+// Thread 0 fills sh.header first.
+__device__ void write_header(uint8_t* out, EncShared& sh) {
+  __syncthreads();
+  if (threadIdx.x < kHeaderBytes) out[threadIdx.x] = reinterpret_cast<const uint8_t*>(&sh.header)[threadIdx.x];
+  __syncthreads();
+}
+
+__device__ void make_header(Header& h, const Layout& L, uint64_t esc_bytes, const uint8_t* tail, bool checksum,
+                            uint32_t crc) {
+  h = Header{};
+  h.magic = kMagic;
+  h.version = kVersion;
+  h.codec = static_cast<uint8_t>(L.codec);
+  h.flags = checksum ? kFlagChecksum : 0;
+  h.tail_bytes = L.tail_bytes;
+  h.orig_bytes = L.orig_bytes;
+  h.n_elems = L.n_elems;
+  h.block_elems = L.codec == Codec::Raw ? 0 : kBlockElems;
+  h.n_blocks = L.n_blocks;
+  h.total_bytes = L.off_esc + esc_bytes;
+  h.off_table = L.off_table;
+  h.off_res = L.off_res;
+  h.res_stride = L.res_stride;
+  h.off_bits = L.off_bits;
+  h.bit_stride = L.bit_stride;
+  h.off_esc = L.off_esc;
+  h.esc_bytes = esc_bytes;
+  for (uint32_t i = 0; i < L.tail_bytes; ++i) h.tail[i] = tail[i];
+  h.checksum = checksum ? crc : 0;
+}
+
+__device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long long* st, EncShared& sh) {
+  const LaunchItem& it = P.items[item];
+  const uint64_t n = it.bytes;
+  Status status = Status::kOk;
+  uint64_t total = 0;
+  bool raw = p.raw, raw_copied = p.raw, from_input = false;
+  Codec c = p.c;
+  if (p.too_large) {
+    status = Status::kTooLarge;
+  } else {
+    uint64_t esc_bytes = 0;
+    if (!raw) {
+      const uint32_t last = (p.L.n_blocks - 1) / (p.c == Codec::FP32 ? 2 : 4);  // last tile's state
+      const unsigned long long s = *reinterpret_cast<volatile unsigned long long*>(st + last);
+      esc_bytes = s & 0xFFFFFFFFull;
+      raw = p.L.off_esc + esc_bytes > min(it.limit, it.cap);
+      raw_copied = false;
+    }
+    const uint32_t crc = P.checksum ? cta_crc32c(it.in, n, sh.crc) : 0;
+    if (raw) {
+      c = Codec::Raw;
+      from_input = P.raw_header_only;
+      if (it.cap < kHeaderBytes + (from_input ? 0 : n)) {
+        status = Status::kNoSpace;
+      } else {
+        if (!raw_copied && !from_input) cta_copy(it.out + kHeaderBytes, it.in, n);
+        if (threadIdx.x == 0) make_header(sh.header, make_layout(Codec::Raw, n), n, it.in, P.checksum, crc);
+        write_header(it.out, sh);
+        total = kHeaderBytes + n;
+      }
+    } else {
+      const Layout& L = p.L;
+      // Zero the padding of the fixed sections, as the CPU encoder does.
+      const uint64_t table_end = L.off_table + uint64_t(L.n_blocks) * kBlockEntryBytes;
+      for (uint64_t i = table_end + threadIdx.x; i < L.off_res; i += kThreads) it.out[i] = 0;
+      for (uint32_t r = 0; r < L.g.res_planes; ++r)
+        for (uint64_t i = L.n_elems + threadIdx.x; i < L.res_stride; i += kThreads)
+          it.out[L.off_res + r * L.res_stride + i] = 0;
+      const uint64_t used = (L.n_elems + 7) / 8;
+      for (uint32_t k = 0; k < L.g.bit_planes; ++k)
+        for (uint64_t i = used + threadIdx.x; i < L.bit_stride; i += kThreads)
+          it.out[L.off_bits + k * L.bit_stride + i] = 0;
+      if (threadIdx.x == 0)
+        make_header(sh.header, L, esc_bytes, it.in + L.n_elems * L.g.elem_bytes, P.checksum, crc);
+      write_header(it.out, sh);
+      total = L.off_esc + esc_bytes;
+    }
+  }
+  // Leave temp zeroed for the next launch.
+  for (uint32_t i = threadIdx.x; i < it.tiles; i += kThreads) st[i] = 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    P.item_done[item] = 0;
+    publish_result(P, item, total, status, c, from_input && status == Status::kOk);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 4) encode_kernel(const __grid_constant__ Launch P) {
+  __shared__ EncShared sh;
+  const int item = find_item(P);
+  const LaunchItem& it = P.items[item];
+  const uint32_t b = blockIdx.x - it.tile0;
+  unsigned long long* st = P.state + it.tile0;
+  const Codec c = it.auto_codec ? cta_classify(it.in, it.bytes, sh) : static_cast<Codec>(it.codec);
+  if (threadIdx.x == 0) sh.plan = make_plan(it, c);
+  __syncthreads();
+  const Plan& p = sh.plan;
+  if (p.raw && !p.too_large) {
+    if (!P.raw_header_only && it.cap >= kHeaderBytes + it.bytes) {
+      uint64_t lo, len;
+      raw_slice(it, b, &lo, &len);
+      cta_copy(it.out + kHeaderBytes + lo, it.in + lo, len);
+    }
+  } else if (!p.too_large && b * uint64_t(c == Codec::FP32 ? 2 : 4) < p.L.n_blocks) {
+    switch (c) {
+      case Codec::BF16: encode_unit<Codec::BF16>(it, st, p.L, b, sh); break;
+      case Codec::FP16: encode_unit<Codec::FP16>(it, st, p.L, b, sh); break;
+      default: encode_unit<Codec::FP32>(it, st, p.L, b, sh); break;
+    }
+  }
+  if (finish_tile(P, item, &sh.flag)) finalize(P, item, p, st, sh);
+}
+
+}  // namespace
+}  // namespace detail
+
+cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp_size, Result* results,
+                         cudaStream_t stream, const EncodeOptions& opt) {
+  using namespace detail;
+  if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
+  for (int first = 0; first < n; first += kMaxBatch) {
+    const int m = std::min(n - first, kMaxBatch);
+    Launch P{};
+    P.n = m;
+    P.checksum = opt.checksum;
+    P.raw_header_only = opt.raw_header_only;
+    uint32_t tiles = 0;
+    for (int i = 0; i < m; ++i) {
+      const EncodeItem& e = items[first + i];
+      if ((e.bytes && !e.in) || !e.out || static_cast<uint8_t>(e.codec) >= kNumCodecs) return cudaErrorInvalidValue;
+      LaunchItem& l = P.items[i];
+      l.in = static_cast<const uint8_t*>(e.in);
+      l.out = static_cast<uint8_t*>(e.out);
+      l.bytes = e.bytes;
+      l.cap = e.out_cap;
+      // The CPU encoder's limit, computed with the same double arithmetic.
+      l.limit = std::min<uint64_t>(kHeaderBytes + e.bytes, uint64_t(opt.max_ratio * double(e.bytes)) + kHeaderBytes);
+      l.codec = static_cast<uint8_t>(e.codec);
+      l.auto_codec = e.auto_codec;
+      l.tile0 = tiles;
+      // One tile per 32 KiB of input: the units of every codec, or slices of a Raw payload.
+      l.tiles = tiles_for(e.bytes);
+      tiles += l.tiles;
+    }
+    if (temp_size < kTempHead + size_t(tiles) * 8) return cudaErrorInvalidValue;
+    P.item_done = static_cast<uint32_t*>(temp);
+    P.item_err = P.item_done + kMaxBatch;
+    P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
+    P.results = results + first;
+    encode_kernel<<<tiles, kThreads, 0, stream>>>(P);
+    const cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace zipccl::gpu

@@ -1,0 +1,87 @@
+// CUDA codec for the zipccl format v1 (zipccl/format.h). Output is byte-identical to the CPU
+// reference codec (zipccl/codec.h), so either side decodes the other.
+//
+// Built for a non-blocking network proxy thread:
+//  - one launch codes a batch of messages; the host passes nothing but kernel parameters
+//    (no host->device copy, no allocation, no synchronisation inside encode/decode);
+//  - each message's size and status land in a caller-given Result array, which may be pinned
+//    host memory: read it once an event recorded after the call has completed
+//    (cudaEventQuery), or poll Result::done, which the device writes last;
+//  - temporary memory is explicit and caller-owned; it must be zeroed once (init_temp) and
+//    every launch leaves it zeroed again, so launches on one stream can reuse it back to back.
+//    One temp buffer serves one launch at a time.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "zipccl/codec.h"
+#include "zipccl/format.h"
+
+namespace zipccl::gpu {
+
+// Items per kernel launch; larger batches are split into several launches.
+constexpr int kMaxBatch = 64;
+
+struct EncodeItem {
+  const void* in = nullptr;  // device memory, any alignment (16-byte aligned is fastest)
+  size_t bytes = 0;
+  void* out = nullptr;       // device memory; 16-byte aligned is fastest
+  size_t out_cap = 0;        // >= max_compressed_bytes(bytes) always suffices
+  Codec codec = Codec::BF16;
+  bool auto_codec = false;   // pick the codec on device, exactly as zipccl::classify() does
+};
+
+struct DecodeItem {
+  const void* in = nullptr;  // one message (untrusted)
+  size_t in_bytes = 0;
+  void* out = nullptr;
+  size_t out_cap = 0;
+};
+
+// Written by the device once an item is complete.
+struct Result {
+  uint64_t bytes;        // encode: message length; decode: decoded length; 0 on error
+  int32_t status;        // a zipccl::Status value
+  uint8_t codec;         // codec of the message emitted (encode) or read (decode)
+  uint8_t raw_from_input;  // encode with raw_header_only: only the 128-byte Raw header was
+                           // written; the payload is the input itself, verbatim
+  uint8_t reserved;
+  uint8_t done;          // set to 1 last, after the fields above are visible to the host;
+                         // a host that cleared it before the launch may poll it (volatile read)
+};
+static_assert(sizeof(Result) == 16, "Result is 16 bytes");
+
+struct EncodeOptions {
+  bool checksum = false;  // as zipccl::EncodeOptions::checksum
+  double max_ratio = 1.0; // as zipccl::EncodeOptions::max_ratio
+  // When the message falls back to Raw, write only its header and set Result::raw_from_input:
+  // the sender then transmits header + input and saves a device copy. The bytes on the wire
+  // are identical to the CPU's Raw message.
+  bool raw_header_only = false;
+};
+
+// Temporary memory for one launch over messages whose encode input (or decode output
+// capacity) sizes are sizes[0..n). temp_bytes_bound() covers any batch of at most n_items
+// messages totalling total_bytes.
+size_t temp_bytes(const size_t* sizes, int n);
+size_t temp_bytes_bound(size_t total_bytes, int n_items);
+
+// Zero temp once before its first use (an async memset on stream).
+cudaError_t init_temp(void* temp, size_t temp_bytes, cudaStream_t stream);
+
+// Encode n items on stream. results[i] (device or pinned host memory) gets item i's message
+// length and status (kOk, kNoSpace, kTooLarge) as the CPU encode() would return them.
+// Returns cudaErrorInvalidValue for bad arguments (temp too small, null pointers), else the
+// launch status. Never blocks.
+cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp_bytes,
+                         Result* results, cudaStream_t stream, const EncodeOptions& opt = {});
+
+// Decode n messages. results[i].status is the zipccl::Status the CPU decode() returns for the
+// same input; the device never reads past in+in_bytes nor writes past out+out_cap.
+cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp_bytes,
+                         Result* results, cudaStream_t stream);
+
+}  // namespace zipccl::gpu

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
+#   scripts/device-gpu.sh [steps...]   steps: test bench memcheck racecheck (default: all four)
+# Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
+# not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
+# for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/zipccl-gpu}
+mkdir -p "$OUT"
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(test bench memcheck racecheck)
+BUILD=${BUILD:-build-gpu}
+JOBS=$(nproc)
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
+nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
+
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90})
+have_gtest=0
+for g in /usr/lib/cmake/GTest /usr/lib/*/cmake/GTest /usr/local/lib/cmake/GTest /usr/local/lib/*/cmake/GTest; do
+  [ -f "$g/GTestConfig.cmake" ] && have_gtest=1
+done
+if [ $have_gtest = 0 ]; then
+  if [ -d .gtest ]; then
+    echo "GoogleTest not installed: building it from .gtest"
+    cmake -S .gtest -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
+      -DCMAKE_INSTALL_PREFIX=/tmp/gtest >"$OUT/gtest-build.log" 2>&1 &&
+      cmake --build /tmp/gtest-build -j "$JOBS" >>"$OUT/gtest-build.log" 2>&1 &&
+      cmake --install /tmp/gtest-build >>"$OUT/gtest-build.log" 2>&1 || { echo "GoogleTest build failed"; exit 1; }
+    cmake_args+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
+  fi
+fi
+if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_codec_bench; } \
+  >"$OUT/build.log" 2>&1; then
+  tail -40 "$OUT/build.log"
+  echo "BUILD FAILED"
+  exit 1
+fi
+grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | head -8
+
+export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
+T="$BUILD/tests/gpu/gpu_codec_tests"
+rc=0
+summary=()
+for s in "${steps[@]}"; do
+  case $s in
+    test)
+      timeout 300 "$T" --gtest_color=no >"$OUT/test.log" 2>&1
+      r=$?;;
+    bench)
+      timeout 300 "$BUILD/bench/gpu/gpu_codec_bench" >"$OUT/bench.log" 2>&1
+      r=$?
+      cat "$OUT/bench.log";;
+    memcheck)
+      ZIPCCL_GPU_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$T" --gtest_color=no --gtest_filter=-*TrainingTensors* >"$OUT/memcheck.log" 2>&1
+      r=$?;;
+    racecheck)
+      ZIPCCL_GPU_TEST_QUICK=1 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 \
+        "$T" --gtest_color=no --gtest_filter=*Sizes*:*Corrupted*:*AllBf16*:*Options* >"$OUT/racecheck.log" 2>&1
+      r=$?;;
+    *) echo "unknown step $s"; r=2;;
+  esac
+  [ -f "$OUT/$s.log" ] && grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|Failure|error:" "$OUT/$s.log" | head -30
+  summary+=("$s: rc=$r")
+  [ $r -ne 0 ] && rc=1
+done
+printf '%s\n' "${summary[@]}"
+exit $rc
