@@ -15,6 +15,8 @@ cd "$ROOT"
 JOBS=${JOBS:-$(nproc)}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 LOGS=$ROOT/build-asan/logs
+mkdir -p "$LOGS"
+rm -f "$LOGS"/*.log  # the summary must not quote an earlier run
 
 summary=()
 failed=0
@@ -38,8 +40,13 @@ finish() {
   echo
   echo "==================== zipccl test summary ===================="
   printf '%s\n' "${summary[@]}"
-  [[ -f $LOGS/ctest-build.log ]] && echo "build/      : $(grep -E 'tests passed' "$LOGS/ctest-build.log")"
-  [[ -f $LOGS/ctest-asan.log ]] && echo "build-asan/ : $(grep -E 'tests passed' "$LOGS/ctest-asan.log")"
+  local dir log
+  for dir in build build-asan; do
+    log=$LOGS/ctest-$dir.log
+    [[ -f $log ]] || continue
+    # Skipped tests (e.g. real data absent) are listed by name above the summary, not passed.
+    printf '%-12s: %s, %s skipped\n' "$dir/" "$(grep -E 'tests passed' "$log")" "$(grep -c '(Skipped)$' "$log")"
+  done
   if [[ $failed -eq 0 ]]; then echo "RESULT: PASS"; else echo "RESULT: FAIL"; fi
   exit $failed
 }
@@ -55,7 +62,7 @@ fuzz() {  # fuzz NAME: FUZZ_SECONDS of libFuzzer from the seeds; its corpus grow
   "$dir/$1" -max_total_time="$FUZZ_SECONDS" -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$dir/artifacts/$1-" "$dir/corpus/$1" "$dir/seeds/$1" >"$LOGS/$1.log" 2>&1 || rc=$?
   if [[ $rc -eq 0 ]]; then
-    grep -E '^(#[0-9]+ +(INITED|DONE)|Done )' "$LOGS/$1.log"
+    grep -E '^(#[0-9]+[[:space:]]+(INITED|DONE)|Done )' "$LOGS/$1.log"
   else
     tail -n 60 "$LOGS/$1.log"
     echo "$1 failed (exit $rc); reproduce with: $dir/$1 $dir/artifacts/$1-*"
@@ -66,7 +73,6 @@ fuzz() {  # fuzz NAME: FUZZ_SECONDS of libFuzzer from the seeds; its corpus grow
 if [[ ${ZIPCCL_SKIP_DEPS:-0} != 1 ]]; then
   run "dependencies" bash scripts/deps.sh || finish
 fi
-mkdir -p "$LOGS"
 
 # 1. Default build.
 if run "build/ configure+build" bash -c \
@@ -84,7 +90,7 @@ if run "build-asan/ configure+build" bash -c \
    cmake --build build-asan -j $JOBS -- -k 0"; then
   export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  run "build-asan/ ctest (ASan+UBSan)" ctest_logged build-asan "$LOGS/ctest-asan.log"
+  run "build-asan/ ctest (ASan+UBSan)" ctest_logged build-asan "$LOGS/ctest-build-asan.log"
 
   # 3. Fuzzing.
   if run "fuzz seed corpus" build-asan/fuzz/fuzz_seeds build-asan/fuzz/seeds; then
