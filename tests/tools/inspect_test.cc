@@ -108,6 +108,33 @@ TEST(Safetensors, EveryTruncationIsRejected) {
   }
 }
 
+// Byte flips, and bytes replaced by characters that matter to the grammar, over a valid file:
+// each variant must parse or be rejected, never crash (run under ASan in the sanitizer build).
+template <typename Parse>
+void mutate_and_parse(const std::vector<uint8_t>& valid, Parse parse) {
+  const char kGrammar[] = "{}[]\",:0123456789-.eE \\'()TrueFals";
+  uint32_t x = 12345;
+  auto rnd = [&] { return (x = x * 1664525u + 1013904223u) >> 8; };
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<uint8_t> f = valid;
+    for (uint32_t m = 0, n = 1 + rnd() % 4; m < n; ++m) {
+      const size_t at = rnd() % f.size();
+      f[at] = rnd() % 2 ? uint8_t(rnd()) : uint8_t(kGrammar[rnd() % (sizeof kGrammar - 1)]);
+    }
+    if (rnd() % 8 == 0) f.resize(rnd() % f.size());
+    parse(f);
+  }
+}
+
+TEST(Safetensors, MutationsNeverCrash) {
+  mutate_and_parse(safetensors(kTwoTensors, 20), [](const std::vector<uint8_t>& f) {
+    std::vector<TensorInfo> t;
+    std::string err;
+    if (!parse_safetensors(f.data(), f.size(), &t, &err)) return;
+    for (const TensorInfo& ti : t) EXPECT_LE(ti.offset + ti.bytes, f.size());
+  });
+}
+
 std::vector<uint8_t> npy(int major, const std::string& dict, size_t data_bytes) {
   std::vector<uint8_t> f = {0x93, 'N', 'U', 'M', 'P', 'Y', uint8_t(major), 0};
   const size_t len_bytes = major == 1 ? 2 : 4;
@@ -191,6 +218,16 @@ TEST(Npy, EveryTruncationIsRejected) {
     std::vector<uint8_t> cut(full.begin(), full.begin() + n);
     EXPECT_FALSE(npy_ok(cut)) << n;
   }
+}
+
+TEST(Npy, MutationsNeverCrash) {
+  mutate_and_parse(npy(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 24),
+                   [](const std::vector<uint8_t>& f) {
+                     TensorInfo t;
+                     std::string err;
+                     if (!parse_npy(f.data(), f.size(), DTypeHint::None, &t, &err)) return;
+                     EXPECT_LE(t.offset + t.bytes, f.size());
+                   });
 }
 
 TEST(TensorFile, MissingFileIsAnError) {

@@ -63,14 +63,14 @@ std::string json_stats(const TensorAnalysis& a) {
 
 void print_row(const std::string& name, const std::string& dtype, const char* codec, const char* guess,
                const TensorAnalysis& a) {
-  std::printf("%-28s %-8s %-5s %-5s %11llu %7.4f %7.4f %7.3f%% %6.2f%% %7.2f%% %8.4f\n", name.c_str(),
+  std::printf("%-34s %-8s %-5s %-5s %11llu %7.4f %7.4f %7.3f%% %6.2f%% %7.2f%% %8.4f\n", name.c_str(),
               dtype.c_str(), codec, guess, (unsigned long long)a.elems, a.ratio(),
               a.bytes ? double(a.best_bytes) / double(a.bytes) : 1.0, 100 * a.escape_rate(),
               100 * a.raw_block_share(), 100 * a.window_match(), a.bits_lost());
 }
 
 void print_header() {
-  std::printf("%-28s %-8s %-5s %-5s %11s %7s %7s %8s %7s %8s %8s\n", "tensor", "dtype", "codec", "guess",
+  std::printf("%-34s %-8s %-5s %-5s %11s %7s %7s %8s %7s %8s %8s\n", "tensor", "dtype", "codec", "guess",
               "elements", "ratio", "best", "escapes", "rawblk", "win-opt", "bits-lost");
 }
 
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   TensorAnalysis total;
   std::string json_files;
-  if (!json && !quiet) print_header();
+  if (!json) print_header();
   for (const std::string& path : files) {
     zipccl::tools::TensorFile tf;
     std::string err;
@@ -145,7 +145,6 @@ int main(int argc, char** argv) {
       json_files += std::string(json_files.empty() ? "" : ",") + "{\"path\":" + json_str(path) +
                     ",\"tensors\":[" + json_tensors + "],\"total\":{" + json_stats(file_total) + "}}";
     } else {
-      if (quiet) print_header();
       print_row("total " + path.substr(path.find_last_of('/') + 1), "", "", "", file_total);
       if (!quiet) std::printf("\n");
     }
