@@ -149,6 +149,20 @@ TEST(RoundTrip, MixedRawAndCodedBlocks) {
   }
 }
 
+// Sizes where a coded message of zeros (no escapes) is exactly as large as the raw one: the
+// encoder must keep the coded message (FORMAT.md: raw only when coded would be larger).
+TEST(RoundTrip, FallbackAtTheTie) {
+  for (Codec c : kFloatCodecs) {
+    int ties = 0;
+    for (size_t n = elem_bytes(c); n < 40000; ++n) {
+      if (make_layout(c, n).off_esc != max_compressed_bytes(n)) continue;
+      ++ties;
+      EXPECT_TRUE(round_trip(c, Bytes(n, 0))) << codec_name(c) << " n=" << n;
+    }
+    EXPECT_GT(ties, 0) << codec_name(c) << ": no tie size in range";
+  }
+}
+
 TEST(RoundTrip, Zeros) {
   for (Codec c : kAllCodecs) {
     const size_t blk = size_t(kBlockElems) * elem_bytes(c);

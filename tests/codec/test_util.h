@@ -94,6 +94,39 @@ inline ::testing::AssertionResult parse_message(const uint8_t* m, size_t n, Mess
   return ::testing::AssertionSuccess();
 }
 
+// What FORMAT.md prescribes for block b of input `in`: the window base from the mean nonzero
+// exponent, the escape count under it, raw mode when escapes exceed the raw block's chunk.
+struct BlockSpec {
+  uint32_t base, escapes, chunk;
+  bool raw;
+};
+
+inline BlockSpec block_spec(const Layout& L, const uint8_t* in, uint32_t b) {
+  const uint32_t nb = block_elems(L, b);
+  const uint64_t first = uint64_t(b) * kBlockElems;
+  uint64_t sum = 0;
+  uint32_t cnt = 0;
+  for (uint32_t i = 0; i < nb; ++i) {
+    const uint32_t ex = elem_exponent(L.codec, get_elem(in, L.g.elem_bytes, first + i));
+    sum += ex;
+    cnt += ex != 0;
+  }
+  BlockSpec s{window_base(L.codec, sum, cnt), 0, 0, false};
+  for (uint32_t i = 0; i < nb; ++i)
+    s.escapes += exp_code(elem_exponent(L.codec, get_elem(in, L.g.elem_bytes, first + i)), s.base) == 0;
+  s.raw = s.escapes > raw_chunk_bytes(L, nb);
+  s.chunk = s.raw ? raw_chunk_bytes(L, nb) : s.escapes;
+  return s;
+}
+
+// Size of the coded (non-raw) message for in[0, n) under codec c.
+inline uint64_t coded_size(Codec c, const uint8_t* in, size_t n) {
+  const Layout L = make_layout(c, n);
+  uint64_t esc = 0;
+  for (uint32_t b = 0; b < L.n_blocks; ++b) esc += block_spec(L, in, b).chunk;
+  return L.off_esc + esc;
+}
+
 // Format invariants of an encoder output for input in[0, n): every byte not carrying data is
 // zero, and each block follows the window rule of format.h (which the GPU encoder must match).
 inline ::testing::AssertionResult check_canonical(const uint8_t* m, size_t mn, const uint8_t* in, size_t n) {
@@ -128,23 +161,13 @@ inline ::testing::AssertionResult check_canonical(const uint8_t* m, size_t mn, c
   for (uint32_t b = 0; b < L.n_blocks; ++b) {
     const BlockEntry& e = msg.table[b];
     const uint32_t nb = block_elems(L, b);
-    const uint64_t first = uint64_t(b) * kBlockElems;
     const uint32_t groups = (nb + 7) / 8;
-    const uint8_t* planes = m + L.off_bits + first / 8;
-    uint64_t sum = 0;
-    uint32_t cnt = 0, escapes = 0;
-    for (uint32_t i = 0; i < nb; ++i) {
-      uint32_t ex = elem_exponent(L.codec, get_elem(in, L.g.elem_bytes, first + i));
-      sum += ex;
-      cnt += ex != 0;
-    }
-    const uint32_t base = window_base(L.codec, sum, cnt);
-    for (uint32_t i = 0; i < nb; ++i)
-      escapes += exp_code(elem_exponent(L.codec, get_elem(in, L.g.elem_bytes, first + i)), base) == 0;
-    const bool want_raw = escapes > raw_chunk_bytes(L, nb);
-    if ((e.mode == kBlockRaw) != want_raw)
-      return ::testing::AssertionFailure() << "block " << b << " mode " << int(e.mode) << " with " << escapes << " escapes";
-    if (want_raw) {
+    const uint8_t* planes = m + L.off_bits + uint64_t(b) * kBlockElems / 8;
+    const BlockSpec want = block_spec(L, in, b);
+    if ((e.mode == kBlockRaw) != want.raw)
+      return ::testing::AssertionFailure() << "block " << b << " mode " << int(e.mode) << " with " << want.escapes
+                                           << " escapes";
+    if (want.raw) {
       if (e.base != 0 || e.esc_count != raw_chunk_bytes(L, nb))
         return ::testing::AssertionFailure() << "raw block " << b << " entry";
       // Plane slots past the block's spilled top bytes are padding.
@@ -152,9 +175,10 @@ inline ::testing::AssertionResult check_canonical(const uint8_t* m, size_t mn, c
         if (planes[(slot / groups) * L.bit_stride + slot % groups])
           return ::testing::AssertionFailure() << "raw block " << b << " plane padding not zero";
     } else {
-      if (e.base != base || e.esc_count != escapes)
-        return ::testing::AssertionFailure() << "coded block " << b << " base " << int(e.base) << " (want " << base
-                                             << ") escapes " << e.esc_count << " (want " << escapes << ")";
+      if (e.base != want.base || e.esc_count != want.escapes)
+        return ::testing::AssertionFailure() << "coded block " << b << " base " << int(e.base) << " (want "
+                                             << want.base << ") escapes " << e.esc_count << " (want " << want.escapes
+                                             << ")";
       const uint32_t used = nb % 8;
       if (used)
         for (uint32_t k = 0; k < L.g.bit_planes; ++k)
@@ -198,6 +222,15 @@ inline ::testing::AssertionResult round_trip(Codec c, const uint8_t* in, size_t 
   std::memcpy(&h, msg.data(), sizeof h);
   if (h.codec != uint8_t(c) && h.codec != uint8_t(Codec::Raw))
     return ::testing::AssertionFailure() << "message codec " << int(h.codec);
+  // FORMAT.md: a raw message exactly when the coded one would be larger (or the input is shorter
+  // than one element). Checked for the default ratio limit only.
+  if (c != Codec::Raw && opt.max_ratio == 1.0) {
+    const bool want_raw = n < elem_bytes(c) || coded_size(c, in, n) > max_compressed_bytes(n);
+    if ((h.codec == uint8_t(Codec::Raw)) != want_raw)
+      return ::testing::AssertionFailure() << "message codec " << int(h.codec) << " but coded size would be "
+                                           << (n < elem_bytes(c) ? 0 : coded_size(c, in, n)) << " vs raw "
+                                           << max_compressed_bytes(n);
+  }
   if (bool(h.flags & kFlagChecksum) != opt.checksum) return ::testing::AssertionFailure() << "checksum flag";
   if (opt.checksum && h.checksum != crc32c(in, n)) return ::testing::AssertionFailure() << "stored checksum";
   size_t dn = 0;
