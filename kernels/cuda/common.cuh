@@ -12,16 +12,20 @@
 
 namespace zipccl::gpu::detail {
 
-// One CTA (a "tile") codes 32 KiB of original data: 4 blocks of bf16/fp16 or 2 of fp32, or a
-// 32 KiB slice of a Raw payload. In each block a thread owns 16 consecutive elements.
+// One CTA (a "tile") codes MU * 8 KiB of original data: MU blocks of bf16/fp16, MU/2 (at
+// least 1) of fp32, or a slice of a Raw payload. MU is 1 for small batches (more CTAs, lower
+// latency) and 4 for bulk (fewer, fuller CTAs). In each block a thread owns 16 consecutive
+// elements.
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kPerThread = kBlockElems / kThreads;
 static_assert(kPerThread == 16, "a thread owns two 8-element groups of each block");
-constexpr uint32_t kTileBytes = 32768;
 constexpr int kMaxUnitBlocks = 4;
-template <Codec C>
-constexpr int unit_blocks() { return C == Codec::FP32 ? 2 : 4; }
+constexpr uint64_t kBulkBytes = uint64_t(16) << 20;  // batches this large use MU = 4
+template <int MU>
+constexpr uint32_t tile_bytes() { return MU * 8192u; }
+template <Codec C, int MU>
+constexpr int unit_blocks() { return C == Codec::FP32 ? (MU > 1 ? MU / 2 : 1) : MU; }
 
 // Launch parameters travel as kernel arguments (no host->device copy); kMaxBatch items fit
 // in the 4 KiB parameter space.
@@ -52,8 +56,8 @@ static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 // Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], then 8 bytes per tile.
 constexpr size_t kTempHead = 2 * kMaxBatch * sizeof(uint32_t);
 
-inline uint32_t tiles_for(uint64_t bytes) {
-  return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + kTileBytes - 1) / kTileBytes);
+inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
+  return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + tile - 1) / tile);
 }
 
 __device__ __forceinline__ int find_item(const Launch& P) {

@@ -21,11 +21,17 @@ struct DecShared {
   Layout L;
   Header header;
   BlockEntry entry[kMaxUnitBlocks + 1];  // entry[m + 1] is block u*M+m's, entry[0] the one before
-  union {
-    uint4 data[28 * 1024 / 16];  // staged residual and bit-plane bytes of the tile's blocks
-    CrcShared crc;
-  };
+  CrcShared crc;
 };
+
+// Dynamic shared memory of a decode tile: the staged residual and bit-plane bytes of its
+// blocks (the largest codec decides: fp16 planes when MU = 4, fp32 residuals when MU = 1).
+template <int MU>
+constexpr uint32_t decode_stage_bytes() {
+  constexpr uint32_t f16 = MU * (kBlockElems + 6 * kBlockElems / 8);
+  constexpr uint32_t f32 = unit_blocks<Codec::FP32, MU>() * (3 * kBlockElems + 3 * kBlockElems / 8);
+  return f16 > f32 ? f16 : f32;
+}
 
 // parse_header() of header.cc on a copy of the header.
 __device__ Status parse_header(const Header& h, uint64_t in_bytes, Layout* out) {
@@ -71,17 +77,17 @@ __device__ __forceinline__ BlockEntry load_entry(const uint8_t* p) {
 // Decode one tile: blocks u*M .. u*M+M-1. Residual and bit-plane bytes of all M blocks are
 // staged in shared memory with asynchronous copies (in flight together); each block's checks
 // run before any of its escape bytes is read.
-template <Codec C>
+template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
-                                            uint32_t u, DecShared& sh) {
-  constexpr int M = unit_blocks<C>();
+                                            uint32_t u, DecShared& sh, uint4* data) {
+  constexpr int M = unit_blocks<C, MU>();
   constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
   constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
   constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
   constexpr uint32_t kExpMax = C == Codec::FP16 ? 31 : 255;
   constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
   constexpr uint32_t kPlanes0 = R * M * kResChunks;  // first chunk of the staged planes
-  static_assert(kPlanes0 + K * M * kPlaneChunks <= sizeof(sh.data) / 16, "staging fits");
+  static_assert(16 * (kPlanes0 + K * M * kPlaneChunks) <= decode_stage_bytes<MU>(), "staging fits");
   const uint8_t* msg = it.in;
   const uint32_t b0 = u * M;
   const uint32_t e0 = threadIdx.x * kPerThread;
@@ -108,9 +114,9 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     if (ok[m]) {
       const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
       for (uint32_t r = 0; r < R; ++r)
-        stage(sh.data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first, nb[m], in_vec);
+        stage(data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first, nb[m], in_vec);
       for (uint32_t k = 0; k < K; ++k)
-        stage(sh.data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
+        stage(data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
               (nb[m] + 7) / 8, in_vec);
     }
   }
@@ -118,13 +124,13 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   __syncthreads();
 
   // This thread's residual bytes and plane bytes of block m.
-  auto res_of = [&](int m, uint32_t r) { return sh.data[swz((r * M + m) * kResChunks + threadIdx.x)]; };
+  auto res_of = [&](int m, uint32_t r) { return data[swz((r * M + m) * kResChunks + threadIdx.x)]; };
   auto plane_of = [&](int m, uint32_t k) {
-    return uint32_t(reinterpret_cast<const uint16_t*>(sh.data + swz(kPlanes0 + (k * M + m) * kPlaneChunks +
+    return uint32_t(reinterpret_cast<const uint16_t*>(data + swz(kPlanes0 + (k * M + m) * kPlaneChunks +
                                                                    threadIdx.x / 8))[threadIdx.x % 8]);
   };
   auto plane_byte = [&](int m, uint32_t k, uint32_t i) {
-    return reinterpret_cast<const uint8_t*>(sh.data + swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
+    return reinterpret_cast<const uint8_t*>(data + swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
   };
 
   // The escape count must equal the chunk length before any chunk byte is read.
@@ -224,8 +230,10 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
   }
 }
 
+template <int MU>
 __global__ void __launch_bounds__(kThreads, 4) decode_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
+  extern __shared__ uint4 staged[];
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
@@ -245,7 +253,7 @@ __global__ void __launch_bounds__(kThreads, 4) decode_kernel(const __grid_consta
   // Block entries of this tile and the one before it (for the tiling check).
   {
     const Layout& L = sh.L;
-    const int M = L.codec == Codec::FP32 ? 2 : 4;
+    const int M = L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
     const int64_t blk = int64_t(b) * M - 1 + threadIdx.x;
     if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x <= M && blk >= 0 &&
         blk < L.n_blocks)
@@ -262,10 +270,10 @@ __global__ void __launch_bounds__(kThreads, 4) decode_kernel(const __grid_consta
       // The tail bytes travel in the header (a message may have no block at all).
       if (b == 0 && threadIdx.x < L.tail_bytes)
         it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
-      if (b * uint64_t(L.codec == Codec::FP32 ? 2 : 4) < L.n_blocks) switch (L.codec) {
-        case Codec::BF16: decode_unit<Codec::BF16>(P, item, it, L, b, sh); break;
-        case Codec::FP16: decode_unit<Codec::FP16>(P, item, it, L, b, sh); break;
-        default: decode_unit<Codec::FP32>(P, item, it, L, b, sh); break;
+      if (b * uint64_t(L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < L.n_blocks) switch (L.codec) {
+        case Codec::BF16: decode_unit<Codec::BF16, MU>(P, item, it, L, b, sh, staged); break;
+        case Codec::FP16: decode_unit<Codec::FP16, MU>(P, item, it, L, b, sh, staged); break;
+        default: decode_unit<Codec::FP32, MU>(P, item, it, L, b, sh, staged); break;
       }
     }
   }
@@ -281,6 +289,10 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
   if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
   for (int first = 0; first < n; first += kMaxBatch) {
     const int m = std::min(n - first, kMaxBatch);
+    uint64_t batch_bytes = 0;
+    for (int i = 0; i < m; ++i) batch_bytes += items[first + i].out_cap;
+    const bool bulk = batch_bytes >= kBulkBytes;
+    const uint32_t tile = bulk ? tile_bytes<4>() : tile_bytes<1>();
     Launch P{};
     P.n = m;
     uint32_t tiles = 0;
@@ -293,8 +305,8 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
       l.bytes = d.in_bytes;
       l.cap = d.out_cap;
       l.tile0 = tiles;
-      // One tile per 32 KiB of output covers the blocks of every codec and the Raw payload.
-      l.tiles = tiles_for(d.out_cap);
+      // One tile per MU * 8 KiB of output covers the blocks of every codec and Raw slices.
+      l.tiles = tiles_for(d.out_cap, tile);
       tiles += l.tiles;
     }
     if (temp_size < kTempHead + size_t(tiles) * 8) return cudaErrorInvalidValue;
@@ -302,7 +314,8 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     P.item_err = P.item_done + kMaxBatch;
     P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
     P.results = results + first;
-    decode_kernel<<<tiles, kThreads, 0, stream>>>(P);
+    if (bulk) decode_kernel<4><<<tiles, kThreads, decode_stage_bytes<4>(), stream>>>(P);
+    else decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

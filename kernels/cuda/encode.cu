@@ -33,7 +33,6 @@ struct EncShared {
   int flag;
   int codec;
   union {
-    uint4 data[kTileBytes / 16];  // the tile's input, 16-byte chunks at swz() slots
     Header header;
     CrcShared crc;
     struct {
@@ -191,26 +190,64 @@ __device__ __forceinline__ uint32_t staged_elem(const uint4* data, int m, uint32
   return EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
 }
 
+// Two bf16/fp16 elements per 32-bit word, coded as 16-bit lanes at once (SWAR): the encoder is
+// instruction-bound, and this halves the work per element. Exponents (<= 255) leave room in a
+// lane for the carries used below.
+template <Codec C>
+struct Lanes {
+  static constexpr uint32_t kShift = C == Codec::BF16 ? 7 : 10;
+  static constexpr uint32_t kExp = C == Codec::BF16 ? 0x00FF00FFu : 0x001F001Fu;
+  static constexpr uint32_t kBits = C == Codec::BF16 ? 8 : 5;
+  static __device__ __forceinline__ uint32_t exps(uint32_t w) { return (w >> kShift) & kExp; }
+  // Bit kBits of a lane set when its exponent is nonzero.
+  static __device__ __forceinline__ uint32_t nonzero(uint32_t e) { return (e + kExp) & (kExp + 0x00010001u); }
+  static __device__ __forceinline__ uint32_t count_nonzero(uint32_t nz) {
+    return ((nz >> kBits) & 0xFF) + (nz >> (16 + kBits));
+  }
+  // Per lane: bit 15 set when the exponent is outside the window (an escape); *code gets the
+  // 3-bit code (0 for escapes). x = (e - base) mod 512, so the window is x <= 6.
+  static __device__ __forceinline__ uint32_t window(uint32_t e, uint32_t base2, uint32_t* code) {
+    const uint32_t x = ((e | 0x02000200u) - base2) & 0x01FF01FFu;
+    const uint32_t out = (x + 0x7FF97FF9u) & 0x80008000u;
+    *code = (x + 0x00010001u) & ~((out >> 15) * 0xFFFFu);
+    return out;
+  }
+  // Residual byte of each lane, in its low byte.
+  static __device__ __forceinline__ uint32_t residual(uint32_t w) {
+    if constexpr (C == Codec::BF16) return ((w >> 8) & 0x00800080u) | (w & 0x007F007Fu);
+    else return w;
+  }
+};
+
+// Bit p of four byte lanes as four bits (lane i to bit i), by one multiplication.
+__device__ __forceinline__ uint32_t gather4(uint32_t x, int p) {
+  return (((x >> p) & 0x01010101u) * 0x01020408u) >> 24;
+}
+// Bit p of the 16 byte lanes of q[0..3] (elements in order) as a 16-bit plane word.
+__device__ __forceinline__ uint32_t gather16(const uint32_t (&q)[4], int p) {
+  return gather4(q[0], p) | gather4(q[1], p) << 4 | gather4(q[2], p) << 8 | gather4(q[3], p) << 12;
+}
+
 // Code one tile: blocks u*M .. u*M+M-1 of the message (32 KiB of input). The tile is staged
 // in shared memory with asynchronous copies, all in flight at once; the M blocks then share
 // each barrier, and every later pass reads shared memory.
-template <Codec C>
+template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
-                                            uint32_t u, EncShared& sh) {
-  constexpr int M = unit_blocks<C>();
+                                            uint32_t u, EncShared& sh, uint4* data) {
+  constexpr int M = unit_blocks<C, MU>();
   constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
   constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
   constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
   constexpr int W = kPerThread * EB / 4;  // words per thread and block
-  static_assert(M * kBlockElems * EB == kTileBytes, "a tile is 32 KiB of input");
   const uint32_t b0 = u * M;
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
   {
-    const uint64_t begin = uint64_t(u) * kTileBytes, end = L.n_elems * EB;  // the tail is not staged
-    const uint32_t len = static_cast<uint32_t>(min(uint64_t(kTileBytes), end - begin));
-    stage(sh.data, 0, it.in + begin, len, (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
+    constexpr uint32_t kUnitBytes = M * kBlockElems * EB;
+    const uint64_t begin = uint64_t(u) * kUnitBytes, end = L.n_elems * EB;  // the tail is not staged
+    const uint32_t len = static_cast<uint32_t>(min(uint64_t(kUnitBytes), end - begin));
+    stage(data, 0, it.in + begin, len, (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
     cp_async_wait();
     __syncthreads();
   }
@@ -226,12 +263,23 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     uint32_t w[W];
-    read_words<C>(sh.data, m, w);
+    read_words<C>(data, m, w);
     s[m] = 0;
+    if (C != Codec::FP32 && valid[m] == kPerThread) {
+      uint32_t sum = 0, nz = 0;
 #pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
-      if (uint32_t(j) < valid[m]) s[m] += e | (uint64_t(e != 0) << 32);
+      for (int i = 0; i < W; ++i) {
+        const uint32_t e = Lanes<C>::exps(w[i]);
+        sum += e;
+        nz += Lanes<C>::nonzero(e);
+      }
+      s[m] = (sum & 0xFFFF) + (sum >> 16) + (uint64_t(Lanes<C>::count_nonzero(nz)) << 32);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j) {
+        const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
+        if (uint32_t(j) < valid[m]) s[m] += e | (uint64_t(e != 0) << 32);
+      }
     }
   }
   cta_sums<M>(s, sh.red);
@@ -239,12 +287,20 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     uint32_t w[W];
-    read_words<C>(sh.data, m, w);
+    read_words<C>(data, m, w);
     base[m] = window_base(C, s[m] & 0xFFFFFFFFu, uint32_t(s[m] >> 32));
     esc[m] = 0;
+    if (C != Codec::FP32 && valid[m] == kPerThread) {
 #pragma unroll
-    for (int j = 0; j < kPerThread; ++j)
-      esc[m] += uint32_t(j) < valid[m] && exp_code(elem_exponent(C, elem_at<C>(w, j)), base[m]) == 0;
+      for (int i = 0; i < W; ++i) {
+        uint32_t code;
+        esc[m] += __popc(Lanes<C>::window(Lanes<C>::exps(w[i]), base[m] * 0x00010001u, &code));
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPerThread; ++j)
+        esc[m] += uint32_t(j) < valid[m] && exp_code(elem_exponent(C, elem_at<C>(w, j)), base[m]) == 0;
+    }
   }
   cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
   uint32_t unit_chunk = 0;
@@ -263,7 +319,34 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
     const bool raw = escapes[m] > raw_chunk_bytes(L, nb[m]);
     uint32_t w[W];
-    read_words<C>(sh.data, m, w);
+    read_words<C>(data, m, w);
+    if constexpr (C != Codec::FP32) {
+      if (out_vec && valid[m] == kPerThread) {
+        uint32_t q[4], res[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          res[i] = __byte_perm(Lanes<C>::residual(w[2 * i]), Lanes<C>::residual(w[2 * i + 1]), 0x6420);
+          uint32_t c0, c1;
+          Lanes<C>::window(Lanes<C>::exps(w[2 * i]), base[m] * 0x00010001u, &c0);
+          Lanes<C>::window(Lanes<C>::exps(w[2 * i + 1]), base[m] * 0x00010001u, &c1);
+          q[i] = __byte_perm(c0, c1, 0x6420);  // codes of elements 4i..4i+3, one per byte
+        }
+        *reinterpret_cast<uint4*>(out + L.off_res + first + e0) = make_uint4(res[0], res[1], res[2], res[3]);
+        if (!raw) {
+          uint16_t* planes = reinterpret_cast<uint16_t*>(out + L.off_bits + first / 8) + threadIdx.x;
+#pragma unroll
+          for (int k = 0; k < 3; ++k) planes[k * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, k));
+          if constexpr (C == Codec::FP16) {  // extra planes: m8, m9 and sign, from the high bytes
+#pragma unroll
+            for (int i = 0; i < 4; ++i) q[i] = __byte_perm(w[2 * i], w[2 * i + 1], 0x7531);
+            planes[3 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 0));
+            planes[4 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 1));
+            planes[5 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 7));
+          }
+        }
+        continue;
+      }
+    }
 #pragma unroll
     for (uint32_t r = 0; r < R; ++r) {
       uint8_t* dst = out + L.off_res + r * L.res_stride + first + e0;
@@ -339,12 +422,23 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     uint8_t* dst = out + L.off_esc + esc_off;
     if (!raw) {
       uint32_t w[W];
-      read_words<C>(sh.data, m, w);
+      read_words<C>(data, m, w);
       uint32_t k = esc[m];
+      if (C != Codec::FP32 && valid[m] == kPerThread) {
 #pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
-        const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
-        if (uint32_t(j) < valid[m] && exp_code(e, base[m]) == 0) dst[k++] = static_cast<uint8_t>(e);
+        for (int i = 0; i < W; ++i) {
+          uint32_t code;
+          const uint32_t e = Lanes<C>::exps(w[i]);
+          const uint32_t outside = Lanes<C>::window(e, base[m] * 0x00010001u, &code);
+          if (outside & 0x8000u) dst[k++] = static_cast<uint8_t>(e);
+          if (outside & 0x80000000u) dst[k++] = static_cast<uint8_t>(e >> 16);
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) {
+          const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
+          if (uint32_t(j) < valid[m] && exp_code(e, base[m]) == 0) dst[k++] = static_cast<uint8_t>(e);
+        }
       }
     } else {
       // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
@@ -352,9 +446,9 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
       uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
       for (uint32_t i = threadIdx.x; i < K * groups; i += kThreads)
-        planes[(i / groups) * L.bit_stride + i % groups] = i < nb[m] ? elem_top(C, staged_elem<C>(sh.data, m, i)) : 0;
+        planes[(i / groups) * L.bit_stride + i % groups] = i < nb[m] ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
       for (uint32_t i = in_planes + threadIdx.x; i < nb[m]; i += kThreads)
-        dst[i - in_planes] = elem_top(C, staged_elem<C>(sh.data, m, i));
+        dst[i - in_planes] = elem_top(C, staged_elem<C>(data, m, i));
     }
     esc_off += chunk;
   }
@@ -398,6 +492,7 @@ __device__ void make_header(Header& h, const Layout& L, uint64_t esc_bytes, cons
   h.checksum = checksum ? crc : 0;
 }
 
+template <int MU>
 __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long long* st, EncShared& sh) {
   const LaunchItem& it = P.items[item];
   const uint64_t n = it.bytes;
@@ -410,7 +505,8 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
   } else {
     uint64_t esc_bytes = 0;
     if (!raw) {
-      const uint32_t last = (p.L.n_blocks - 1) / (p.c == Codec::FP32 ? 2 : 4);  // last tile's state
+      const uint32_t M = p.c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
+      const uint32_t last = (p.L.n_blocks - 1) / M;  // the last tile's state holds the total
       const unsigned long long s = *reinterpret_cast<volatile unsigned long long*>(st + last);
       esc_bytes = s & 0xFFFFFFFFull;
       raw = p.L.off_esc + esc_bytes > min(it.limit, it.cap);
@@ -455,8 +551,10 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
   }
 }
 
+template <int MU>
 __global__ void __launch_bounds__(kThreads, 4) encode_kernel(const __grid_constant__ Launch P) {
   __shared__ EncShared sh;
+  extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
@@ -471,14 +569,14 @@ __global__ void __launch_bounds__(kThreads, 4) encode_kernel(const __grid_consta
       raw_slice(it, b, &lo, &len);
       cta_copy(it.out + kHeaderBytes + lo, it.in + lo, len);
     }
-  } else if (!p.too_large && b * uint64_t(c == Codec::FP32 ? 2 : 4) < p.L.n_blocks) {
+  } else if (!p.too_large && b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
     switch (c) {
-      case Codec::BF16: encode_unit<Codec::BF16>(it, st, p.L, b, sh); break;
-      case Codec::FP16: encode_unit<Codec::FP16>(it, st, p.L, b, sh); break;
-      default: encode_unit<Codec::FP32>(it, st, p.L, b, sh); break;
+      case Codec::BF16: encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged); break;
+      case Codec::FP16: encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged); break;
+      default: encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged); break;
     }
   }
-  if (finish_tile(P, item, &sh.flag)) finalize(P, item, p, st, sh);
+  if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, p, st, sh);
 }
 
 }  // namespace
@@ -490,6 +588,10 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
   if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
   for (int first = 0; first < n; first += kMaxBatch) {
     const int m = std::min(n - first, kMaxBatch);
+    uint64_t batch_bytes = 0;
+    for (int i = 0; i < m; ++i) batch_bytes += items[first + i].bytes;
+    const bool bulk = batch_bytes >= kBulkBytes;
+    const uint32_t tile = bulk ? tile_bytes<4>() : tile_bytes<1>();
     Launch P{};
     P.n = m;
     P.checksum = opt.checksum;
@@ -508,8 +610,8 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
       l.codec = static_cast<uint8_t>(e.codec);
       l.auto_codec = e.auto_codec;
       l.tile0 = tiles;
-      // One tile per 32 KiB of input: the units of every codec, or slices of a Raw payload.
-      l.tiles = tiles_for(e.bytes);
+      // One tile per MU * 8 KiB of input covers the units of every codec and Raw slices.
+      l.tiles = tiles_for(e.bytes, tile);
       tiles += l.tiles;
     }
     if (temp_size < kTempHead + size_t(tiles) * 8) return cudaErrorInvalidValue;
@@ -517,7 +619,9 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     P.item_err = P.item_done + kMaxBatch;
     P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
     P.results = results + first;
-    encode_kernel<<<tiles, kThreads, 0, stream>>>(P);
+    // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2 fp32 blocks).
+    if (bulk) encode_kernel<4><<<tiles, kThreads, 32768, stream>>>(P);
+    else encode_kernel<1><<<tiles, kThreads, 16384, stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

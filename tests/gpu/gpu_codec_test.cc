@@ -415,11 +415,19 @@ TEST_F(GpuCodec, AutoCodecMatchesClassify) {
     ins.push_back(make_in(random_bytes(n, 4), Codec::BF16, true));
     ins.push_back(make_in(Bytes(n, 0), Codec::BF16, true));
   }
+  // The device's choice shows in the codec of the message: the CPU's, for classify()'s choice.
   std::vector<Out> outs;
   encode(ins, &outs);
-  for (size_t i = 0; i < ins.size(); ++i)
-    EXPECT_EQ(outs[i].r.codec, uint8_t(classify(ins[i].data.data(), ins[i].data.size())))
-        << "item " << i << " size " << ins[i].data.size();
+  size_t coded = 0;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const Bytes& x = ins[i].data;
+    Bytes ref(max_compressed_bytes(x.size()));
+    size_t len = 0;
+    ASSERT_EQ(zipccl::encode(classify(x.data(), x.size()), x.data(), x.size(), ref.data(), ref.size(), &len), Status::kOk);
+    EXPECT_EQ(outs[i].r.codec, ref[5]) << "item " << i << " size " << x.size();
+    coded += ref[5] != uint8_t(Codec::Raw);
+  }
+  EXPECT_GT(coded, ins.size() / 3) << "most Gaussian inputs are coded";
   check_identical(ins);
 }
 
