@@ -9,6 +9,10 @@
 
 #include "zipccl/format.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 // Hot per-message loops are compiled twice on x86-64, for the baseline ISA and for x86-64-v3
 // (AVX2, BMI2, POPCNT); the loader picks the version the CPU supports. ZIPCCL_CPU_NO_CLONES
 // builds the baseline only (tests use it to check both versions). Clang (14) cannot clone
@@ -118,6 +122,27 @@ constexpr uint64_t spread_bits(uint8_t b) {
   x = (x | x << 14) & 0x0003000300030003ull;  // bit pairs to 16-bit quarters
   return (x | x << 7) & 0x0101010101010101ull;
 }
+// Pack groups x 8 symbols into bit-planes: byte gi of plane k holds bit k of symbols
+// 8gi..8gi+7. With SSE2 (every x86-64) 16 symbols at a time: shifting 16-bit lanes left by 7 - k
+// brings bit k of both bytes to bit 7, which movemask gathers.
+inline void pack_planes(const uint8_t* syms, uint32_t groups, uint32_t planes_n, uint8_t* planes, uint64_t stride) {
+  uint32_t gi = 0;
+#if defined(__SSE2__)
+  for (; gi + 2 <= groups; gi += 2) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(syms + gi * 8));
+    for (uint32_t k = 0; k < planes_n; ++k) {
+      const uint16_t m = static_cast<uint16_t>(_mm_movemask_epi8(_mm_slli_epi16(v, int(7 - k))));
+      std::memcpy(planes + k * stride + gi, &m, 2);
+    }
+  }
+#endif
+  for (; gi < groups; ++gi) {
+    uint64_t x;
+    std::memcpy(&x, syms + gi * 8, 8);
+    for (uint32_t k = 0; k < planes_n; ++k) planes[k * stride + gi] = pack_bits((x >> k) & 0x0101010101010101ull);
+  }
+}
+
 // spread_bits() as a table: one load per plane byte in the decoder's inner loop.
 struct SpreadTable {
   uint64_t v[256];

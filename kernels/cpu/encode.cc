@@ -85,15 +85,9 @@ template <Codec C>
   }
   std::memset(syms + nb, 0, groups * 8 - nb);
 
-  // Bit k of 8 symbols becomes one byte of plane k. Byte stores may alias anything: keep the
-  // stride in a local so it is not reloaded.
-  constexpr uint64_t kOnes = 0x0101010101010101ull;
-  const uint64_t stride = L.bit_stride;
-  for (uint32_t gi = 0; gi < groups; ++gi) {
-    uint64_t x;
-    std::memcpy(&x, syms + gi * 8, 8);
-    for (uint32_t k = 0; k < G.bit_planes; ++k) planes[k * stride + gi] = cpu::pack_bits((x >> k) & kOnes);
-  }
+  const uint64_t stride = L.bit_stride;  // a local: the byte stores below may alias L
+  cpu::pack_planes(syms, groups, G.bit_planes, planes, stride);
+
   // Escaped exponents, in element order, 64 elements at a time.
   uint32_t esc = 0;
   for (uint32_t gi = 0; gi < groups; gi += 8)

@@ -201,6 +201,22 @@ TEST(Golden, ByteHelpersMatchFormat) {
     ASSERT_EQ(cpu::kSpread.v[b], want);
     ASSERT_EQ(cpu::pack_bits(want), b);
   }
+  // pack_planes (16 symbols at a time where SIMD is available, then a group tail) against the
+  // definition, for 6-bit symbols and odd and even group counts.
+  SplitMix r{5};
+  for (uint32_t groups : {1u, 2u, 7u, 64u, 511u, 512u}) {
+    std::vector<uint8_t> syms(groups * 8);
+    for (auto& s : syms) s = uint8_t(r.next() & 63);
+    const uint64_t stride = 600;
+    std::vector<uint8_t> planes(6 * stride, 0xEE);
+    cpu::pack_planes(syms.data(), groups, 6, planes.data(), stride);
+    for (uint32_t k = 0; k < 6; ++k)
+      for (uint32_t gi = 0; gi < groups; ++gi) {
+        uint8_t want = 0;
+        for (uint32_t t = 0; t < 8; ++t) want |= uint8_t(((syms[gi * 8 + t] >> k) & 1) << t);
+        ASSERT_EQ(planes[k * stride + gi], want) << groups << " " << k << " " << gi;
+      }
+  }
 }
 
 }  // namespace
