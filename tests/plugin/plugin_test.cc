@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 
 #include "net_client.h"
 #include "spawn.h"
+#include "traffic.h"
 
 using namespace ztest;
 
@@ -399,6 +401,85 @@ TEST(InProcess, ConnectCloseCycles) {
   }
   EXPECT_EQ(net.finalize(), ncclSuccess);
   printf("%d connect/close cycles in %.2f s\n", cycles, now_s() - t0);
+}
+
+// Several communicators (v11 contexts) at once, each progressed by its own thread as NCCL's
+// per-communicator progress threads would, sharing the process-wide transport and codec engine.
+TEST(InProcess, ConcurrentCommunicators) {
+  constexpr int kThreads = 4, kMsgs = 120, kInflight = 16;
+  constexpr size_t kMax = 128 << 10;
+  std::vector<std::string> errors(kThreads);
+  auto comm_thread = [&](int t) {
+    auto err = [&](const std::string& e) { errors[size_t(t)] = e; };
+    PluginNet net(ZIP_PLUGIN_PATH, 11);
+    if (net.init(0x1000 + uint64_t(t)) != ncclSuccess) return err("init");
+    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+    if (net.listen(0, handle, &lc) != ncclSuccess) return err("listen");
+    while (!sc || !rc) {
+      if ((!sc && net.connect(0, handle, &sc) != ncclSuccess) || (!rc && net.accept(lc, &rc) != ncclSuccess))
+        return err("connect/accept");
+    }
+    std::vector<char> sarena(kInflight * kMax), rarena(kInflight * kMax), want(kMax);
+    void *smh = nullptr, *rmh = nullptr;
+    if (net.reg_mr(sc, sarena.data(), sarena.size(), NCCL_PTR_HOST, &smh) != ncclSuccess ||
+        net.reg_mr(rc, rarena.data(), rarena.size(), NCCL_PTR_HOST, &rmh) != ncclSuccess)
+      return err("regMr");
+    std::deque<void*> sreqs, rreqs;
+    long sposted = 0, rposted = 0, sdone = 0, rdone = 0;
+    const uint64_t seed = 100 + uint64_t(t);
+    while (rdone < kMsgs || sdone < kMsgs) {
+      if (rposted < kMsgs && rposted - rdone < kInflight) {
+        void* data = rarena.data() + size_t(rposted % kInflight) * kMax;
+        size_t size = kMax;
+        int tag = 0;
+        void* req = nullptr;
+        if (net.irecv(rc, 1, &data, &size, &tag, &rmh, false, &req) != ncclSuccess) return err("irecv");
+        if (req) {
+          rreqs.push_back(req);
+          ++rposted;
+        }
+      }
+      if (sposted < kMsgs && sposted - sdone < kInflight) {
+        char* buf = sarena.data() + size_t(sposted % kInflight) * kMax;
+        const size_t n = msg_size(seed, uint64_t(sposted), 0, kMax);
+        fill(Kind::kMix, seed, uint64_t(sposted), 0, buf, n);
+        void* req = nullptr;
+        if (net.isend(sc, buf, n, 0, smh, &req) != ncclSuccess) return err("isend");
+        if (req) {
+          sreqs.push_back(req);
+          ++sposted;
+        }
+      }
+      int done = 0, size = 0;
+      if (!sreqs.empty()) {
+        if (net.test(sreqs.front(), &done, &size) != ncclSuccess) return err("test send");
+        if (done) {
+          sreqs.pop_front();
+          ++sdone;
+        }
+      }
+      if (!rreqs.empty()) {
+        if (net.test(rreqs.front(), &done, &size) != ncclSuccess) return err("test recv");
+        if (done) {
+          const size_t n = msg_size(seed, uint64_t(rdone), 0, kMax);
+          fill(Kind::kMix, seed, uint64_t(rdone), 0, want.data(), n);
+          if (size_t(size) != n || std::memcmp(rarena.data() + size_t(rdone % kInflight) * kMax, want.data(), n))
+            return err("message " + std::to_string(rdone) + " differs");
+          rreqs.pop_front();
+          ++rdone;
+        }
+      }
+    }
+    net.dereg_mr(sc, smh);
+    net.dereg_mr(rc, rmh);
+    if (net.close_send(sc) || net.close_recv(rc) || net.close_listen(lc) || net.finalize()) return err("close");
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(comm_thread, t);
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[size_t(t)], "") << "communicator " << t;
+  EXPECT_GE(count_log("communicator 000000000000100"), kThreads);  // a summary per communicator
 }
 
 }  // namespace
