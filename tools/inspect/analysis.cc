@@ -96,7 +96,7 @@ uint64_t message_bytes(Codec c, uint64_t nbytes, const std::vector<BlockHist>& b
   const uint64_t raw = kHeaderBytes + nbytes;
   if (c == Codec::Raw || nbytes < geometry(c).elem_bytes) return raw;
   const Layout L = make_layout(c, nbytes);
-  if (L.off_esc >= raw) return raw;
+  if (L.off_esc > raw) return raw;  // a tie keeps the coded message, as the encoder does
   uint64_t total = L.off_esc;
   for (size_t i = 0; i < blocks.size(); ++i) total += block_chunk_bytes(c, blocks[i], bases[i]);
   return total > raw ? raw : total;
