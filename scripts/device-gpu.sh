@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
-#   scripts/device-gpu.sh [steps...]   steps: test bench memcheck racecheck (default: all four)
+#   scripts/device-gpu.sh [steps...]   steps: test bench memcheck racecheck (the default), profile
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
 # not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
 # for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
@@ -60,9 +60,16 @@ for s in "${steps[@]}"; do
       ZIPCCL_GPU_TEST_QUICK=1 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 \
         "$T" --gtest_color=no --gtest_filter=*Sizes*:*Corrupted*:*AllBf16*:*Options* >"$OUT/racecheck.log" 2>&1
       r=$?;;
+    profile)  # Nsight Compute on a bulk and a 512 KiB encode and decode
+      timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
+        -k regex:'(en|de)code_kernel' --launch-skip 8 --launch-count 4 \
+        "$BUILD/bench/gpu/gpu_codec_bench" --profile >"$OUT/profile.log" 2>&1
+      r=$?
+      grep -E "encode_kernel|decode_kernel|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|Warp Cycles|Issued Ipc|Eligible|One or More" "$OUT/profile.log" | head -120;;
     *) echo "unknown step $s"; r=2;;
   esac
-  [ -f "$OUT/$s.log" ] && grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|Failure|error:" "$OUT/$s.log" | head -30
+  [ -f "$OUT/$s.log" ] && [ "$s" != profile ] && grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|Failure|error:" "$OUT/$s.log" | head -30
   summary+=("$s: rc=$r")
   [ $r -ne 0 ] && rc=1
 done

@@ -264,6 +264,7 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+  const bool profile = argc > 1 && !strcmp(argv[1], "--profile");  // a few bulk launches for ncu
   int dev = 0;
   cudaDeviceProp p;
   if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
@@ -282,6 +283,11 @@ int main(int argc, char** argv) {
   CK(gpu::init_temp(c.temp, c.temp_bytes, c.s));
   CK(cudaMallocHost(&c.res, gpu::kMaxBatch * sizeof(gpu::Result)));
   const int reps = quick ? 10 : 30;
+  if (profile) {
+    bulk(c, Codec::BF16, false, size_t(64) << 20, 2);
+    latency(c, size_t(512) << 10, 1, 2);
+    return 0;
+  }
 
   const double copy = copy_bandwidth(c, size_t(1) << 30, reps);
   printf("device-to-device copy (1 GiB, median of %d): %.0f GB/s (read + write)\n\n", reps, copy / 1e9);

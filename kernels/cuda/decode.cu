@@ -74,6 +74,53 @@ __device__ __forceinline__ BlockEntry load_entry(const uint8_t* p) {
   return e;
 }
 
+// Four bits to four byte lanes (bit i to bit 0 of byte i), by one multiplication: the inverse
+// of the encoder's gather4().
+__device__ __forceinline__ uint32_t spread4(uint32_t n) { return ((n & 0xF) * 0x00204081u) & 0x01010101u; }
+
+// Fast path of a full coded bf16/fp16 block: four elements at a time as byte lanes (the
+// decoder, like the encoder, is instruction-bound). Returns false on an escape byte > exp_max.
+template <Codec C>
+__device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP16 ? 6 : 3], uint4 res, uint32_t base,
+                                             const uint8_t* chunk, uint32_t k_esc, uint8_t* dst) {
+  constexpr uint32_t kExpMax = C == Codec::FP16 ? 31 : 255;
+  const uint32_t escm = ~(p[0] | p[1] | p[2]) & 0xFFFFu;
+  const uint32_t r4[4] = {res.x, res.y, res.z, res.w};
+  uint32_t out[8];
+  bool bad = false;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t ebits = (escm >> (4 * i)) & 0xF;
+    // Codes of elements 4i..4i+3 as bytes; escapes count as code 1 until patched, so that
+    // code - 1 + base never borrows or carries between bytes (base + 6 <= exp_max).
+    const uint32_t cb = spread4(p[0] >> (4 * i)) | spread4(p[1] >> (4 * i)) << 1 | spread4(p[2] >> (4 * i)) << 2 |
+                        spread4(ebits);
+    uint32_t e4 = (cb - 0x01010101u) + base * 0x01010101u;
+    if (ebits) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if ((ebits >> j) & 1) {
+          const uint32_t x = chunk[k_esc++];
+          bad |= x > kExpMax;
+          e4 = (e4 & ~(0xFFu << (8 * j))) | (x << (8 * j));
+        }
+    }
+    uint32_t lo, hi;  // low and high bytes of the four elements
+    if constexpr (C == Codec::BF16) {
+      lo = ((e4 & 0x01010101u) << 7) | (r4[i] & 0x7F7F7F7Fu);
+      hi = (r4[i] & 0x80808080u) | ((e4 >> 1) & 0x7F7F7F7Fu);
+    } else {
+      lo = r4[i];
+      hi = (e4 << 2) | spread4(p[3] >> (4 * i)) | spread4(p[4] >> (4 * i)) << 1 | spread4(p[5] >> (4 * i)) << 7;
+    }
+    out[2 * i] = __byte_perm(lo, hi, 0x5140);
+    out[2 * i + 1] = __byte_perm(lo, hi, 0x7362);
+  }
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
+  return !bad;
+}
+
 // Decode one tile: blocks u*M .. u*M+M-1. Residual and bit-plane bytes of all M blocks are
 // staged in shared memory with asynchronous copies (in flight together); each block's checks
 // run before any of its escape bytes is read.
@@ -153,6 +200,16 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       continue;
     }
     const uint8_t* chunk = msg + L.off_esc + e.esc_offset;
+    if constexpr (C != Codec::FP32) {
+      if (e.mode == kBlockCoded && out_vec && valid[m] == kPerThread) {
+        uint32_t pb[K];
+#pragma unroll
+        for (uint32_t k = 0; k < K; ++k) pb[k] = plane_of(m, k);
+        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[m], it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB))
+          report(P, item, b0 + m + 1, Status::kBadEscapes);
+        continue;
+      }
+    }
     uint8_t res[R][kPerThread];
 #pragma unroll
     for (uint32_t r = 0; r < R; ++r) {

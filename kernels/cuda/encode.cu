@@ -283,43 +283,19 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     }
   }
   cta_sums<M>(s, sh.red);
-  uint32_t base[M], esc[M], escapes[M];
+  // Codes, residual bytes and code bit-planes in one pass. Planes are written before the block
+  // is known to be coded: a block that turns out raw rewrites all its plane bytes after the
+  // look-back (ordered by the barrier there). escmask: this thread's escapes, bit j = element j.
+  uint32_t base[M], esc[M], escapes[M], escmask[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    uint32_t w[W];
-    read_words<C>(data, m, w);
     base[m] = window_base(C, s[m] & 0xFFFFFFFFu, uint32_t(s[m] >> 32));
-    esc[m] = 0;
-    if (C != Codec::FP32 && valid[m] == kPerThread) {
-#pragma unroll
-      for (int i = 0; i < W; ++i) {
-        uint32_t code;
-        esc[m] += __popc(Lanes<C>::window(Lanes<C>::exps(w[i]), base[m] * 0x00010001u, &code));
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kPerThread; ++j)
-        esc[m] += uint32_t(j) < valid[m] && exp_code(elem_exponent(C, elem_at<C>(w, j)), base[m]) == 0;
-    }
-  }
-  cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
-  uint32_t unit_chunk = 0;
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
-    unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
-  }
-  if (threadIdx.x == 0)
-    *reinterpret_cast<volatile unsigned long long*>(st + u) = (u == 0 ? kInclusive : kAggregate) | unit_chunk;
-
-  // Residual byte-planes (every block) and code bit-planes (coded blocks): independent of
-  // the escape offset, so written while the look-back resolves.
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
-    const bool raw = escapes[m] > raw_chunk_bytes(L, nb[m]);
+    uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
     uint32_t w[W];
     read_words<C>(data, m, w);
+    escmask[m] = 0;
+    bool done = false;
     if constexpr (C != Codec::FP32) {
       if (out_vec && valid[m] == kPerThread) {
         uint32_t q[4], res[4];
@@ -332,52 +308,56 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
           q[i] = __byte_perm(c0, c1, 0x6420);  // codes of elements 4i..4i+3, one per byte
         }
         *reinterpret_cast<uint4*>(out + L.off_res + first + e0) = make_uint4(res[0], res[1], res[2], res[3]);
-        if (!raw) {
-          uint16_t* planes = reinterpret_cast<uint16_t*>(out + L.off_bits + first / 8) + threadIdx.x;
+        uint16_t* p16 = reinterpret_cast<uint16_t*>(planes);
+        const uint32_t p0 = gather16(q, 0), p1 = gather16(q, 1), p2 = gather16(q, 2);
+        p16[0] = static_cast<uint16_t>(p0);
+        p16[L.bit_stride / 2] = static_cast<uint16_t>(p1);
+        p16[L.bit_stride] = static_cast<uint16_t>(p2);
+        escmask[m] = ~(p0 | p1 | p2) & 0xFFFFu;
+        if constexpr (C == Codec::FP16) {  // extra planes: m8, m9 and sign, from the high bytes
 #pragma unroll
-          for (int k = 0; k < 3; ++k) planes[k * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, k));
-          if constexpr (C == Codec::FP16) {  // extra planes: m8, m9 and sign, from the high bytes
+          for (int i = 0; i < 4; ++i) q[i] = __byte_perm(w[2 * i], w[2 * i + 1], 0x7531);
+          p16[3 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 0));
+          p16[2 * L.bit_stride] = static_cast<uint16_t>(gather16(q, 1));
+          p16[5 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 7));
+        }
+        done = true;
+      }
+    }
+    if (!done) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) q[i] = __byte_perm(w[2 * i], w[2 * i + 1], 0x7531);
-            planes[3 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 0));
-            planes[4 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 1));
-            planes[5 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 7));
+      for (uint32_t r = 0; r < R; ++r) {
+        uint8_t* dst = out + L.off_res + r * L.res_stride + first + e0;
+        if (out_vec && valid[m] == kPerThread) {
+          uint32_t x[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            x[i] = 0;
+#pragma unroll
+            for (int k = 0; k < 4; ++k) x[i] |= uint32_t(elem_residual(C, elem_at<C>(w, 4 * i + k), r)) << (8 * k);
           }
+          *reinterpret_cast<uint4*>(dst) = make_uint4(x[0], x[1], x[2], x[3]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < kPerThread; ++j)
+            if (uint32_t(j) < valid[m]) dst[j] = elem_residual(C, elem_at<C>(w, j), r);
         }
-        continue;
       }
-    }
+      uint32_t sym[kPerThread];
 #pragma unroll
-    for (uint32_t r = 0; r < R; ++r) {
-      uint8_t* dst = out + L.off_res + r * L.res_stride + first + e0;
-      if (out_vec && valid[m] == kPerThread) {
-        uint32_t x[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          x[i] = 0;
-#pragma unroll
-          for (int k = 0; k < 4; ++k) x[i] |= uint32_t(elem_residual(C, elem_at<C>(w, 4 * i + k), r)) << (8 * k);
-        }
-        *reinterpret_cast<uint4*>(dst) = make_uint4(x[0], x[1], x[2], x[3]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPerThread; ++j)
-          if (uint32_t(j) < valid[m]) dst[j] = elem_residual(C, elem_at<C>(w, j), r);
+      for (int j = 0; j < kPerThread; ++j) {
+        const uint32_t v = elem_at<C>(w, j);
+        // Elements past the block's end have no code (zero bits), as in the CPU encoder.
+        sym[j] = uint32_t(j) < valid[m] ? exp_code(elem_exponent(C, v), base[m]) : 1;
+        escmask[m] |= uint32_t(sym[j] == 0) << j;
+        if (uint32_t(j) >= valid[m]) sym[j] = 0;
+        if (C == Codec::FP16) sym[j] |= fp16_extra(v) << 3;
       }
-    }
-    if (!raw) {
-      uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
 #pragma unroll
       for (uint32_t k = 0; k < K; ++k) {
         uint32_t bits = 0;  // group 2t in bits 0-7, group 2t+1 in bits 8-15
 #pragma unroll
-        for (int j = 0; j < kPerThread; ++j) {
-          const uint32_t v = elem_at<C>(w, j);
-          // Elements past the block's end have no code (zero bits), as in the CPU encoder.
-          uint32_t sym = uint32_t(j) < valid[m] ? exp_code(elem_exponent(C, v), base[m]) : 0;
-          if (C == Codec::FP16) sym |= fp16_extra(v) << 3;
-          bits |= ((sym >> k) & 1) << j;
-        }
+        for (int j = 0; j < kPerThread; ++j) bits |= ((sym[j] >> k) & 1) << j;
         uint8_t* dst = planes + k * L.bit_stride;
         if (out_vec && valid[m] == kPerThread) {
           *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(bits);
@@ -387,7 +367,17 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         }
       }
     }
+    esc[m] = __popc(escmask[m]);
   }
+  cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
+  uint32_t unit_chunk = 0;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
+    unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
+  }
+  if (threadIdx.x == 0)
+    *reinterpret_cast<volatile unsigned long long*>(st + u) = (u == 0 ? kInclusive : kAggregate) | unit_chunk;
 
   if (threadIdx.x < 32) {
     const uint64_t excl = u == 0 ? 0 : look_back(st, u);
@@ -421,25 +411,9 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     }
     uint8_t* dst = out + L.off_esc + esc_off;
     if (!raw) {
-      uint32_t w[W];
-      read_words<C>(data, m, w);
       uint32_t k = esc[m];
-      if (C != Codec::FP32 && valid[m] == kPerThread) {
-#pragma unroll
-        for (int i = 0; i < W; ++i) {
-          uint32_t code;
-          const uint32_t e = Lanes<C>::exps(w[i]);
-          const uint32_t outside = Lanes<C>::window(e, base[m] * 0x00010001u, &code);
-          if (outside & 0x8000u) dst[k++] = static_cast<uint8_t>(e);
-          if (outside & 0x80000000u) dst[k++] = static_cast<uint8_t>(e >> 16);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < kPerThread; ++j) {
-          const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
-          if (uint32_t(j) < valid[m] && exp_code(e, base[m]) == 0) dst[k++] = static_cast<uint8_t>(e);
-        }
-      }
+      for (uint32_t mk = escmask[m]; mk; mk &= mk - 1)
+        dst[k++] = static_cast<uint8_t>(elem_exponent(C, staged_elem<C>(data, m, e0 + __ffs(mk) - 1)));
     } else {
       // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
       // past nb), the rest form the chunk.
