@@ -1,5 +1,7 @@
 #include "recv_comm.h"
 
+#include <thread>
+
 #include "log.h"
 #include "param.h"
 
@@ -15,7 +17,10 @@ RecvComm::~RecvComm() {
     for (uint32_t i = 0; i < r.n; ++i) {
       if (r.subs[i].state != kDecoding) continue;
       r.subs[i].job.cancel();
-      while (!r.subs[i].job.done()) codec_->poll();
+      while (!r.subs[i].job.done()) {
+        codec_->poll();
+        std::this_thread::yield();
+      }
     }
   }
   conn_.reset();  // joins the transport's threads, which may still write into posted buffers

@@ -1,6 +1,7 @@
 #include "send_comm.h"
 
 #include <cstring>
+#include <thread>
 
 #include "log.h"
 #include "param.h"
@@ -20,7 +21,10 @@ SendComm::~SendComm() {
   for (size_t i = 0; i < kPool; ++i) {
     if (reqs_[i].state != kCompressing) continue;
     reqs_[i].job.cancel();
-    while (!reqs_[i].job.done()) codec_->poll();
+    while (!reqs_[i].job.done()) {
+      codec_->poll();
+      std::this_thread::yield();
+    }
   }
   conn_.reset();  // joins the transport's threads, which may still hold posted payloads
 }

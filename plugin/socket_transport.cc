@@ -29,6 +29,7 @@ constexpr int kMaxSockets = 64 + 1;   // data sockets + control
 constexpr size_t kMaxPending = 256;   // unauthenticated inbound sockets kept at once
 constexpr size_t kMaxCtrlRecord = 4096;
 constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
+constexpr size_t kLine = 128;
 
 struct WireHandle {
   uint32_t magic;
@@ -159,13 +160,15 @@ class SocketConn : public Conn {
 
  private:
   // Both ends split a message the same way (it depends only on n and on how many messages came
-  // before), so chunk i of the sender meets chunk i of the receiver on the same socket.
+  // before), so chunk i of the sender meets chunk i of the receiver on the same socket. Chunks
+  // are whole 128-byte lines: an LL128 line (flag last) never straddles two sockets, so its
+  // bytes land in order like any single socket's.
   Status post(char* buf, size_t n, Xfer* x, bool send, size_t* next) {
     if (err_.code() != ncclSuccess) return fail(err_.code());
     if (n == 0) return Status::Ok();
     const size_t nsocks = data_fds_.size();
     size_t chunks = std::min(nsocks, (n + kMinChunk - 1) / kMinChunk);
-    const size_t chunk = (n + chunks - 1) / chunks;
+    const size_t chunk = ((n + chunks - 1) / chunks + kLine - 1) / kLine * kLine;
     chunks = (n + chunk - 1) / chunk;
     x->pending.fetch_add(int(chunks), std::memory_order_relaxed);
     const size_t nthreads = workers_.size();
