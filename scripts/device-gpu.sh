@@ -61,12 +61,14 @@ for s in "${steps[@]}"; do
         "$T" --gtest_color=no --gtest_filter=*Sizes*:*Corrupted*:*AllBf16*:*Options* >"$OUT/racecheck.log" 2>&1
       r=$?;;
     profile)  # Nsight Compute on a bulk and a 512 KiB encode and decode
-      timeout 300 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
-        --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
-        -k regex:'(en|de)code_kernel' --launch-skip 8 --launch-count 4 \
-        "$BUILD/bench/gpu/gpu_codec_bench" --profile >"$OUT/profile.log" 2>&1
+      timeout 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section SourceCounters --print-details all -k regex:'(en|de)code_kernel' --launch-skip 8 --launch-count 2 \
+        -o /tmp/prof -f "$BUILD/bench/gpu/gpu_codec_bench" --profile >"$OUT/profile.log" 2>&1
       r=$?
-      grep -E "encode_kernel|decode_kernel|Duration|Throughput|Achieved Occupancy|Theoretical Occupancy|Block Limit|Stall|Warp Cycles|Issued Ipc|Eligible|One or More" "$OUT/profile.log" | head -120;;
+      ncu -i /tmp/prof.ncu-rep --print-details all >>"$OUT/profile.log" 2>&1
+      ncu -i /tmp/prof.ncu-rep --page source --print-source sass --csv >"$OUT/source.csv" 2>&1
+      grep -E "_kernel|Duration|Compute \(SM\)|DRAM Through|Stall|stall|Issued Warp|Eligible Warps" "$OUT/profile.log" | head -80
+      python3 scripts/top-stalls.py "$OUT/source.csv";;
     *) echo "unknown step $s"; r=2;;
   esac
   [ -f "$OUT/$s.log" ] && [ "$s" != profile ] && grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|Failure|error:" "$OUT/$s.log" | head -30
