@@ -403,6 +403,90 @@ TEST(InProcess, ConnectCloseCycles) {
   printf("%d connect/close cycles in %.2f s\n", cycles, now_s() - t0);
 }
 
+// A peer that passed the handshake (it has the nonce) but then breaks the protocol: the
+// receiver must fail the receive with an error and a WARN, never write a wrong byte or crash.
+// The test speaks the wire format itself: the handle's nonce (after magic, version, padding and
+// a sockaddr_in6), the 32-byte hello, length-prefixed control records (proto.h).
+struct EvilCase {
+  const char* name;
+  bool ll_hint;        // the receive is flag-polled: compressed bytes are not allowed
+  uint32_t seq;        // which receive the header claims
+  uint32_t flags;      // 1: compressed
+  uint64_t orig, wire;
+  const char* expect;  // in the WARN
+};
+
+class EvilPeer : public ::testing::TestWithParam<EvilCase> {};
+
+TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
+  const EvilCase c = GetParam();
+  clear_log();
+  PluginNet net(ZIP_PLUGIN_PATH, 11);
+  ASSERT_EQ(net.init(), ncclSuccess);
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void *lc = nullptr, *rc = nullptr;
+  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
+  sockaddr_in addr;
+  std::memcpy(&addr, handle + 8, sizeof addr);
+  uint64_t nonce;
+  std::memcpy(&nonce, handle + 40, sizeof nonce);
+  int fds[2];
+  for (uint16_t i = 0; i < 2; ++i) {
+    struct {
+      uint32_t magic;
+      uint16_t version, index, nsocks, r0;
+      uint32_t r1;
+      uint64_t nonce, conn_id;
+    } hello{0x5A49484Cu, 1, i, 2, 0, 0, nonce, 77};
+    fds[i] = stranger(addr, &hello, sizeof hello);
+  }
+  const double end = now_s() + 5;
+  while (!rc && now_s() < end) {
+    ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
+  }
+  ASSERT_NE(rc, nullptr) << "a hello with the right nonce must be accepted";
+  std::vector<char> rbuf(65536, 0x5A);
+  void* mh = nullptr;
+  ASSERT_EQ(net.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+  void* data = rbuf.data();
+  size_t size = rbuf.size();
+  int tag = 0;
+  void* req = nullptr;
+  ASSERT_EQ(net.irecv(rc, 1, &data, &size, &tag, &mh, c.ll_hint, &req), ncclSuccess);
+  ASSERT_NE(req, nullptr);
+  struct {
+    uint32_t len, type, seq, sub, flags;
+    uint64_t orig, wire;
+  } __attribute__((packed)) rec{32, 0x5A444154u, c.seq, 0, c.flags, c.orig, c.wire};
+  ASSERT_EQ(send(fds[0], &rec, sizeof rec, MSG_NOSIGNAL), ssize_t(sizeof rec));
+  std::vector<char> garbage(c.wire);
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char(i * 7 + 3);
+  if (!garbage.empty()) send(fds[1], garbage.data(), garbage.size(), MSG_NOSIGNAL);
+  ncclResult_t r = ncclSuccess;
+  int done = 0, got = 0;
+  while (r == ncclSuccess && !done && now_s() < end + 5) r = net.test(req, &done, &got);
+  EXPECT_EQ(r, ncclRemoteError);
+  EXPECT_EQ(done, 0);
+  EXPECT_GE(count_log(c.expect), 1) << "expected a WARN containing: " << c.expect;
+  if (c.flags) {  // whatever was decoded, nothing past the claimed size was written
+    for (size_t i = c.orig; i < rbuf.size(); ++i) ASSERT_EQ(rbuf[i], 0x5A) << "byte " << i;
+  }
+  for (int fd : fds) close(fd);
+  EXPECT_EQ(net.dereg_mr(rc, mh), ncclSuccess);
+  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
+  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
+  EXPECT_EQ(net.finalize(), ncclSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, EvilPeer,
+    ::testing::Values(EvilCase{"CorruptCompressed", false, 0, 1, 4096, 1000, "corrupt compressed message"},
+                      EvilCase{"CompressedIntoLL", true, 0, 1, 4096, 1000, "does not fit the receive"},
+                      EvilCase{"LargerThanCapacity", false, 0, 0, 65537, 65537, "does not fit the receive"},
+                      EvilCase{"RawSizeMismatch", false, 0, 0, 100, 200, "does not fit the receive"},
+                      EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
 // Several communicators (v11 contexts) at once, each progressed by its own thread as NCCL's
 // per-communicator progress threads would, sharing the process-wide transport and codec engine.
 TEST(InProcess, ConcurrentCommunicators) {
