@@ -148,6 +148,25 @@ TEST(ExchangeSockets, OneAndManySocketsPerConnection) {
   }
 }
 
+TEST(ExchangeData, LLLikeLinesSurviveCompression) {
+  const std::vector<std::string> args = {"--msgs=100", "--max=131072", "--kind=ll", "--seed=8"};
+  Pair p = run_pair(11, base_env("2"), args, args);
+  expect_ok(p);
+}
+
+TEST(ExchangeSockets, IPv6WhenAskedFor) {
+  Env env = base_env("2");
+  env["NCCL_SOCKET_FAMILY"] = "AF_INET6";
+  int family = -1;
+  auto check_family = [&](const std::string& hex) {
+    family = std::stoi(hex.substr(16, 2), nullptr, 16) | std::stoi(hex.substr(18, 2), nullptr, 16) << 8;
+  };
+  const std::vector<std::string> args = {"--msgs=50", "--max=65536", "--kind=mix"};
+  Pair p = run_pair(11, env, args, args, 90, check_family);
+  expect_ok(p);
+  EXPECT_EQ(family, AF_INET6) << "the listen address in the handle";
+}
+
 TEST(Policy, AutoCompressesForASlowLinkOnly) {
   const std::vector<std::string> args = {"--msgs=150", "--max=262144", "--kind=bf16", "--seed=9"};
   Env slow = base_env("1");
