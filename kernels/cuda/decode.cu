@@ -166,9 +166,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         stage(data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
               (nb[m] + 7) / 8, in_vec);
     }
+    cp_async_commit();  // one copy group per block: block m is decoded while later ones arrive
   }
-  cp_async_wait();
-  __syncthreads();
 
   // This thread's residual bytes and plane bytes of block m.
   auto res_of = [&](int m, uint32_t r) { return data[swz((r * M + m) * kResChunks + threadIdx.x)]; };
@@ -180,22 +179,20 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     return reinterpret_cast<const uint8_t*>(data + swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
   };
 
-  // The escape count must equal the chunk length before any chunk byte is read.
-  uint32_t esc[M], escapes[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    esc[m] = 0;
-    if (ok[m] && sh.entry[m + 1].mode == kBlockCoded) {
-      const uint32_t coded = plane_of(m, 0) | plane_of(m, 1) | plane_of(m, 2);
-      esc[m] = __popc(~coded & ((1u << valid[m]) - 1));
-    }
-  }
-  cta_scans<M>(esc, escapes, sh.scan);
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
+    cp_async_wait(M - 1 - m);
+    __syncthreads();
     const BlockEntry& e = sh.entry[m + 1];
+    // The escape count must equal the chunk length before any chunk byte is read.
+    uint32_t esc[1] = {0}, escapes[1];
+    if (ok[m] && e.mode == kBlockCoded) {
+      const uint32_t coded = plane_of(m, 0) | plane_of(m, 1) | plane_of(m, 2);
+      esc[0] = __popc(~coded & ((1u << valid[m]) - 1));
+    }
+    cta_scans<1>(esc, escapes, sh.scan);
     if (!ok[m]) continue;
-    if (e.mode == kBlockCoded && escapes[m] != e.esc_count) {
+    if (e.mode == kBlockCoded && escapes[0] != e.esc_count) {
       if (threadIdx.x == 0) report(P, item, b0 + m + 1, Status::kBadEscapes);
       continue;
     }
@@ -205,7 +202,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         uint32_t pb[K];
 #pragma unroll
         for (uint32_t k = 0; k < K; ++k) pb[k] = plane_of(m, k);
-        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[m], it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB))
+        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[0], it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB))
           report(P, item, b0 + m + 1, Status::kBadEscapes);
         continue;
       }
@@ -233,7 +230,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       uint32_t pb[K];
 #pragma unroll
       for (uint32_t k = 0; k < K; ++k) pb[k] = plane_of(m, k);
-      uint32_t k_esc = esc[m];
+      uint32_t k_esc = esc[0];
       bool bad = false;
 #pragma unroll
       for (int j = 0; j < kPerThread; ++j) {

@@ -255,13 +255,19 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
+  // Stage the tile one block per copy group, so that block m is coded while the blocks after
+  // it are still arriving.
   {
-    constexpr uint32_t kUnitBytes = M * kBlockElems * EB;
-    const uint64_t begin = uint64_t(u) * kUnitBytes, end = L.n_elems * EB;  // the tail is not staged
-    const uint32_t len = static_cast<uint32_t>(min(uint64_t(kUnitBytes), end - begin));
-    stage(data, 0, it.in + begin, len, (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
-    cp_async_wait();
-    __syncthreads();
+    constexpr uint32_t kBB = kBlockElems * EB;
+    const uint64_t end = L.n_elems * EB;  // the tail bytes are not staged
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const uint64_t begin = (uint64_t(u) * M + m) * kBB;
+      if (begin < end)
+        stage(data, m * kBB / 16, it.in + begin, static_cast<uint32_t>(min(uint64_t(kBB), end - begin)),
+              (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
+      cp_async_commit();
+    }
   }
   uint32_t nb[M], valid[M];
 #pragma unroll
@@ -270,38 +276,37 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
   }
 
-  // Each block's window from its mean nonzero exponent.
-  uint64_t s[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    uint32_t w[W];
-    read_words<C>(data, m, w);
-    s[m] = 0;
-    if (C != Codec::FP32 && valid[m] == kPerThread) {
-      uint32_t sum = 0, nz = 0;
-#pragma unroll
-      for (int i = 0; i < W; ++i) {
-        const uint32_t e = Lanes<C>::exps(w[i]);
-        sum += e;
-        nz += Lanes<C>::nonzero(e);
-      }
-      s[m] = (sum & 0xFFFF) + (sum >> 16) + (uint64_t(Lanes<C>::count_nonzero(nz)) << 32);
-    } else {
-#pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
-        const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
-        if (uint32_t(j) < valid[m]) s[m] += e | (uint64_t(e != 0) << 32);
-      }
-    }
-  }
-  cta_sums<M>(s, sh.red);
   // Codes, residual bytes and code bit-planes in one pass. Planes are written before the block
   // is known to be coded: a block that turns out raw rewrites all its plane bytes after the
   // look-back (ordered by the barrier there). escmask: this thread's escapes, bit j = element j.
   uint32_t base[M], esc[M], escapes[M], escmask[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    base[m] = block_window_base<C>(uint32_t(s[m]), uint32_t(s[m] >> 32));
+    cp_async_wait(M - 1 - m);
+    __syncthreads();
+    {  // the block's window from its mean nonzero exponent
+      uint32_t w[W];
+      read_words<C>(data, m, w);
+      uint64_t s[1] = {0};
+      if (C != Codec::FP32 && valid[m] == kPerThread) {
+        uint32_t sum = 0, nz = 0;
+#pragma unroll
+        for (int i = 0; i < W; ++i) {
+          const uint32_t e = Lanes<C>::exps(w[i]);
+          sum += e;
+          nz += Lanes<C>::nonzero(e);
+        }
+        s[0] = (sum & 0xFFFF) + (sum >> 16) + (uint64_t(Lanes<C>::count_nonzero(nz)) << 32);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kPerThread; ++j) {
+          const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
+          if (uint32_t(j) < valid[m]) s[0] += e | (uint64_t(e != 0) << 32);
+        }
+      }
+      cta_sums<1>(s, sh.red);
+      base[m] = block_window_base<C>(uint32_t(s[0]), uint32_t(s[0] >> 32));
+    }
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
     uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
     uint32_t w[W];
