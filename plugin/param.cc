@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <mutex>
 
 #include "log.h"
 
@@ -59,10 +58,9 @@ Params load() {
 }  // namespace
 
 const Params& params() {
-  static std::once_flag once;
-  static Params p;
-  std::call_once(once, [] { p = load(); });
-  return p;
+  // Never destroyed, like NCCL's own parameters: proxy threads may read them during exit.
+  static const Params* p = new Params(load());
+  return *p;
 }
 
 }  // namespace zip
