@@ -34,14 +34,12 @@ struct ListenComm {
   std::unique_ptr<Listener> listener;
 };
 
-// Created by the first init and never destroyed: NCCL's proxy threads may still call in while
-// the application runs its static destructors at exit.
 std::mutex g_mu;
-Transport* g_transport = nullptr;
-std::shared_ptr<NetCtx>* g_process_ctx = nullptr;
+std::unique_ptr<Transport> g_transport;  // created by the first init, kept for the process
+std::shared_ptr<NetCtx> g_process_ctx;
 
 std::shared_ptr<NetCtx> ctx_of(void* ctx) {
-  return ctx ? static_cast<CtxRef*>(ctx)->ctx : *g_process_ctx;
+  return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
 }
 
 const char* mode_name(ZipMode m) {
@@ -54,8 +52,8 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
   set_logger(logger);
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_transport) {
-    g_transport = make_socket_transport().release();
-    g_process_ctx = new std::shared_ptr<NetCtx>(std::make_shared<NetCtx>());
+    g_transport = make_socket_transport();
+    g_process_ctx = std::make_shared<NetCtx>();
     std::string devs;
     for (int d = 0; d < g_transport->num_devices(); ++d) {
       const DeviceInfo& i = g_transport->device(d);

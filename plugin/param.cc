@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <mutex>
 
 #include "log.h"
 
@@ -58,9 +59,10 @@ Params load() {
 }  // namespace
 
 const Params& params() {
-  // Never destroyed, like NCCL's own parameters: proxy threads may read them during exit.
-  static const Params* p = new Params(load());
-  return *p;
+  static std::once_flag once;
+  static Params p;
+  std::call_once(once, [] { p = load(); });
+  return p;
 }
 
 }  // namespace zip
