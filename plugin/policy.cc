@@ -16,12 +16,18 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
     return true;
   }
   // The sender cannot see the receiver's decoder; decoding is the cheaper half, so the local
-  // encoder's throughput decides. Unmeasured: compress, which measures it.
+  // encoder's throughput decides. Unmeasured: compress one message at a time, which measures it.
   const double enc = codec.throughput(CodecJob::kEncode);
-  return enc == 0 || enc > kCodecMargin * link_bps_;
+  if (enc == 0) {
+    if (probing_) return false;
+    probing_ = true;
+    return true;
+  }
+  return enc > kCodecMargin * link_bps_;
 }
 
 void CompressPolicy::record(size_t in, size_t out) {
+  probing_ = false;
   if (in == 0) return;
   const double r = double(out) / double(in);
   ratio_ = 0.75 * ratio_ + 0.25 * r;

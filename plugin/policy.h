@@ -20,6 +20,7 @@ class CompressPolicy {
   // Only asked for messages the receiver allows to arrive compressed.
   bool should_compress(size_t bytes, const CodecEngine& codec);
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
+  // Called for every attempt, in completion order.
   void record(size_t in, size_t out);
   double recent_ratio() const { return ratio_; }
 
@@ -31,6 +32,7 @@ class CompressPolicy {
   double link_bps_;
   double ratio_ = 0.7;  // optimistic start: the first messages measure it
   uint32_t skipped_ = 0;
+  bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
 };
 
 }  // namespace zip
