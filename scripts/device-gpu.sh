@@ -16,7 +16,7 @@ JOBS=$(nproc)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
 
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90})
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
 have_gtest=0
 for g in /usr/lib/cmake/GTest /usr/lib/*/cmake/GTest /usr/local/lib/cmake/GTest /usr/local/lib/*/cmake/GTest; do
   [ -f "$g/GTestConfig.cmake" ] && have_gtest=1

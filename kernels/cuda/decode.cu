@@ -44,9 +44,9 @@ __device__ Status parse_header(const Header& h, uint64_t in_bytes, Layout* out) 
   if (!(h.flags & kFlagChecksum) && h.checksum) return Status::kBadHeader;
   const Codec c = static_cast<Codec>(h.codec);
   const CodecGeometry g = geometry(c);
-  if (c != Codec::Raw && h.orig_bytes / g.elem_bytes > kMaxElems) return Status::kBadHeader;
+  if (c != Codec::Raw && (h.orig_bytes >> (g.elem_bytes / 2)) > kMaxElems) return Status::kBadHeader;  // / elem_bytes
   if (c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48)) return Status::kBadHeader;
-  const Layout L = make_layout(c, h.orig_bytes);
+  const Layout L = layout_of(c, h.orig_bytes);
   const uint32_t want_block = c == Codec::Raw ? 0 : kBlockElems;
   if (h.n_elems != L.n_elems || h.block_elems != want_block || h.n_blocks != L.n_blocks ||
       h.tail_bytes != L.tail_bytes || h.off_table != L.off_table || h.off_res != L.off_res ||
@@ -285,7 +285,7 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
 }
 
 template <int MU>
-__global__ void __launch_bounds__(kThreads, 4) decode_kernel(const __grid_constant__ Launch P) {
+__global__ void __launch_bounds__(kThreads, 5) decode_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
   extern __shared__ uint4 staged[];
   const int item = find_item(P);

@@ -129,10 +129,10 @@ __device__ __forceinline__ Plan make_plan(const LaunchItem& it, Codec c) {
   Plan p{};
   p.c = c;
   const uint32_t eb = geometry(c).elem_bytes;
-  p.too_large = c != Codec::Raw && it.bytes / eb > kMaxElems;
+  p.too_large = c != Codec::Raw && (it.bytes >> (eb / 2)) > kMaxElems;  // bytes / eb, eb in {2, 4}
   p.raw = c == Codec::Raw || it.bytes < eb;
   if (!p.raw && !p.too_large) {
-    p.L = make_layout(c, it.bytes);
+    p.L = layout_of(c, it.bytes);
     p.raw = p.L.off_esc >= it.limit || p.L.off_esc > it.cap;
   }
   return p;
@@ -543,7 +543,7 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
 }
 
 template <int MU>
-__global__ void __launch_bounds__(kThreads, 4) encode_kernel(const __grid_constant__ Launch P) {
+__global__ void __launch_bounds__(kThreads, 5) encode_kernel(const __grid_constant__ Launch P) {
   __shared__ EncShared sh;
   extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
   const int item = find_item(P);
