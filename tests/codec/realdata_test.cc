@@ -1,5 +1,6 @@
 // Real training tensors (.safetensors from ZIPCCL_DATA_DIR, set by CTest): every tensor must
 // round-trip under its own codec and under classify()'s guess. Skipped when the data is absent.
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>

@@ -45,17 +45,16 @@ inline uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | (uint32_t(e) << 10) | ((u >> 13) & 0x3FF));
 }
 
-// Element bits of a float in the codec's type (Raw: the bf16 byte pattern's low byte).
+// Element bits of a float in a float codec's type.
 inline uint32_t float_to_elem(Codec type, float f) {
   switch (type) {
     case Codec::BF16: return f32_bits(f) >> 16;
     case Codec::FP16: return f32_to_f16(f);
-    case Codec::FP32: return f32_bits(f);
-    default: return (f32_bits(f) >> 16) & 0xFF;
+    default: return f32_bits(f);
   }
 }
 
-// n bytes of N(0, sigma^2) values of the given type; a partial last element gets random bytes.
+// n bytes of N(0, sigma^2) values of a float type; a partial last element gets random bytes.
 inline Bytes gaussian(Codec type, size_t n, float sigma, uint32_t seed) {
   std::mt19937 g(seed);
   std::normal_distribution<float> d(0.0f, sigma);
