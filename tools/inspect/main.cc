@@ -19,7 +19,13 @@ void usage() {
                "  .safetensors and .npy files carry their dtype; other files are raw tensors read\n"
                "  as --dtype (default auto: classify() guesses). --dtype also reinterprets 2- and\n"
                "  4-byte .npy dtypes (e.g. '<u2' holding bf16).\n"
-               "  --quiet prints totals only; --json prints one JSON document.\n");
+               "  --quiet prints totals only; --json prints one JSON document.\n"
+               "columns: codec = zipccl codec for the dtype, guess = classify() from the bytes alone,\n"
+               "  ratio = zipccl::encode output / input (one message per tensor, header included),\n"
+               "  best = the same with the brute-force best window per block, escapes = values\n"
+               "  outside the codec's window, rawblk = blocks stored raw, win-opt = blocks whose\n"
+               "  window has as few escapes as the best one, bits-lost = escape bytes above the\n"
+               "  best window, in bits per value. See docs/window.md.\n");
 }
 
 std::string json_str(const std::string& s) {
