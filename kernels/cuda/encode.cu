@@ -138,38 +138,26 @@ __device__ __forceinline__ Plan make_plan(const LaunchItem& it, Codec c) {
   return p;
 }
 
-// Exclusive prefix of chunk sizes before tile b, by warp 0 (decoupled look-back). Each round
-// reads 4 windows of 32 predecessors at once: tiles of a wave publish their aggregates at about
-// the same time, and the inclusive prefix then advances by up to 128 tiles per L2 round trip
-// instead of 32, which would cap the encoder at ~32 tiles per round trip.
+// Exclusive prefix of chunk sizes before block b, by warp 0 (decoupled look-back).
 __device__ uint64_t look_back(unsigned long long* st, uint32_t b) {
-  constexpr int kWindows = 4;
   const int lane = threadIdx.x & 31;
   uint64_t excl = 0;
   int64_t pred = int64_t(b) - 1;
   for (;;) {
-    unsigned long long s[kWindows];
-#pragma unroll
-    for (int q = 0; q < kWindows; ++q) {
-      const int64_t idx = pred - 32 * q - lane;
-      s[q] = idx >= 0 ? *reinterpret_cast<volatile unsigned long long*>(st + idx) : kInclusive;
+    const int64_t idx = pred - lane;
+    const unsigned long long s =
+        idx >= 0 ? *reinterpret_cast<volatile unsigned long long*>(st + idx) : kInclusive;
+    const uint32_t flag = uint32_t(s >> 62);
+    const unsigned invalid = __ballot_sync(~0u, flag == 0);
+    const unsigned incl = __ballot_sync(~0u, flag == 2);
+    const unsigned need = incl ? ((incl & (0u - incl)) - 1) | (incl & (0u - incl)) : ~0u;
+    if (invalid & need) {
+      __nanosleep(20);
+      continue;
     }
-    bool retry = false;
-#pragma unroll
-    for (int q = 0; q < kWindows; ++q) {
-      const uint32_t flag = uint32_t(s[q] >> 62);
-      const unsigned invalid = __ballot_sync(~0u, flag == 0);
-      const unsigned incl = __ballot_sync(~0u, flag == 2);
-      const unsigned need = incl ? ((incl & (0u - incl)) - 1) | (incl & (0u - incl)) : ~0u;
-      if (invalid & need) {  // a needed predecessor has not published yet: read again from here
-        retry = true;
-        break;
-      }
-      excl += warp_sum64((need >> lane) & 1 ? (s[q] & 0xFFFFFFFFull) : 0);
-      if (incl) return excl;
-      pred -= 32;
-    }
-    if (retry) __nanosleep(20);
+    excl += warp_sum64((need >> lane) & 1 ? (s & 0xFFFFFFFFull) : 0);
+    if (incl) return excl;
+    pred -= 32;
   }
 }
 
