@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(AllVersions, Exchange,
                          });
 
 TEST(ExchangeGrouped, FourSubsMatchedByTag) {
-  for (int v : {9, 11}) {
+  for (int v : {8, 9, 11}) {
     const std::vector<std::string> args = {"--msgs=120", "--max=65536", "--group=4", "--kind=mix", "--seed=3"};
     Pair p = run_pair(v, base_env("2"), args, args);
     SCOPED_TRACE("version " + std::to_string(v));
@@ -152,6 +152,16 @@ TEST(ExchangeData, LLLikeLinesSurviveCompression) {
   const std::vector<std::string> args = {"--msgs=100", "--max=131072", "--kind=ll", "--seed=8"};
   Pair p = run_pair(11, base_env("2"), args, args);
   expect_ok(p);
+}
+
+TEST(ExchangeData, ChecksummedMessagesAndTwoCodecThreads) {
+  Env env = base_env("2");
+  env["NCCL_ZIP_CHECKSUM"] = "1";
+  env["NCCL_ZIP_CPU_THREADS"] = "2";  // encodes finish out of order; payloads must not
+  const std::vector<std::string> args = {"--msgs=200", "--max=262144", "--kind=mix", "--seed=12"};
+  Pair p = run_pair(11, env, args, args);
+  expect_ok(p);
+  EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
 }
 
 TEST(ExchangeSockets, IPv6WhenAskedFor) {
