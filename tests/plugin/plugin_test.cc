@@ -184,7 +184,9 @@ TEST(Policy, AutoCompressesForASlowLinkOnly) {
   Pair ps = run_pair(11, slow, args, args);
   expect_ok(ps);
   const long compressed_slow = field(ps.recv_result, "compressed");
-  EXPECT_GT(compressed_slow, 60) << ps.recv_result;
+  // ~94 of the 150 are >= NCCL_ZIP_MIN_BYTES; those posted while the first one measures the
+  // codec (up to 31) go raw.
+  EXPECT_GT(compressed_slow, 40) << ps.recv_result;
   Env fast = base_env("1");
   fast["NCCL_ZIP_LINK_MBPS"] = "100000000";  // 100 Pb/s: no CPU codec keeps up
   Pair pf = run_pair(11, fast, args, args);
@@ -302,7 +304,7 @@ TEST(Strangers, RejectedAndLoggedWhileTheRealConnectionWorks) {
     fds.push_back(stranger(a, &hello, sizeof hello));             // right format, wrong nonce
     fds.push_back(stranger(a, nullptr, 0));                       // silent: times out
     close(stranger(a, "zi", 2));                                  // closes mid-handshake
-    usleep(600 * 1000);
+    usleep(1500 * 1000);  // the silent one times out (300 ms) while the receiver polls accept
   };
   const std::vector<std::string> args = {"--msgs=100", "--max=65536", "--kind=mix", "--seed=11"};
   Pair p = run_pair(11, env, args, args, 90, attack);
