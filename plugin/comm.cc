@@ -32,7 +32,7 @@ void StagingPool::give(Buf b) {
 }
 
 Comm::Comm(Kind kind, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn)
-    : kind_(kind), ctx_(std::move(ctx)), conn_(std::move(conn)), codec_(acquire_cpu_codec()) {}
+    : kind_(kind), ctx_(std::move(ctx)), conn_(std::move(conn)), cpu_codec_(acquire_cpu_codec()) {}
 
 Comm::~Comm() { release_cpu_codec(); }
 

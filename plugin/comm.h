@@ -71,10 +71,16 @@ class Comm {
   // The transport's error, if any, as a failure of this connection.
   ncclResult_t check_conn();
 
+  // The codec engine for buffers of this kind, or null: such buffers always travel raw. This is
+  // where the GPU codec engine plugs in for device memory.
+  CodecEngine* engine_for(MemKind kind) const { return kind == MemKind::kHost ? cpu_codec_ : nullptr; }
+  // Lets every engine in use complete jobs that need this thread (GPU events).
+  void poll_engines() { cpu_codec_->poll(); }
+
   const Kind kind_;
   std::shared_ptr<NetCtx> ctx_;  // outlives finalize() if NCCL closes comms after it
   std::unique_ptr<Conn> conn_;
-  CodecEngine* codec_;
+  CodecEngine* cpu_codec_;
   StagingPool staging_;
   Stats stats_;
   ncclResult_t failed_ = ncclSuccess;

@@ -18,7 +18,7 @@ RecvComm::~RecvComm() {
       if (r.subs[i].state != kDecoding) continue;
       r.subs[i].job.cancel();
       while (!r.subs[i].job.done()) {
-        codec_->poll();
+        poll_engines();
         std::this_thread::yield();
       }
     }
@@ -49,9 +49,10 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.compressed = false;
     s.orig_bytes = s.wire_bytes = 0;
     // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
-    // host memory the CPU codec can decode into.
-    s.compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled &&
-                    mr->kind == MemKind::kHost && s.capacity > 0;
+    // memory a codec engine can decode into.
+    s.engine = mr ? engine_for(mr->kind) : nullptr;
+    s.compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
+                    s.capacity > 0;
     proto::CtsEntry& e = cts.e[i];
     e.tag = tags[i];
     e.flags = s.compress_ok ? uint32_t(proto::kCompressOk) : 0u;
@@ -113,7 +114,7 @@ ncclResult_t RecvComm::advance(Req* r) {
       j.dst = s.data;
       j.dst_cap = s.capacity;
       s.state = kDecoding;
-      codec_->submit(&j);
+      s.engine->submit(&j);
     }
     if (s.state == kDecoding && s.job.done()) {
       stats_.codec_ns += uint64_t(s.job.seconds * 1e9);
@@ -137,7 +138,7 @@ ncclResult_t RecvComm::progress() {
     if (len != sizeof h) return fail(ncclRemoteError, "protocol error: bad control record size");
     if (ncclResult_t e = on_header(h)) return e;
   }
-  codec_->poll();
+  poll_engines();
   for (Req& r : reqs_)
     if (r.in_use)
       if (ncclResult_t e = advance(&r)) return e;

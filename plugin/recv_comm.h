@@ -29,6 +29,7 @@ class RecvComm : public Comm {
     bool compressed = false;
     size_t orig_bytes = 0, wire_bytes = 0;
     StagingPool::Buf stage;
+    CodecEngine* engine = nullptr;  // decodes into this buffer's memory kind; null: raw only
     Xfer xfer;
     CodecJob job;
   };

@@ -22,7 +22,7 @@ SendComm::~SendComm() {
     if (reqs_[i].state != kCompressing) continue;
     reqs_[i].job.cancel();
     while (!reqs_[i].job.done()) {
-      codec_->poll();
+      poll_engines();
       std::this_thread::yield();
     }
   }
@@ -71,7 +71,7 @@ ncclResult_t SendComm::progress() {
   if (ncclResult_t e = check_conn()) return e;
   if (!conn_->progress().ok()) return check_conn();
   if (ncclResult_t e = read_cts()) return e;
-  codec_->poll();
+  poll_engines();
   while (!unposted_.empty()) {
     Req* r = unposted_.front();
     if (r->state == kCompressing) {
@@ -116,9 +116,8 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   r->compressed = false;
   r->wire = r->data;
   r->wire_bytes = size;
-  const bool host = mr && mr->kind == MemKind::kHost;
-  // Device buffers would go to the GPU codec engine here; until it exists they go raw.
-  if (host && (e.flags & proto::kCompressOk) && policy_.should_compress(size, *codec_)) {
+  CodecEngine* engine = mr ? engine_for(mr->kind) : nullptr;
+  if (engine && (e.flags & proto::kCompressOk) && policy_.should_compress(size, *engine)) {
     r->stage = staging_.take(zipccl::max_compressed_bytes(size));
     CodecJob& j = r->job;
     j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
@@ -131,7 +130,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     j.checksum = params().checksum;
     j.max_ratio = params().max_ratio;
     r->state = kCompressing;
-    codec_->submit(&j);
+    engine->submit(&j);
   } else {
     r->state = kReady;
   }
