@@ -18,13 +18,13 @@ using namespace zipccl;
 
 namespace {
 
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
-      exit(1);                                                                                 \
-    }                                                                                          \
+#define CK(x)                                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                           \
+    }                                                                                    \
   } while (0)
 
 double median(std::vector<double> v) {
@@ -123,7 +123,10 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps) {
     CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s));
     CK(cudaEventRecord(c.b, c.s));
     CK(cudaEventSynchronize(c.b));
-    if (c.res[0].status != 0) { fprintf(stderr, "encode status %d\n", c.res[0].status); exit(1); }
+    if (c.res[0].status != 0) {
+      fprintf(stderr, "encode status %d\n", c.res[0].status);
+      exit(1);
+    }
     msg_bytes = c.res[0].bytes;
     if (i >= 3) te.push_back(elapsed_ms(c));
     gpu::DecodeItem d;
@@ -135,7 +138,10 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps) {
     CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s));
     CK(cudaEventRecord(c.b, c.s));
     CK(cudaEventSynchronize(c.b));
-    if (c.res[0].status != 0) { fprintf(stderr, "decode status %d\n", c.res[0].status); exit(1); }
+    if (c.res[0].status != 0) {
+      fprintf(stderr, "decode status %d\n", c.res[0].status);
+      exit(1);
+    }
     if (i >= 3) td.push_back(elapsed_ms(c));
   }
   // The last round trip must restore the input, and the message must equal the CPU's.
@@ -143,7 +149,8 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps) {
   CK(cudaMemcpy(back.data(), out[(reps + 2) & 1], bytes, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(gmsg.data(), msg[(reps + 2) & 1], msg_bytes, cudaMemcpyDeviceToHost));
   size_t ref_len = 0;
-  zipccl::encode(auto_codec ? classify(host.data(), bytes) : codec, host.data(), bytes, ref.data(), ref.size(), &ref_len);
+  zipccl::encode(auto_codec ? classify(host.data(), bytes) : codec, host.data(), bytes, ref.data(),
+                 ref.size(), &ref_len);
   if (back != host || ref_len != msg_bytes || memcmp(ref.data(), gmsg.data(), msg_bytes) != 0) {
     fprintf(stderr, "bulk round trip or CPU comparison FAILED\n");
     exit(1);
@@ -217,7 +224,10 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
     }
     auto t1 = clk::now();
     for (int k = 0; k < batch; ++k) {
-      if (c.res[k].status != 0) { fprintf(stderr, "encode status %d\n", c.res[k].status); exit(1); }
+      if (c.res[k].status != 0) {
+        fprintf(stderr, "encode status %d\n", c.res[k].status);
+        exit(1);
+      }
       d[k].in = msg[k];
       d[k].in_bytes = c.res[k].bytes;
       d[k].out = out[k];
@@ -230,7 +240,10 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
     }
     auto t3 = clk::now();
     for (int k = 0; k < batch; ++k)
-      if (c.res[k].status != 0) { fprintf(stderr, "decode status %d\n", c.res[k].status); exit(1); }
+      if (c.res[k].status != 0) {
+        fprintf(stderr, "decode status %d\n", c.res[k].status);
+        exit(1);
+      }
     // Polling the done flags in pinned memory instead of an event.
     for (int k = 0; k < batch; ++k) c.res[k].done = 0;
     auto t4 = clk::now();
@@ -318,14 +331,19 @@ int main(int argc, char** argv) {
 
   {
     BigParam big_param{};
-    const double small = host_latency_us(c.s, [&] { empty_small<<<1, 32, 0, c.s>>>(0); }, 500);
-    const double large = host_latency_us(c.s, [&] { empty_big<<<1, 32, 0, c.s>>>(big_param); }, 500);
-    printf("\nfloor: empty kernel, launch -> event complete (host, median of 500): %.1f us with a 4-byte "
-           "parameter, %.1f us with a 3.6 KB parameter\n",
-           small, large);
+    const double small = host_latency_us(
+        c.s, [&] { empty_small<<<1, 32, 0, c.s>>>(0); }, 500);
+    const double large = host_latency_us(
+        c.s, [&] { empty_big<<<1, 32, 0, c.s>>>(big_param); }, 500);
+    printf(
+        "\nfloor: empty kernel, launch -> event complete (host, median of 500): %.1f us with a 4-byte "
+        "parameter, %.1f us with a 3.6 KB parameter\n",
+        small, large);
   }
-  printf("\n| bf16 message (Gaussian) | encode: launch -> size readable, median (p90) us | decode, median (p90) us |"
-         " encode, polling Result::done, median us | encode kernel (events) us |\n");
+  printf(
+      "\n| bf16 message (Gaussian) | encode: launch -> size readable, median (p90) us | decode, median (p90) "
+      "us |"
+      " encode, polling Result::done, median us | encode kernel (events) us |\n");
   printf("| --- | --- | --- | --- | --- |\n");
   struct L {
     const char* name;
@@ -335,8 +353,8 @@ int main(int argc, char** argv) {
   for (const L& l : {L{"128 KiB", size_t(128) << 10, 1}, L{"512 KiB", size_t(512) << 10, 1},
                      L{"4 MiB", size_t(4) << 20, 1}, L{"8 x 512 KiB (one batch)", size_t(512) << 10, 8}}) {
     const Lat t = latency(c, l.bytes, l.batch, quick ? 100 : 500);
-    printf("| %s | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.1f |\n", l.name, t.enc_med, t.enc_p90, t.dec_med, t.dec_p90,
-           t.poll_med, t.enc_gpu_us);
+    printf("| %s | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.1f |\n", l.name, t.enc_med, t.enc_p90, t.dec_med,
+           t.dec_p90, t.poll_med, t.enc_gpu_us);
   }
   return 0;
 }

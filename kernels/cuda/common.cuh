@@ -23,19 +23,23 @@ static_assert(kPerThread == 16, "a thread owns two 8-element groups of each bloc
 constexpr int kMaxUnitBlocks = 4;
 constexpr uint64_t kBulkBytes = uint64_t(16) << 20;  // batches this large use MU = 4
 template <int MU>
-constexpr uint32_t tile_bytes() { return MU * 8192u; }
+constexpr uint32_t tile_bytes() {
+  return MU * 8192u;
+}
 template <Codec C, int MU>
-constexpr int unit_blocks() { return C == Codec::FP32 ? (MU > 1 ? MU / 2 : 1) : MU; }
+constexpr int unit_blocks() {
+  return C == Codec::FP32 ? (MU > 1 ? MU / 2 : 1) : MU;
+}
 
 // Launch parameters travel as kernel arguments (no host->device copy); kMaxBatch items fit
 // in the 4 KiB parameter space.
 struct LaunchItem {
   const uint8_t* in;
   uint8_t* out;
-  uint64_t bytes;   // encode: input bytes; decode: message bytes available
-  uint64_t cap;     // output capacity
-  uint64_t limit;   // encode: largest coded message accepted (from max_ratio), as the CPU's
-  uint32_t tile0;   // first tile (CTA) of this item in the grid
+  uint64_t bytes;  // encode: input bytes; decode: message bytes available
+  uint64_t cap;    // output capacity
+  uint64_t limit;  // encode: largest coded message accepted (from max_ratio), as the CPU's
+  uint32_t tile0;  // first tile (CTA) of this item in the grid
   uint32_t tiles;
   uint8_t codec;
   uint8_t auto_codec;
@@ -46,9 +50,9 @@ struct Launch {
   int n;
   uint8_t checksum;
   uint8_t raw_header_only;
-  uint32_t* item_done;           // temp: tiles finished, per item
-  uint32_t* item_err;            // temp: ~(order << 4 | status) of the first error, per item
-  unsigned long long* state;     // temp: look-back state, per tile
+  uint32_t* item_done;        // temp: tiles finished, per item
+  uint32_t* item_err;         // temp: ~(order << 4 | status) of the first error, per item
+  unsigned long long* state;  // temp: look-back state, per tile
   Result* results;
 };
 static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
@@ -64,7 +68,10 @@ __device__ __forceinline__ int find_item(const Launch& P) {
   int lo = 0, hi = P.n - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
-    if (P.items[mid].tile0 <= blockIdx.x) lo = mid; else hi = mid - 1;
+    if (P.items[mid].tile0 <= blockIdx.x)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -82,10 +89,14 @@ __device__ __forceinline__ uint64_t warp_sum64(uint64_t x) {
 // compile to shifts (a 64-bit division by a variable costs ~100 instructions).
 __device__ __forceinline__ Layout layout_of(Codec c, uint64_t orig_bytes) {
   switch (c) {
-    case Codec::BF16: return make_layout(Codec::BF16, orig_bytes);
-    case Codec::FP16: return make_layout(Codec::FP16, orig_bytes);
-    case Codec::FP32: return make_layout(Codec::FP32, orig_bytes);
-    default: return make_layout(Codec::Raw, orig_bytes);
+    case Codec::BF16:
+      return make_layout(Codec::BF16, orig_bytes);
+    case Codec::FP16:
+      return make_layout(Codec::FP16, orig_bytes);
+    case Codec::FP32:
+      return make_layout(Codec::FP32, orig_bytes);
+    default:
+      return make_layout(Codec::Raw, orig_bytes);
   }
 }
 
@@ -110,7 +121,8 @@ __device__ __forceinline__ void cta_sums(uint64_t (&x)[M], uint64_t (*sh)[kMaxUn
 
 // M independent exclusive prefix sums over the CTA in thread order; total[m] gets the sums.
 template <int M>
-__device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M], uint32_t (*sh)[kMaxUnitBlocks]) {
+__device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M],
+                                          uint32_t (*sh)[kMaxUnitBlocks]) {
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   uint32_t inc[M];
 #pragma unroll
@@ -141,28 +153,41 @@ __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M]
 // Shared-memory slot of 16-byte chunk g of a staged tile. Threads read 16-byte vectors at a
 // stride of 32 or 64 bytes; XOR-ing bits 3-4 of the index into bits 0-1 spreads each group of
 // 8 lanes over all 32 banks, and keeps consecutive chunks (cp.async writes) conflict-free.
-__device__ __forceinline__ uint32_t swz(uint32_t g) { return g ^ ((g >> 3) & 3); }
+__device__ __forceinline__ uint32_t swz(uint32_t g) {
+  return g ^ ((g >> 3) & 3);
+}
 
 // 16-byte asynchronous global->shared copy (sm_80+), completed by cp_async_wait().
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 // Wait until at most `pending` of this thread's committed groups are in flight (0..3; the
 // argument is a constant after unrolling, as the instruction needs an immediate).
 __device__ __forceinline__ void cp_async_wait(int pending) {
   switch (pending) {
-    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 0:
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+      break;
+    default:
+      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+      break;
   }
 }
 
 // Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the
 // last chunk; asynchronous 16-byte copies when src is 16-byte aligned. Reads nothing past len.
-__device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len, bool vec) {
+__device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len,
+                                      bool vec) {
   const uint32_t chunks = (len + 15) / 16;
   for (uint32_t c = threadIdx.x; c < chunks; c += kThreads) {
     uint8_t* d = reinterpret_cast<uint8_t*>(dst + swz(first_chunk + c));
@@ -189,8 +214,8 @@ __device__ __forceinline__ bool finish_tile(const Launch& P, int item, int* sh_f
 }
 
 // Publish the item's result, system-wide visible, done flag last.
-__device__ __forceinline__ void publish_result(const Launch& P, int item, uint64_t bytes, Status s,
-                                               Codec c, bool raw_from_input) {
+__device__ __forceinline__ void publish_result(const Launch& P, int item, uint64_t bytes, Status s, Codec c,
+                                               bool raw_from_input) {
   Result* r = &P.results[item];
   r->bytes = s == Status::kOk ? bytes : 0;
   r->status = static_cast<int32_t>(s);
@@ -232,7 +257,7 @@ __device__ __forceinline__ uint32_t multmodp(uint32_t a, uint32_t b) {  // a != 
 }
 
 __device__ __forceinline__ uint32_t x8nmodp(uint64_t n) {  // x^(8n) mod P
-  uint32_t p = 1u << 31, sq = 1u << 30;  // x^0, x^1
+  uint32_t p = 1u << 31, sq = 1u << 30;                    // x^0, x^1
   for (int i = 0; i < 3; ++i) sq = multmodp(sq, sq);
   while (n) {
     if (n & 1) p = multmodp(sq, p);

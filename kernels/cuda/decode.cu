@@ -1,5 +1,5 @@
-// GPU decoder: one CTA per 4096-element block. The input is untrusted and every CTA
-// validates it with the CPU decoder's checks (header.cc, decode.cc) before touching data:
+// GPU decoder: one CTA per tile of 1 or 4 blocks (common.cuh). The input is untrusted and
+// every CTA validates it with the CPU decoder's checks (header.cc, decode.cc) before touching data:
 // the header against the layout it implies, its block entry, the tiling of the escape
 // section (entry b must start where entry b-1 ends; the last must end at esc_bytes), and the
 // escape count against the code-0 entries before any escape byte is read. Errors are
@@ -44,7 +44,8 @@ __device__ Status parse_header(const Header& h, uint64_t in_bytes, Layout* out) 
   if (!(h.flags & kFlagChecksum) && h.checksum) return Status::kBadHeader;
   const Codec c = static_cast<Codec>(h.codec);
   const CodecGeometry g = geometry(c);
-  if (c != Codec::Raw && (h.orig_bytes >> (g.elem_bytes / 2)) > kMaxElems) return Status::kBadHeader;  // / elem_bytes
+  if (c != Codec::Raw && (h.orig_bytes >> (g.elem_bytes / 2)) > kMaxElems)
+    return Status::kBadHeader;  // / elem_bytes
   if (c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48)) return Status::kBadHeader;
   const Layout L = layout_of(c, h.orig_bytes);
   const uint32_t want_block = c == Codec::Raw ? 0 : kBlockElems;
@@ -76,13 +77,16 @@ __device__ __forceinline__ BlockEntry load_entry(const uint8_t* p) {
 
 // Four bits to four byte lanes (bit i to bit 0 of byte i), by one multiplication: the inverse
 // of the encoder's gather4().
-__device__ __forceinline__ uint32_t spread4(uint32_t n) { return ((n & 0xF) * 0x00204081u) & 0x01010101u; }
+__device__ __forceinline__ uint32_t spread4(uint32_t n) {
+  return ((n & 0xF) * 0x00204081u) & 0x01010101u;
+}
 
 // Fast path of a full coded bf16/fp16 block: four elements at a time as byte lanes (the
 // decoder, like the encoder, is instruction-bound). Returns false on an escape byte > exp_max.
 template <Codec C>
-__device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP16 ? 6 : 3], uint4 res, uint32_t base,
-                                             const uint8_t* chunk, uint32_t k_esc, uint8_t* dst) {
+__device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP16 ? 6 : 3], uint4 res,
+                                             uint32_t base, const uint8_t* chunk, uint32_t k_esc,
+                                             uint8_t* dst) {
   constexpr uint32_t kExpMax = C == Codec::FP16 ? 31 : 255;
   const uint32_t escm = ~(p[0] | p[1] | p[2]) & 0xFFFFu;
   const uint32_t r4[4] = {res.x, res.y, res.z, res.w};
@@ -93,8 +97,8 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP1
     const uint32_t ebits = (escm >> (4 * i)) & 0xF;
     // Codes of elements 4i..4i+3 as bytes; escapes count as code 1 until patched, so that
     // code - 1 + base never borrows or carries between bytes (base + 6 <= exp_max).
-    const uint32_t cb = spread4(p[0] >> (4 * i)) | spread4(p[1] >> (4 * i)) << 1 | spread4(p[2] >> (4 * i)) << 2 |
-                        spread4(ebits);
+    const uint32_t cb = spread4(p[0] >> (4 * i)) | spread4(p[1] >> (4 * i)) << 1 |
+                        spread4(p[2] >> (4 * i)) << 2 | spread4(ebits);
     uint32_t e4 = (cb - 0x01010101u) + base * 0x01010101u;
     if (ebits) {
 #pragma unroll
@@ -111,7 +115,8 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP1
       hi = (r4[i] & 0x80808080u) | ((e4 >> 1) & 0x7F7F7F7Fu);
     } else {
       lo = r4[i];
-      hi = (e4 << 2) | spread4(p[3] >> (4 * i)) | spread4(p[4] >> (4 * i)) << 1 | spread4(p[5] >> (4 * i)) << 7;
+      hi = (e4 << 2) | spread4(p[3] >> (4 * i)) | spread4(p[4] >> (4 * i)) << 1 |
+           spread4(p[5] >> (4 * i)) << 7;
     }
     out[2 * i] = __byte_perm(lo, hi, 0x5140);
     out[2 * i + 1] = __byte_perm(lo, hi, 0x7362);
@@ -122,8 +127,8 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP1
 }
 
 // Decode one tile: blocks u*M .. u*M+M-1. Residual and bit-plane bytes of all M blocks are
-// staged in shared memory with asynchronous copies (in flight together); each block's checks
-// run before any of its escape bytes is read.
+// staged in shared memory with asynchronous copies (in flight together, one group per block);
+// each block's checks run before any of its escape bytes is read.
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
                                             uint32_t u, DecShared& sh, uint4* data) {
@@ -151,9 +156,12 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     const BlockEntry& e = sh.entry[m + 1];
     const uint64_t expect = b0 + m == 0 ? 0 : uint64_t(sh.entry[m].esc_offset) + sh.entry[m].esc_count;
     Status s = Status::kOk;
-    if (e.esc_offset != expect || expect + e.esc_count > esc_bytes) s = Status::kBadBlock;
-    else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != nb[m] - raw_plane_bytes(L, nb[m]))) s = Status::kBadBlock;
-    else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > kExpMax)) s = Status::kBadBlock;
+    if (e.esc_offset != expect || expect + e.esc_count > esc_bytes)
+      s = Status::kBadBlock;
+    else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != nb[m] - raw_plane_bytes(L, nb[m])))
+      s = Status::kBadBlock;
+    else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > kExpMax))
+      s = Status::kBadBlock;
     ok[m] = nb[m] && s == Status::kOk;
     if (nb[m] && s != Status::kOk && threadIdx.x == 0) report(P, item, b0 + m + 1, s);
     if (b0 + m == L.n_blocks - 1 && threadIdx.x == 0 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes)
@@ -172,11 +180,12 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   // This thread's residual bytes and plane bytes of block m.
   auto res_of = [&](int m, uint32_t r) { return data[swz((r * M + m) * kResChunks + threadIdx.x)]; };
   auto plane_of = [&](int m, uint32_t k) {
-    return uint32_t(reinterpret_cast<const uint16_t*>(data + swz(kPlanes0 + (k * M + m) * kPlaneChunks +
-                                                                   threadIdx.x / 8))[threadIdx.x % 8]);
+    return uint32_t(reinterpret_cast<const uint16_t*>(
+        data + swz(kPlanes0 + (k * M + m) * kPlaneChunks + threadIdx.x / 8))[threadIdx.x % 8]);
   };
   auto plane_byte = [&](int m, uint32_t k, uint32_t i) {
-    return reinterpret_cast<const uint8_t*>(data + swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
+    return reinterpret_cast<const uint8_t*>(data +
+                                            swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
   };
 
 #pragma unroll
@@ -202,7 +211,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         uint32_t pb[K];
 #pragma unroll
         for (uint32_t k = 0; k < K; ++k) pb[k] = plane_of(m, k);
-        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[0], it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB))
+        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[0],
+                             it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB))
           report(P, item, b0 + m + 1, Status::kBadEscapes);
         continue;
       }
@@ -220,7 +230,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       for (int j = 0; j < kPerThread; ++j) {
         const uint32_t i = e0 + j;
         uint32_t top = 0;
-        if (uint32_t(j) < valid[m]) top = i < in_planes ? plane_byte(m, i / groups, i % groups) : chunk[i - in_planes];
+        if (uint32_t(j) < valid[m])
+          top = i < in_planes ? plane_byte(m, i / groups, i % groups) : chunk[i - in_planes];
         uint8_t rb[3];
 #pragma unroll
         for (uint32_t r = 0; r < R; ++r) rb[r] = res[r][j];
@@ -256,8 +267,10 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         uint32_t w[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          if constexpr (EB == 4) w[i] = v[q * 4 + i];
-          else w[i] = v[q * 8 + 2 * i] | v[q * 8 + 2 * i + 1] << 16;
+          if constexpr (EB == 4)
+            w[i] = v[q * 4 + i];
+          else
+            w[i] = v[q * 8 + 2 * i] | v[q * 8 + 2 * i + 1] << 16;
         }
         reinterpret_cast<uint4*>(dst)[q] = make_uint4(w[0], w[1], w[2], w[3]);
       }
@@ -275,7 +288,8 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
   const uint32_t err = P.item_err[item];
   Status s = err ? static_cast<Status>(~err & 15) : Status::kOk;
   const Layout& L = sh.L;
-  if (s == Status::kOk && (sh.header.flags & kFlagChecksum) && cta_crc32c(it.out, L.orig_bytes, sh.crc) != sh.header.checksum)
+  if (s == Status::kOk && (sh.header.flags & kFlagChecksum) &&
+      cta_crc32c(it.out, L.orig_bytes, sh.crc) != sh.header.checksum)
     s = Status::kBadChecksum;
   if (threadIdx.x == 0) {
     P.item_err[item] = 0;
@@ -309,8 +323,8 @@ __global__ void __launch_bounds__(kThreads, 5) decode_kernel(const __grid_consta
     const Layout& L = sh.L;
     const int M = L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
     const int64_t blk = int64_t(b) * M - 1 + threadIdx.x;
-    if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x <= M && blk >= 0 &&
-        blk < L.n_blocks)
+    if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x <= M &&
+        blk >= 0 && blk < L.n_blocks)
       sh.entry[threadIdx.x] = load_entry(it.in + L.off_table + uint64_t(blk) * kBlockEntryBytes);
   }
   __syncthreads();
@@ -324,11 +338,18 @@ __global__ void __launch_bounds__(kThreads, 5) decode_kernel(const __grid_consta
       // The tail bytes travel in the header (a message may have no block at all).
       if (b == 0 && threadIdx.x < L.tail_bytes)
         it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
-      if (b * uint64_t(L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < L.n_blocks) switch (L.codec) {
-        case Codec::BF16: decode_unit<Codec::BF16, MU>(P, item, it, L, b, sh, staged); break;
-        case Codec::FP16: decode_unit<Codec::FP16, MU>(P, item, it, L, b, sh, staged); break;
-        default: decode_unit<Codec::FP32, MU>(P, item, it, L, b, sh, staged); break;
-      }
+      if (b * uint64_t(L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < L.n_blocks)
+        switch (L.codec) {
+          case Codec::BF16:
+            decode_unit<Codec::BF16, MU>(P, item, it, L, b, sh, staged);
+            break;
+          case Codec::FP16:
+            decode_unit<Codec::FP16, MU>(P, item, it, L, b, sh, staged);
+            break;
+          default:
+            decode_unit<Codec::FP32, MU>(P, item, it, L, b, sh, staged);
+            break;
+        }
     }
   }
   if (finish_tile(P, item, &sh.flag)) finalize(P, item, sh);
@@ -368,8 +389,10 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     P.item_err = P.item_done + kMaxBatch;
     P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
     P.results = results + first;
-    if (bulk) decode_kernel<4><<<tiles, kThreads, decode_stage_bytes<4>(), stream>>>(P);
-    else decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
+    if (bulk)
+      decode_kernel<4><<<tiles, kThreads, decode_stage_bytes<4>(), stream>>>(P);
+    else
+      decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

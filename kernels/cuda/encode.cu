@@ -1,10 +1,10 @@
-// GPU encoder: one CTA per 4096-element block, one pass over the input. The only serial
-// dependency of the format, each block's offset in the escape section, comes from a
-// single-pass decoupled look-back scan (Merrill & Garland) over per-block chunk sizes: a block
-// publishes its chunk size as soon as it has counted its escapes, writes its residual and
-// bit-plane bytes while its predecessors resolve, then writes its escape chunk. The CTA that
-// completes an item last writes the header (or falls back to a Raw message, as the CPU does)
-// and publishes the size.
+// GPU encoder: one CTA per tile of 1 or 4 blocks (common.cuh), one pass over the input. The
+// only serial dependency of the format, each block's offset in the escape section, comes from
+// a single-pass decoupled look-back scan (Merrill & Garland) over per-tile escape bytes: a tile
+// publishes its escape bytes as soon as it has counted them, with its residual and bit-plane
+// bytes already written, then resolves its offset and writes its block entries and escape
+// chunks. The CTA that completes an item last writes the header (or falls back to a Raw
+// message, as the CPU does) and publishes the size.
 #include <algorithm>
 #include <cstring>
 
@@ -14,7 +14,7 @@ namespace zipccl::gpu {
 namespace detail {
 namespace {
 
-__device__ constexpr unsigned long long kAggregate = 1ull << 62;  // state: chunk size of this block only
+__device__ constexpr unsigned long long kAggregate = 1ull << 62;  // state: escape bytes of this tile only
 __device__ constexpr unsigned long long kInclusive = 2ull << 62;  // state: escape bytes up to and with it
 
 // Per-item decision shared by every tile and the finalizer.
@@ -138,7 +138,7 @@ __device__ __forceinline__ Plan make_plan(const LaunchItem& it, Codec c) {
   return p;
 }
 
-// Exclusive prefix of chunk sizes before block b, by warp 0 (decoupled look-back).
+// Exclusive prefix of escape bytes before tile b, by warp 0 (decoupled look-back).
 __device__ uint64_t look_back(unsigned long long* st, uint32_t b) {
   const int lane = threadIdx.x & 31;
   uint64_t excl = 0;
@@ -177,8 +177,10 @@ __device__ __forceinline__ void read_words(const uint4* data, int m, uint32_t (&
 
 template <Codec C, int W>
 __device__ __forceinline__ uint32_t elem_at(const uint32_t (&w)[W], int j) {
-  if constexpr (C == Codec::FP32) return w[j];
-  else return (w[j / 2] >> (16 * (j & 1))) & 0xFFFF;
+  if constexpr (C == Codec::FP32)
+    return w[j];
+  else
+    return (w[j / 2] >> (16 * (j & 1))) & 0xFFFF;
 }
 
 // Element i of block m of the staged tile.
@@ -226,8 +228,10 @@ struct Lanes {
   }
   // Residual byte of each lane, in its low byte.
   static __device__ __forceinline__ uint32_t residual(uint32_t w) {
-    if constexpr (C == Codec::BF16) return ((w >> 8) & 0x00800080u) | (w & 0x007F007Fu);
-    else return w;
+    if constexpr (C == Codec::BF16)
+      return ((w >> 8) & 0x00800080u) | (w & 0x007F007Fu);
+    else
+      return w;
   }
 };
 
@@ -240,9 +244,8 @@ __device__ __forceinline__ uint32_t gather16(const uint32_t (&q)[4], int p) {
   return gather4(q[0], p) | gather4(q[1], p) << 4 | gather4(q[2], p) << 8 | gather4(q[3], p) << 12;
 }
 
-// Code one tile: blocks u*M .. u*M+M-1 of the message (32 KiB of input). The tile is staged
-// in shared memory with asynchronous copies, all in flight at once; the M blocks then share
-// each barrier, and every later pass reads shared memory.
+// Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
+// memory with asynchronous copies, all in flight at once, and every pass reads shared memory.
 template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
                                             uint32_t u, EncShared& sh, uint4* data) {
@@ -351,7 +354,8 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
           for (int i = 0; i < 4; ++i) {
             x[i] = 0;
 #pragma unroll
-            for (int k = 0; k < 4; ++k) x[i] |= uint32_t(elem_residual(C, elem_at<C>(w, 4 * i + k), r)) << (8 * k);
+            for (int k = 0; k < 4; ++k)
+              x[i] |= uint32_t(elem_residual(C, elem_at<C>(w, 4 * i + k), r)) << (8 * k);
           }
           *reinterpret_cast<uint4*>(dst) = make_uint4(x[0], x[1], x[2], x[3]);
         } else {
@@ -437,7 +441,8 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
       uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
       for (uint32_t i = threadIdx.x; i < K * groups; i += kThreads)
-        planes[(i / groups) * L.bit_stride + i % groups] = i < nb[m] ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
+        planes[(i / groups) * L.bit_stride + i % groups] =
+            i < nb[m] ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
       for (uint32_t i = in_planes + threadIdx.x; i < nb[m]; i += kThreads)
         dst[i - in_planes] = elem_top(C, staged_elem<C>(data, m, i));
     }
@@ -455,12 +460,13 @@ __device__ __forceinline__ void raw_slice(const LaunchItem& it, uint32_t b, uint
 // Thread 0 fills sh.header first.
 __device__ void write_header(uint8_t* out, EncShared& sh) {
   __syncthreads();
-  if (threadIdx.x < kHeaderBytes) out[threadIdx.x] = reinterpret_cast<const uint8_t*>(&sh.header)[threadIdx.x];
+  if (threadIdx.x < kHeaderBytes)
+    out[threadIdx.x] = reinterpret_cast<const uint8_t*>(&sh.header)[threadIdx.x];
   __syncthreads();
 }
 
-__device__ void make_header(Header& h, const Layout& L, uint64_t esc_bytes, const uint8_t* tail, bool checksum,
-                            uint32_t crc) {
+__device__ void make_header(Header& h, const Layout& L, uint64_t esc_bytes, const uint8_t* tail,
+                            bool checksum, uint32_t crc) {
   h = Header{};
   h.magic = kMagic;
   h.version = kVersion;
@@ -560,11 +566,18 @@ __global__ void __launch_bounds__(kThreads, 5) encode_kernel(const __grid_consta
       raw_slice(it, b, &lo, &len);
       cta_copy(it.out + kHeaderBytes + lo, it.in + lo, len);
     }
-  } else if (!p.too_large && b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
+  } else if (!p.too_large &&
+             b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
     switch (c) {
-      case Codec::BF16: encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged); break;
-      case Codec::FP16: encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged); break;
-      default: encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged); break;
+      case Codec::BF16:
+        encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged);
+        break;
+      case Codec::FP16:
+        encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged);
+        break;
+      default:
+        encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged);
+        break;
     }
   }
   if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, p, st, sh);
@@ -590,14 +603,16 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     uint32_t tiles = 0;
     for (int i = 0; i < m; ++i) {
       const EncodeItem& e = items[first + i];
-      if ((e.bytes && !e.in) || !e.out || static_cast<uint8_t>(e.codec) >= kNumCodecs) return cudaErrorInvalidValue;
+      if ((e.bytes && !e.in) || !e.out || static_cast<uint8_t>(e.codec) >= kNumCodecs)
+        return cudaErrorInvalidValue;
       LaunchItem& l = P.items[i];
       l.in = static_cast<const uint8_t*>(e.in);
       l.out = static_cast<uint8_t*>(e.out);
       l.bytes = e.bytes;
       l.cap = e.out_cap;
       // The CPU encoder's limit, computed with the same double arithmetic.
-      l.limit = std::min<uint64_t>(kHeaderBytes + e.bytes, uint64_t(opt.max_ratio * double(e.bytes)) + kHeaderBytes);
+      l.limit = std::min<uint64_t>(kHeaderBytes + e.bytes,
+                                   uint64_t(opt.max_ratio * double(e.bytes)) + kHeaderBytes);
       l.codec = static_cast<uint8_t>(e.codec);
       l.auto_codec = e.auto_codec;
       l.tile0 = tiles;
@@ -611,8 +626,10 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
     P.results = results + first;
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2 fp32 blocks).
-    if (bulk) encode_kernel<4><<<tiles, kThreads, 32768, stream>>>(P);
-    else encode_kernel<1><<<tiles, kThreads, 16384, stream>>>(P);
+    if (bulk)
+      encode_kernel<4><<<tiles, kThreads, 32768, stream>>>(P);
+    else
+      encode_kernel<1><<<tiles, kThreads, 16384, stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

@@ -9,7 +9,8 @@ size_t temp_bytes(const size_t* sizes, int n) {
   size_t most = 0;
   for (int first = 0; first < n; first += kMaxBatch) {
     size_t tiles = 0;
-    for (int i = first; i < n && i < first + kMaxBatch; ++i) tiles += detail::tiles_for(sizes[i], detail::tile_bytes<1>());
+    for (int i = first; i < n && i < first + kMaxBatch; ++i)
+      tiles += detail::tiles_for(sizes[i], detail::tile_bytes<1>());
     most = tiles > most ? tiles : most;
   }
   return detail::kTempHead + most * 8;

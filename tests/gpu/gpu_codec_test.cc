@@ -1,6 +1,8 @@
 // GPU codec against the CPU reference codec: byte-identical messages, cross-decoding, the
 // same error status on corrupted input, and no write outside the output buffers.
 // Set ZIPCCL_GPU_TEST_QUICK=1 for smaller cases (sanitizer runs).
+#include "zipccl/gpu_codec.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -14,17 +16,18 @@
 #include <vector>
 
 #include "zipccl/codec.h"
-#include "zipccl/gpu_codec.h"
 
 using namespace zipccl;
 using Bytes = std::vector<uint8_t>;
 
 namespace {
 
-constexpr size_t kGuard = 64;       // canary bytes after every output buffer
+constexpr size_t kGuard = 64;  // canary bytes after every output buffer
 constexpr uint8_t kCanary = 0xA5;
 
-bool quick() { return std::getenv("ZIPCCL_GPU_TEST_QUICK") != nullptr; }
+bool quick() {
+  return std::getenv("ZIPCCL_GPU_TEST_QUICK") != nullptr;
+}
 
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
@@ -32,9 +35,9 @@ struct In {
   Bytes data;
   Codec codec = Codec::BF16;
   bool auto_codec = false;
-  size_t in_shift = 0;   // misalignment of the device input pointer
-  size_t out_shift = 0;  // misalignment of the device output pointer
-  size_t cap = SIZE_MAX; // default: max_compressed_bytes
+  size_t in_shift = 0;    // misalignment of the device input pointer
+  size_t out_shift = 0;   // misalignment of the device output pointer
+  size_t cap = SIZE_MAX;  // default: max_compressed_bytes
 };
 
 struct Out {
@@ -194,7 +197,8 @@ class GpuCodec : public ::testing::Test {
       ASSERT_LE(res[i].bytes, ds[i].out_cap);
       (*outs)[i].msg.assign(host.begin() + out_off[i], host.begin() + out_off[i] + res[i].bytes);
       for (size_t k = 0; k < kGuard; ++k)
-        ASSERT_EQ(host[out_off[i] + ds[i].out_cap + k], kCanary) << "item " << i << " wrote past its capacity";
+        ASSERT_EQ(host[out_off[i] + ds[i].out_cap + k], kCanary)
+            << "item " << i << " wrote past its capacity";
     }
     cudaFreeHost(res);
     cudaFree(din);
@@ -218,19 +222,22 @@ class GpuCodec : public ::testing::Test {
       Bytes ref(std::max<size_t>(cap, 1));
       size_t ref_len = 0;
       const Status s = zipccl::encode(c, x.data(), x.size(), ref.data(), cap, &ref_len, copt);
-      ASSERT_EQ(outs[i].r.status, int(s)) << "item " << i << " size " << x.size() << " codec " << codec_name(c);
+      ASSERT_EQ(outs[i].r.status, int(s))
+          << "item " << i << " size " << x.size() << " codec " << codec_name(c);
       if (s != Status::kOk) {
         EXPECT_EQ(outs[i].r.bytes, 0u);
         continue;
       }
       ref.resize(ref_len);
-      ASSERT_EQ(outs[i].r.bytes, ref_len) << "item " << i << " size " << x.size() << " codec " << codec_name(c);
+      ASSERT_EQ(outs[i].r.bytes, ref_len)
+          << "item " << i << " size " << x.size() << " codec " << codec_name(c);
       ASSERT_EQ(outs[i].msg, ref) << "item " << i << " size " << x.size() << " codec " << codec_name(c);
       ASSERT_EQ(outs[i].r.codec, ref[5]) << "item " << i;
       EXPECT_EQ(outs[i].r.raw_from_input, 0);
       Bytes back(x.size() + 1);
       size_t back_len = 0;
-      ASSERT_EQ(zipccl::decode(outs[i].msg.data(), outs[i].msg.size(), back.data(), back.size(), &back_len), Status::kOk);
+      ASSERT_EQ(zipccl::decode(outs[i].msg.data(), outs[i].msg.size(), back.data(), back.size(), &back_len),
+                Status::kOk);
       ASSERT_EQ(back_len, x.size());
       ASSERT_EQ(memcmp(back.data(), x.data(), x.size()), 0);
       decs.push_back({ref, SIZE_MAX, x.size(), ins[i].in_shift});
@@ -400,9 +407,10 @@ TEST_F(GpuCodec, OptionsAndCapacity) {
   check_identical(ins);
   gpu::EncodeOptions opt;
   opt.checksum = true;
-  check_identical({make_in(x, Codec::BF16), make_in(random_bytes(5000, 1), Codec::FP16),
-                   make_in(gaussian(Codec::FP32, 3 * 65536 + 1, 3), Codec::FP32), make_in(Bytes(), Codec::BF16)},
-                  opt);
+  check_identical(
+      {make_in(x, Codec::BF16), make_in(random_bytes(5000, 1), Codec::FP16),
+       make_in(gaussian(Codec::FP32, 3 * 65536 + 1, 3), Codec::FP32), make_in(Bytes(), Codec::BF16)},
+      opt);
 }
 
 TEST_F(GpuCodec, AutoCodecMatchesClassify) {
@@ -423,7 +431,8 @@ TEST_F(GpuCodec, AutoCodecMatchesClassify) {
     const Bytes& x = ins[i].data;
     Bytes ref(max_compressed_bytes(x.size()));
     size_t len = 0;
-    ASSERT_EQ(zipccl::encode(classify(x.data(), x.size()), x.data(), x.size(), ref.data(), ref.size(), &len), Status::kOk);
+    ASSERT_EQ(zipccl::encode(classify(x.data(), x.size()), x.data(), x.size(), ref.data(), ref.size(), &len),
+              Status::kOk);
     EXPECT_EQ(outs[i].r.codec, ref[5]) << "item " << i << " size " << x.size();
     coded += ref[5] != uint8_t(Codec::Raw);
   }
@@ -470,7 +479,9 @@ TEST_F(GpuCodec, CorruptedInputs) {
     const Bytes& m = bases[bi];
     Header h;
     memcpy(&h, m.data(), sizeof h);
-    auto add = [&](Bytes x, size_t in_bytes, size_t cap) { cases.push_back({std::move(x), in_bytes, cap, 0}); };
+    auto add = [&](Bytes x, size_t in_bytes, size_t cap) {
+      cases.push_back({std::move(x), in_bytes, cap, 0});
+    };
     add(m, SIZE_MAX, orig[bi]);
     add(m, SIZE_MAX, orig[bi] ? orig[bi] - 1 : 0);
     for (size_t cut : {size_t(0), size_t(1), size_t(127), m.size() / 2, m.size() - 1}) add(m, cut, orig[bi]);
@@ -562,7 +573,10 @@ TEST_F(GpuCodec, TrainingTensors) {
       const std::string dtype = json.substr(q, json.find('"', q) - q);
       const size_t o = json.find('[', json.find("data_offsets", p)) + 1;
       const size_t a = std::stoull(json.substr(o)), b = std::stoull(json.substr(json.find(',', o) + 1));
-      const Codec c = dtype == "BF16" ? Codec::BF16 : dtype == "F16" ? Codec::FP16 : dtype == "F32" ? Codec::FP32 : Codec::Raw;
+      const Codec c = dtype == "BF16"  ? Codec::BF16
+                      : dtype == "F16" ? Codec::FP16
+                      : dtype == "F32" ? Codec::FP32
+                                       : Codec::Raw;
       Bytes t(file.begin() + 8 + hlen + a, file.begin() + 8 + hlen + b);
       ins.push_back(make_in(t, c));
       ins.push_back(make_in(t, c, true));
@@ -576,7 +590,8 @@ TEST_F(GpuCodec, TrainingTensors) {
       in_total += ins[i].data.size();
       out_total += outs[i].r.bytes;
     }
-    printf("%s: %zu tensors, GPU ratio %.4f (identical to CPU)\n", name, ins.size() / 2, double(out_total) / in_total);
+    printf("%s: %zu tensors, GPU ratio %.4f (identical to CPU)\n", name, ins.size() / 2,
+           double(out_total) / in_total);
   }
   if (files == 0) GTEST_SKIP() << "no safetensors files in " << dir;
 }

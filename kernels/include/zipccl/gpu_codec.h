@@ -28,10 +28,10 @@ constexpr int kMaxBatch = 64;
 struct EncodeItem {
   const void* in = nullptr;  // device memory, any alignment (16-byte aligned is fastest)
   size_t bytes = 0;
-  void* out = nullptr;       // device memory; 16-byte aligned is fastest
-  size_t out_cap = 0;        // >= max_compressed_bytes(bytes) always suffices
+  void* out = nullptr;  // device memory; 16-byte aligned is fastest
+  size_t out_cap = 0;   // >= max_compressed_bytes(bytes) always suffices
   Codec codec = Codec::BF16;
-  bool auto_codec = false;   // pick the codec on device, exactly as zipccl::classify() does
+  bool auto_codec = false;  // pick the codec on device, exactly as zipccl::classify() does
 };
 
 struct DecodeItem {
@@ -43,20 +43,20 @@ struct DecodeItem {
 
 // Written by the device once an item is complete.
 struct Result {
-  uint64_t bytes;        // encode: message length; decode: decoded length; 0 on error
-  int32_t status;        // a zipccl::Status value
-  uint8_t codec;         // codec of the message emitted (encode) or read (decode)
+  uint64_t bytes;          // encode: message length; decode: decoded length; 0 on error
+  int32_t status;          // a zipccl::Status value
+  uint8_t codec;           // codec of the message emitted (encode) or read (decode)
   uint8_t raw_from_input;  // encode with raw_header_only: only the 128-byte Raw header was
                            // written; the payload is the input itself, verbatim
   uint8_t reserved;
-  uint8_t done;          // set to 1 last, after the fields above are visible to the host;
-                         // a host that cleared it before the launch may poll it (volatile read)
+  uint8_t done;  // set to 1 last, after the fields above are visible to the host;
+                 // a host that cleared it before the launch may poll it (volatile read)
 };
 static_assert(sizeof(Result) == 16, "Result is 16 bytes");
 
 struct EncodeOptions {
-  bool checksum = false;  // as zipccl::EncodeOptions::checksum
-  double max_ratio = 1.0; // as zipccl::EncodeOptions::max_ratio
+  bool checksum = false;   // as zipccl::EncodeOptions::checksum
+  double max_ratio = 1.0;  // as zipccl::EncodeOptions::max_ratio
   // When the message falls back to Raw, write only its header and set Result::raw_from_input:
   // the sender then transmits header + input and saves a device copy. The bytes on the wire
   // are identical to the CPU's Raw message.
@@ -76,12 +76,12 @@ cudaError_t init_temp(void* temp, size_t temp_bytes, cudaStream_t stream);
 // length and status (kOk, kNoSpace, kTooLarge) as the CPU encode() would return them.
 // Returns cudaErrorInvalidValue for bad arguments (temp too small, null pointers), else the
 // launch status. Never blocks.
-cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp_bytes,
-                         Result* results, cudaStream_t stream, const EncodeOptions& opt = {});
+cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp_bytes, Result* results,
+                         cudaStream_t stream, const EncodeOptions& opt = {});
 
 // Decode n messages. results[i].status is the zipccl::Status the CPU decode() returns for the
 // same input; the device never reads past in+in_bytes nor writes past out+out_cap.
-cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp_bytes,
-                         Result* results, cudaStream_t stream);
+cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp_bytes, Result* results,
+                         cudaStream_t stream);
 
 }  // namespace zipccl::gpu
