@@ -133,7 +133,7 @@ __device__ __forceinline__ Plan make_plan(const LaunchItem& it, Codec c) {
   p.raw = c == Codec::Raw || it.bytes < eb;
   if (!p.raw && !p.too_large) {
     p.L = layout_of(c, it.bytes);
-    p.raw = p.L.off_esc >= it.limit || p.L.off_esc > it.cap;
+    p.raw = p.L.off_esc > it.limit || p.L.off_esc > it.cap;  // a tie with Raw stays coded, as on the CPU
   }
   return p;
 }

@@ -81,6 +81,22 @@ Bytes gaussian(Codec c, size_t nbytes, uint32_t seed, float sigma = 0.02f, doubl
   return b;
 }
 
+// Random signs and mantissas under one exponent (the format's 1.0): no escapes at all.
+Bytes escape_free(Codec c, size_t nbytes, uint32_t seed) {
+  std::mt19937 g(seed);
+  Bytes b(nbytes);
+  const size_t eb = c == Codec::FP32 ? 4 : 2;
+  for (size_t i = 0; i + eb <= nbytes; i += eb) {
+    const uint32_t r = g();
+    const uint32_t v = c == Codec::FP32   ? (r & 0x807FFFFFu) | (127u << 23)
+                       : c == Codec::FP16 ? (r & 0x83FFu) | (15u << 10)
+                                          : (r & 0x807Fu) | (127u << 7);
+    memcpy(&b[i], &v, eb);
+  }
+  for (size_t i = nbytes / eb * eb; i < nbytes; ++i) b[i] = static_cast<uint8_t>(g());
+  return b;
+}
+
 Bytes random_bytes(size_t n, uint32_t seed) {
   std::mt19937 g(seed);
   Bytes b(n);
@@ -329,6 +345,25 @@ TEST_F(GpuCodec, SizesAcrossBlockBoundaries) {
     }
     check_identical(ins);
   }
+}
+
+// Sizes where the coded layout with no escapes is exactly as large as the Raw message
+// (format.h: 128 + n == off_esc): the CPU keeps the coded message on a tie.
+TEST_F(GpuCodec, TiesWithRaw) {
+  std::vector<In> ins;
+  for (Codec c : {Codec::BF16, Codec::FP16, Codec::FP32})
+    for (size_t n :
+         {1024, 1152, 1792, 1920, 3328, 3456, 4864, 4992, 6400, 6528, 2048, 2432, 2816, 3200, 4352, 4736}) {
+      for (size_t d : {size_t(0), size_t(1), size_t(2)}) {
+        ins.push_back(make_in(escape_free(c, n - d, uint32_t(n)), c));
+        ins.push_back(make_in(gaussian(c, n - d, uint32_t(n)), c));
+      }
+    }
+  check_identical(ins);
+  std::vector<Out> outs;
+  encode({make_in(escape_free(Codec::BF16, 1024, 1), Codec::BF16)}, &outs);
+  EXPECT_EQ(outs[0].r.codec, uint8_t(Codec::BF16)) << "a tie with Raw stays coded";
+  EXPECT_EQ(outs[0].r.bytes, 1024u + kHeaderBytes);
 }
 
 TEST_F(GpuCodec, MisalignedPointers) {
