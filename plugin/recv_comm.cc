@@ -66,6 +66,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   r.in_use = true;
   r.seq = next_seq_++;
   r.n = uint32_t(n);
+  awaiting_headers_ += uint32_t(n);
   *request = &r;
   return ncclSuccess;
 }
@@ -90,6 +91,7 @@ ncclResult_t RecvComm::on_header(const proto::DataHeader& h) {
   }
   if (!conn_->post_recv(dst, h.wire_bytes, &s.xfer).ok()) return check_conn();
   s.state = kReceiving;
+  --awaiting_headers_;
   return ncclSuccess;
 }
 
@@ -130,7 +132,8 @@ ncclResult_t RecvComm::advance(Req* r) {
 
 ncclResult_t RecvComm::progress() {
   if (ncclResult_t e = check_conn()) return e;
-  for (;;) {
+  if (!conn_->progress().ok()) return check_conn();
+  while (awaiting_headers_ > 0) {
     proto::DataHeader h;
     size_t len = 0;
     if (!conn_->recv_ctrl(&h, sizeof h, &len).ok()) return check_conn();

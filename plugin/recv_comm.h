@@ -46,6 +46,7 @@ class RecvComm : public Comm {
 
   Req reqs_[proto::kMaxRequests];  // slot = seq % kMaxRequests
   uint32_t next_seq_ = 0;
+  uint32_t awaiting_headers_ = 0;  // subs in kWaitHeader: read the control channel only then
 };
 
 }  // namespace zip

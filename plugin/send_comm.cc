@@ -70,7 +70,6 @@ void SendComm::finish_compress(Req* r) {
 ncclResult_t SendComm::progress() {
   if (ncclResult_t e = check_conn()) return e;
   if (!conn_->progress().ok()) return check_conn();
-  if (ncclResult_t e = read_cts()) return e;
   poll_engines();
   while (!unposted_.empty()) {
     Req* r = unposted_.front();
@@ -95,6 +94,7 @@ ncclResult_t SendComm::progress() {
 ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** request) {
   *request = nullptr;
   if (ncclResult_t e = progress()) return e;
+  if (ncclResult_t e = read_cts()) return e;  // clear-to-send records matter only here
   if (fifo_.empty()) {
     if (conn_->peer_closed()) return fail(ncclRemoteError, "receiver closed the connection");
     return ncclSuccess;  // the receiver has not posted this receive yet: NCCL retries

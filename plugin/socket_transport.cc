@@ -100,6 +100,7 @@ class SocketConn : public Conn {
   Status recv_ctrl(void* buf, size_t cap, size_t* len) override {
     *len = 0;
     ZIP_CHECK(progress());
+    if (!has_record()) receive();
     if (in_.size() < 4) return Status::Ok();
     uint32_t l;
     std::memcpy(&l, in_.data(), 4);
@@ -130,18 +131,6 @@ class SocketConn : public Conn {
       out_.clear();
       out_off_ = 0;
     }
-    char tmp[16384];
-    while (!peer_closed_) {
-      ssize_t r = ::recv(ctrl_fd_, tmp, sizeof tmp, MSG_DONTWAIT);
-      if (r > 0) {
-        in_.insert(in_.end(), tmp, tmp + r);
-        continue;
-      }
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
-      // The peer closed (or reset) its end. Not an error by itself: data already on the data
-      // sockets still arrives; the engine fails whatever still waits on this peer.
-      peer_closed_ = true;
-    }
     return Status::Ok();
   }
 
@@ -159,6 +148,23 @@ class SocketConn : public Conn {
   int device() const override { return dev_; }
 
  private:
+  // Reads what the control socket has. Only when a record is wanted: the progress thread calls
+  // test() in a tight loop, and a syscall per call would add up over many connections.
+  void receive() {
+    char tmp[16384];
+    while (!peer_closed_) {
+      ssize_t r = ::recv(ctrl_fd_, tmp, sizeof tmp, MSG_DONTWAIT);
+      if (r > 0) {
+        in_.insert(in_.end(), tmp, tmp + r);
+        continue;
+      }
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+      // The peer closed (or reset) its end. Not an error by itself: data already on the data
+      // sockets still arrives; the engine fails whatever still waits on this peer.
+      peer_closed_ = true;
+    }
+  }
+
   // Both ends split a message the same way (it depends only on n and on how many messages came
   // before), so chunk i of the sender meets chunk i of the receiver on the same socket. Chunks
   // are whole 128-byte lines: an LL128 line (flag last) never straddles two sockets, so its

@@ -35,10 +35,11 @@ class Conn {
  public:
   virtual ~Conn() = default;
   // Control channel: whole records, in order. send_ctrl never blocks (queues what the network
-  // does not take now); recv_ctrl returns one record or *len = 0.
+  // does not take now); recv_ctrl returns one record or *len = 0. Call recv_ctrl only when a
+  // record is expected: it may cost a syscall.
   virtual Status send_ctrl(const void* rec, size_t len) = 0;
   virtual Status recv_ctrl(void* buf, size_t cap, size_t* len) = 0;
-  // Moves queued control bytes; call on every progress step.
+  // Sends control bytes queued earlier; cheap when none are. Call on every progress step.
   virtual Status progress() = 0;
   // Bulk data, completed in posting order per direction. The buffer must stay valid until
   // x->done(). n may be 0.
@@ -49,8 +50,8 @@ class Conn {
   virtual std::string error_text() const = 0;
   // Control bytes accepted by send_ctrl but not yet handed to the network.
   virtual size_t ctrl_backlog() const = 0;
-  // The peer closed its end and every control record it sent has been read: whoever still waits
-  // for a record from it will wait forever.
+  // The peer closed its end (seen by recv_ctrl) and every control record it sent has been read:
+  // whoever still waits for a record from it will wait forever.
   virtual bool peer_closed() const = 0;
   virtual std::string peer() const = 0;
   virtual int device() const = 0;
