@@ -38,7 +38,7 @@ struct DecodeItem {
   const void* in = nullptr;  // one message (untrusted)
   size_t in_bytes = 0;
   void* out = nullptr;
-  size_t out_cap = 0;
+  size_t out_cap = 0;  // the expected decoded size: one CTA is launched per 8 KiB of it
 };
 
 // Written by the device once an item is complete.
