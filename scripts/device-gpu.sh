@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
-#   scripts/device-gpu.sh [steps...]   steps: test bench memcheck racecheck (the default), profile
+#   scripts/device-gpu.sh [steps...]   steps: test bench memcheck racecheck (the default),
+#                                      memcheck-bulk, profile
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
 # not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
 # for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/zipccl-gpu}
 mkdir -p "$OUT"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(test bench memcheck racecheck)
+[ ${#steps[@]} -eq 0 ] && steps=(test bench memcheck memcheck-bulk racecheck)
 BUILD=${BUILD:-build-gpu}
 JOBS=$(nproc)
 
@@ -55,6 +56,10 @@ for s in "${steps[@]}"; do
     memcheck)
       ZIPCCL_GPU_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$T" --gtest_color=no --gtest_filter=-*TrainingTensors* >"$OUT/memcheck.log" 2>&1
+      r=$?;;
+    memcheck-bulk)  # the bulk tile path (batches >= 16 MiB), which the quick cases do not reach
+      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$T" --gtest_color=no --gtest_filter=*LargeBatchAndBulk* >"$OUT/memcheck-bulk.log" 2>&1
       r=$?;;
     racecheck)
       ZIPCCL_GPU_TEST_QUICK=1 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 \

@@ -1,4 +1,4 @@
-// GPU decoder: one CTA per tile of 1 or 4 blocks (common.cuh). The input is untrusted and
+// GPU decoder: one CTA per tile of 1 or 2 blocks (common.cuh). The input is untrusted and
 // every CTA validates it with the CPU decoder's checks (header.cc, decode.cc) before touching data:
 // the header against the layout it implies, its block entry, the tiling of the escape
 // section (entry b must start where entry b-1 ends; the last must end at esc_bytes), and the
@@ -25,7 +25,7 @@ struct DecShared {
 };
 
 // Dynamic shared memory of a decode tile: the staged residual and bit-plane bytes of its
-// blocks (the largest codec decides: fp16 planes when MU = 4, fp32 residuals when MU = 1).
+// blocks (the largest codec decides: fp32 residuals for MU <= 2, fp16 planes above).
 template <int MU>
 constexpr uint32_t decode_stage_bytes() {
   constexpr uint32_t f16 = MU * (kBlockElems + 6 * kBlockElems / 8);
@@ -133,6 +133,7 @@ template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
                                             uint32_t u, DecShared& sh, uint4* data) {
   constexpr int M = unit_blocks<C, MU>();
+  static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
   constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
   constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
   constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
@@ -299,7 +300,7 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
 }
 
 template <int MU>
-__global__ void __launch_bounds__(kThreads, 5) decode_kernel(const __grid_constant__ Launch P) {
+__global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
   extern __shared__ uint4 staged[];
   const int item = find_item(P);
@@ -367,7 +368,7 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     uint64_t batch_bytes = 0;
     for (int i = 0; i < m; ++i) batch_bytes += items[first + i].out_cap;
     const bool bulk = batch_bytes >= kBulkBytes;
-    const uint32_t tile = bulk ? tile_bytes<4>() : tile_bytes<1>();
+    const uint32_t tile = bulk ? tile_bytes<2>() : tile_bytes<1>();
     Launch P{};
     P.n = m;
     uint32_t tiles = 0;
@@ -390,7 +391,7 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
     P.results = results + first;
     if (bulk)
-      decode_kernel<4><<<tiles, kThreads, decode_stage_bytes<4>(), stream>>>(P);
+      decode_kernel<2><<<tiles, kThreads, decode_stage_bytes<2>(), stream>>>(P);
     else
       decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
     const cudaError_t err = cudaGetLastError();

@@ -1,4 +1,4 @@
-// GPU encoder: one CTA per tile of 1 or 4 blocks (common.cuh), one pass over the input. The
+// GPU encoder: one CTA per tile of 1 or 2 blocks (common.cuh), one pass over the input. The
 // only serial dependency of the format, each block's offset in the escape section, comes from
 // a single-pass decoupled look-back scan (Merrill & Garland) over per-tile escape bytes: a tile
 // publishes its escape bytes as soon as it has counted them, with its residual and bit-plane
@@ -250,6 +250,7 @@ template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
                                             uint32_t u, EncShared& sh, uint4* data) {
   constexpr int M = unit_blocks<C, MU>();
+  static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
   constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
   constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
   constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
@@ -549,7 +550,7 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
 }
 
 template <int MU>
-__global__ void __launch_bounds__(kThreads, 5) encode_kernel(const __grid_constant__ Launch P) {
+__global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
   __shared__ EncShared sh;
   extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
   const int item = find_item(P);
@@ -595,7 +596,7 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     uint64_t batch_bytes = 0;
     for (int i = 0; i < m; ++i) batch_bytes += items[first + i].bytes;
     const bool bulk = batch_bytes >= kBulkBytes;
-    const uint32_t tile = bulk ? tile_bytes<4>() : tile_bytes<1>();
+    const uint32_t tile = bulk ? tile_bytes<2>() : tile_bytes<1>();
     Launch P{};
     P.n = m;
     P.checksum = opt.checksum;
@@ -627,7 +628,7 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     P.results = results + first;
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2 fp32 blocks).
     if (bulk)
-      encode_kernel<4><<<tiles, kThreads, 32768, stream>>>(P);
+      encode_kernel<2><<<tiles, kThreads, 16384, stream>>>(P);
     else
       encode_kernel<1><<<tiles, kThreads, 16384, stream>>>(P);
     const cudaError_t err = cudaGetLastError();
