@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
-#   scripts/device-gpu.sh [steps...]   steps: test bench memcheck racecheck (the default),
-#                                      memcheck-bulk, profile
+#   scripts/device-gpu.sh [steps...]   steps: test bench memcheck memcheck-bulk racecheck (the
+#                                      default), profile
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
 # not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
 # for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
