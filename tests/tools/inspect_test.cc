@@ -262,6 +262,7 @@ TEST(Analysis, GaussianBf16) {
   const auto v = synth(Codec::BF16, Dist::Gaussian, 0.02, 1 << 20, 7);
   const TensorAnalysis a = analyze(Codec::BF16, v.data(), v.size());
   EXPECT_TRUE(a.model_agrees);
+  EXPECT_TRUE(a.exact);
   EXPECT_EQ(a.classified, Codec::BF16);
   EXPECT_EQ(a.elems, 1u << 20);
   EXPECT_EQ(a.blocks, 256u);
@@ -305,6 +306,7 @@ TEST(Analysis, SizeModelMatchesEncoder) {
         v.push_back(0x5A);  // a tail byte
         const TensorAnalysis a = analyze(c, v.data(), v.size());
         EXPECT_TRUE(a.model_agrees) << codec_name(c) << " " << scale << " " << elems;
+        EXPECT_TRUE(a.exact) << codec_name(c) << " " << scale << " " << elems;
       }
     }
     // Random bytes: raw blocks, and the whole message falls back to raw.
@@ -313,12 +315,14 @@ TEST(Analysis, SizeModelMatchesEncoder) {
     for (auto& b : r) b = uint8_t((x = x * 1664525u + 1013904223u) >> 24);
     const TensorAnalysis a = analyze(c, r.data(), r.size());
     EXPECT_TRUE(a.model_agrees) << codec_name(c);
+    EXPECT_TRUE(a.exact) << codec_name(c);
     EXPECT_LE(a.encoded_bytes, r.size() + kHeaderBytes);
     // Gaussian blocks interleaved with random ones: coded message with raw blocks.
     auto g = synth(c, Dist::Gaussian, 1.0, 8 * kBlockElems, 3);
     std::copy(r.begin(), r.begin() + kBlockElems * es, g.begin() + 2 * kBlockElems * es);
     const TensorAnalysis m = analyze(c, g.data(), g.size());
     EXPECT_TRUE(m.model_agrees) << codec_name(c);
+    EXPECT_TRUE(m.exact) << codec_name(c);
     EXPECT_EQ(m.raw_blocks, 1u) << codec_name(c);
     EXPECT_LT(m.ratio(), 1.0) << codec_name(c);
   }
@@ -343,6 +347,7 @@ TEST(Analysis, RealData) {
     for (const TensorInfo& t : tf.tensors) {
       const TensorAnalysis a = analyze(t.codec, tf.data.data() + t.offset, t.bytes);
       EXPECT_TRUE(a.model_agrees) << f.name << " " << t.name;
+      EXPECT_TRUE(a.exact) << f.name << " " << t.name;
       total.add(a);
     }
     EXPECT_LE(total.ratio(), f.target) << f.name;

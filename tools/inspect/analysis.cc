@@ -153,6 +153,7 @@ void TensorAnalysis::add(const TensorAnalysis& o) {
   window.extra_bytes += o.window.extra_bytes;
   for (size_t i = 0; i < window.delta.size(); ++i) window.delta[i] += o.window.delta[i];
   model_agrees = model_agrees && o.model_agrees;
+  exact = exact && o.exact;
 }
 
 TensorAnalysis analyze(Codec c, const uint8_t* p, size_t nbytes) {
@@ -163,8 +164,12 @@ TensorAnalysis analyze(Codec c, const uint8_t* p, size_t nbytes) {
   t.elems = nbytes / geometry(c).elem_bytes;
   std::vector<uint8_t> msg(max_compressed_bytes(nbytes));
   size_t mn = 0;
-  if (encode(c, p, nbytes, msg.data(), msg.size(), &mn) != Status::kOk) mn = kHeaderBytes + nbytes;
-  t.encoded_bytes = mn;
+  std::vector<uint8_t> back(nbytes);
+  size_t bn = 0;
+  t.exact = encode(c, p, nbytes, msg.data(), msg.size(), &mn) == Status::kOk &&
+            decode(msg.data(), mn, back.data(), back.size(), &bn) == Status::kOk && bn == nbytes &&
+            (nbytes == 0 || std::memcmp(back.data(), p, nbytes) == 0);
+  t.encoded_bytes = t.exact ? mn : kHeaderBytes + nbytes;
 
   const auto blocks = block_histograms(c, p, nbytes);
   const auto bases = rule_bases(c, blocks, WindowRule::Codec);

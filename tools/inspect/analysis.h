@@ -61,6 +61,7 @@ struct TensorAnalysis {
   WindowAccuracy window;          // the codec's window vs the per-block best
   uint64_t best_bytes = 0;        // message size with the per-block best window
   bool model_agrees = true;       // message_bytes() predicted encoded_bytes exactly
+  bool exact = true;              // decode(encode(x)) == x, byte for byte
 
   double ratio() const { return bytes ? double(encoded_bytes) / double(bytes) : 1.0; }
   double escape_rate() const { return elems ? double(escapes) / double(elems) : 0.0; }
@@ -72,8 +73,9 @@ struct TensorAnalysis {
   void add(const TensorAnalysis& o);
 };
 
-// Analyse nbytes at p as codec c. Encodes for real and cross-checks the model of the encoder
-// (message_bytes with the codec's bases) against the encoder's output size.
+// Analyse nbytes at p as codec c. Encodes for real, decodes the message and compares it with the
+// input, and cross-checks the model of the encoder (message_bytes with the codec's bases) against
+// the encoder's output size.
 TensorAnalysis analyze(Codec c, const uint8_t* p, size_t nbytes);
 
 }  // namespace zipccl::tools

@@ -58,12 +58,12 @@ std::string json_stats(const TensorAnalysis& a) {
                 "\"bytes\":%llu,\"elements\":%llu,\"encoded_bytes\":%llu,\"ratio\":%.6f,"
                 "\"best_window_ratio\":%.6f,\"escape_rate\":%.6f,\"blocks\":%llu,\"raw_blocks\":%llu,"
                 "\"raw_block_share\":%.6f,\"window_optimal_share\":%.6f,\"window_exact_share\":%.6f,"
-                "\"bits_per_value_lost\":%.6f",
+                "\"bits_per_value_lost\":%.6f,\"bit_exact\":%s",
                 (unsigned long long)a.bytes, (unsigned long long)a.elems, (unsigned long long)a.encoded_bytes,
                 a.ratio(), a.bytes ? double(a.best_bytes) / double(a.bytes) : 1.0, a.escape_rate(),
                 (unsigned long long)a.blocks, (unsigned long long)a.raw_blocks, a.raw_block_share(),
                 a.window_match(), a.window.blocks ? double(a.window.exact) / double(a.window.blocks) : 1.0,
-                a.bits_lost());
+                a.bits_lost(), a.exact ? "true" : "false");
   return buf;
 }
 
@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
     std::string json_tensors;
     for (const auto& t : tf.tensors) {
       const TensorAnalysis a = zipccl::tools::analyze(t.codec, tf.data.data() + t.offset, t.bytes);
+      if (!a.exact) {
+        std::fprintf(stderr, "zipccl-inspect: %s: %s: round trip is NOT bit-exact\n", path.c_str(), t.name.c_str());
+        rc = 1;
+      }
       if (!a.model_agrees) {
         std::fprintf(stderr, "zipccl-inspect: %s: %s: size model disagrees with the encoder\n", path.c_str(),
                      t.name.c_str());
@@ -157,8 +161,9 @@ int main(int argc, char** argv) {
   }
   if (json) {
     std::printf("{\"files\":[%s],\"total\":{%s}}\n", json_files.c_str(), json_stats(total).c_str());
-  } else if (files.size() > 1) {
-    print_row("TOTAL", "", "", "", total);
+  } else {
+    if (files.size() > 1) print_row("TOTAL", "", "", "", total);
+    std::printf("round trip (encode, decode, compare): %s\n", total.exact ? "every tensor bit-exact" : "MISMATCH");
   }
   return rc;
 }
