@@ -22,7 +22,6 @@ class CompressPolicy {
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
   // Called for every attempt, in completion order.
   void record(size_t in, size_t out);
-  double recent_ratio() const { return ratio_; }
 
  private:
   static constexpr double kCodecMargin = 1.2;  // the codec must beat the link by this factor

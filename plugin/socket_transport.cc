@@ -68,7 +68,7 @@ uint64_t random64() {
 
 class SocketConn : public Conn {
  public:
-  SocketConn(int dev, std::vector<int> fds, std::string peer) : dev_(dev), peer_(std::move(peer)) {
+  SocketConn(std::vector<int> fds, std::string peer) : peer_(std::move(peer)) {
     ctrl_fd_ = fds[0];
     data_fds_.assign(fds.begin() + 1, fds.end());
     const int nthreads = std::min<int>(params().socket_nthreads, int(data_fds_.size()));
@@ -145,7 +145,6 @@ class SocketConn : public Conn {
   size_t ctrl_backlog() const override { return out_.size() - out_off_; }
   bool peer_closed() const override { return peer_closed_ && !has_record(); }
   std::string peer() const override { return peer_; }
-  int device() const override { return dev_; }
 
  private:
   // Reads what the control socket has. Only when a record is wanted: the progress thread calls
@@ -187,7 +186,6 @@ class SocketConn : public Conn {
     return Status::Ok();
   }
 
-  int dev_;
   std::string peer_;
   int ctrl_fd_;
   std::vector<int> data_fds_;
@@ -203,8 +201,8 @@ class SocketConn : public Conn {
 
 class SocketListener : public Listener {
  public:
-  SocketListener(int dev, int fd, uint64_t nonce, std::string where)
-      : dev_(dev), fd_(fd), nonce_(nonce), where_(std::move(where)) {}
+  SocketListener(int fd, uint64_t nonce, std::string where)
+      : fd_(fd), nonce_(nonce), where_(std::move(where)) {}
   ~SocketListener() override {
     close(fd_);
     for (auto& p : pending_) close(p.fd);
@@ -228,7 +226,7 @@ class SocketListener : public Listener {
       }
       ZIP_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s (%zu sockets)", g.peer.c_str(),
                where_.c_str(), g.fds.size());
-      *out = std::make_unique<SocketConn>(dev_, g.fds, g.peer);
+      *out = std::make_unique<SocketConn>(g.fds, g.peer);
       groups_.erase(groups_.begin() + long(i));
       return Status::Ok();
     }
@@ -321,7 +319,6 @@ class SocketListener : public Listener {
     return nullptr;
   }
 
-  int dev_;
   int fd_;
   uint64_t nonce_;
   std::string where_;
@@ -333,8 +330,8 @@ class SocketListener : public Listener {
 
 class SocketConnector : public Connector {
  public:
-  SocketConnector(int dev, const SockAddr& addr, uint64_t nonce)
-      : dev_(dev), addr_(addr), deadline_(now_ms() + params().handshake_timeout_ms) {
+  SocketConnector(const SockAddr& addr, uint64_t nonce)
+      : addr_(addr), deadline_(now_ms() + params().handshake_timeout_ms) {
     const int n = 1 + params().socket_nthreads * params().nsocks_per_thread;
     const uint64_t conn_id = random64();
     for (int i = 0; i < n; ++i) {
@@ -368,7 +365,7 @@ class SocketConnector : public Connector {
     }
     ZIP_INFO(NCCL_NET | NCCL_INIT, "connected to %s (%zu sockets, %d helper threads)",
              addr_str(addr_).c_str(), fds.size(), std::min<int>(params().socket_nthreads, int(fds.size()) - 1));
-    *out = std::make_unique<SocketConn>(dev_, std::move(fds), addr_str(addr_));
+    *out = std::make_unique<SocketConn>(std::move(fds), addr_str(addr_));
     return Status::Ok();
   }
 
@@ -426,7 +423,6 @@ class SocketConnector : public Connector {
     return Status::Ok();
   }
 
-  int dev_;
   SockAddr addr_;
   int64_t deadline_;
   std::vector<Sock> socks_;
@@ -484,11 +480,12 @@ class SocketTransport : public Transport {
     std::memcpy(handle, &h, sizeof h);
     const std::string where = ifaces_[dev].name + " " + addr_str(a);
     ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
-    *out = std::make_unique<SocketListener>(dev, fd, h.nonce, where);
+    *out = std::make_unique<SocketListener>(fd, h.nonce, where);
     return Status::Ok();
   }
 
-  Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) override {
+  // TCP routes by the handle's address; the local device does not choose anything here.
+  Status connect(int, const void* handle, std::unique_ptr<Connector>* out) override {
     WireHandle h;
     std::memcpy(&h, handle, sizeof h);
     if (h.magic != kHandleMagic || h.version != kVersion) {
@@ -501,7 +498,7 @@ class SocketTransport : public Transport {
       ZIP_WARN("connect: bad address family %d in handle", a.sa.sa_family);
       return fail(ncclInvalidArgument);
     }
-    *out = std::make_unique<SocketConnector>(dev, a, h.nonce);
+    *out = std::make_unique<SocketConnector>(a, h.nonce);
     return Status::Ok();
   }
 

@@ -54,7 +54,6 @@ class Conn {
   // whoever still waits for a record from it will wait forever.
   virtual bool peer_closed() const = 0;
   virtual std::string peer() const = 0;
-  virtual int device() const = 0;
 };
 
 class Connector {
