@@ -49,6 +49,15 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     ncclResult_t r_ = (call);                         \
     if (r_ != ncclSuccess) return error(#call, r_);   \
   } while (0)
+  constexpr int kSlots = 32;
+  const size_t m = cfg.msg_bytes;
+  // Data first, pages touched, then connect: neither rank's clock starts while the other is
+  // still generating.
+  std::vector<char> sarena(kSlots * m), rarena(kSlots * m, 0), expect(kSlots * m);
+  for (int s = 0; s < kSlots; ++s) {
+    ztest::fill(cfg.kind, uint64_t(rank + 1), uint64_t(s), 0, sarena.data() + s * m, m);
+    ztest::fill(cfg.kind, uint64_t(2 - rank), uint64_t(s), 0, expect.data() + s * m, m);
+  }
   PluginNet net(cfg.plugin, cfg.version);
   DEMO_CHECK(net.init());
   unsigned char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
@@ -59,13 +68,6 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   while (!sc || !rc) {
     if (!sc) DEMO_CHECK(net.connect(0, theirs, &sc));
     if (!rc) DEMO_CHECK(net.accept(lc, &rc));
-  }
-  constexpr int kSlots = 32;
-  const size_t m = cfg.msg_bytes;
-  std::vector<char> sarena(kSlots * m), rarena(kSlots * m), expect(kSlots * m);
-  for (int s = 0; s < kSlots; ++s) {
-    ztest::fill(cfg.kind, uint64_t(rank + 1), uint64_t(s), 0, sarena.data() + s * m, m);
-    ztest::fill(cfg.kind, uint64_t(2 - rank), uint64_t(s), 0, expect.data() + s * m, m);
   }
   void *smh = nullptr, *rmh = nullptr;
   DEMO_CHECK(net.reg_mr(sc, sarena.data(), sarena.size(), NCCL_PTR_HOST, &smh));
