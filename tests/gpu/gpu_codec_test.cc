@@ -487,6 +487,24 @@ TEST_F(GpuCodec, LargeBatchAndBulk) {
                    make_in(gaussian(Codec::FP32, big / 2 + 1, 78), Codec::FP32)});
 }
 
+// Every launch leaves its temp memory zeroed (gpu_codec.h's contract), the encoder's tile
+// ticket counter included: after mixed small batches and a bulk batch, encode and decode.
+TEST_F(GpuCodec, TempLeftZeroed) {
+  std::vector<In> ins;
+  const Codec codecs[] = {Codec::BF16, Codec::FP16, Codec::FP32, Codec::Raw};
+  for (int i = 0; i < 12; ++i)
+    ins.push_back(
+        make_in(gaussian(codecs[i % 3], 1000 + 37000 * size_t(i), uint32_t(i)), codecs[i % 4], i % 5 == 0));
+  check_identical(ins);
+  const size_t big = quick() ? (size_t(17) << 20) : (size_t(40) << 20) + 2;
+  check_identical(
+      {make_in(gaussian(Codec::BF16, big, 91, 1.0f), Codec::BF16), make_in(random_bytes(70001, 92), Codec::BF16)});
+  CUDA_OK(cudaStreamSynchronize(stream_));
+  Bytes t(temp_bytes_);
+  CUDA_OK(cudaMemcpy(t.data(), temp_, temp_bytes_, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(size_t(std::count(t.begin(), t.end(), uint8_t(0))), t.size());
+}
+
 // Every mutation of valid messages: the GPU decoder returns the CPU decoder's status and
 // writes nothing past its output capacity.
 TEST_F(GpuCodec, CorruptedInputs) {
