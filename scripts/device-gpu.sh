@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
 #   scripts/device-gpu.sh [steps...]   steps: test bench memcheck memcheck-bulk racecheck (the
-#                                      default), bench4 (bulk table with the 4-CTAs-per-SM bulk
-#                                      kernels), profile
+#                                      default), profile
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
 # not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
 # for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
@@ -54,10 +53,6 @@ for s in "${steps[@]}"; do
       timeout 300 "$BUILD/bench/gpu/gpu_codec_bench" >"$OUT/bench.log" 2>&1
       r=$?
       cat "$OUT/bench.log";;
-    bench4)  # the bulk kernels built for 4 CTAs per SM (64 registers) instead of 6
-      ZIPCCL_GPU_BULK_CTAS_PER_SM=4 timeout 300 "$BUILD/bench/gpu/gpu_codec_bench" --bulk >"$OUT/bench4.log" 2>&1
-      r=$?
-      cat "$OUT/bench4.log";;
     memcheck)
       ZIPCCL_GPU_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$T" --gtest_color=no --gtest_filter=-*TrainingTensors* >"$OUT/memcheck.log" 2>&1

@@ -39,7 +39,7 @@ struct LaunchItem {
   uint64_t bytes;  // encode: input bytes; decode: message bytes available
   uint64_t cap;    // output capacity
   uint64_t limit;  // encode: largest coded message accepted (from max_ratio), as the CPU's
-  uint32_t tile0;  // first tile of this item in the launch
+  uint32_t tile0;  // first tile (CTA) of this item in the grid
   uint32_t tiles;
   uint8_t codec;
   uint8_t auto_codec;
@@ -53,33 +53,22 @@ struct Launch {
   uint32_t* item_done;        // temp: tiles finished, per item
   uint32_t* item_err;         // temp: ~(order << 4 | status) of the first error, per item
   unsigned long long* state;  // temp: look-back state, per tile
-  uint32_t* ticket;           // temp: encode tile tickets handed out (reset by the last taker)
-  uint32_t total_tiles;       // tiles of the launch (the grid may be smaller: CTAs loop)
   Result* results;
 };
 static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 
-// Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], the ticket counter (16 bytes, to
-// keep the state words 8-byte aligned), then 8 bytes per tile.
-constexpr size_t kTempHead = 2 * kMaxBatch * sizeof(uint32_t) + 16;
-
-// Persistent grids: CTAs loop over tiles, each staging its next tile (cp.async into the
-// other half of a double buffer) while it codes the current one. The grid is what fits on
-// the device at once, and no more than the tiles.
-uint32_t persistent_grid(const void* kernel, int threads, size_t dyn_smem, uint32_t tiles);
-// CTAs per SM the bulk (MU = 2) kernels are built for: 6, or 4 (more registers per thread)
-// when the environment sets ZIPCCL_GPU_BULK_CTAS_PER_SM=4 (a tuning knob, read once).
-int bulk_ctas_per_sm();
+// Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], then 8 bytes per tile.
+constexpr size_t kTempHead = 2 * kMaxBatch * sizeof(uint32_t);
 
 inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
   return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + tile - 1) / tile);
 }
 
-__device__ __forceinline__ int find_item(const Launch& P, uint32_t tile) {
+__device__ __forceinline__ int find_item(const Launch& P) {
   int lo = 0, hi = P.n - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
-    if (P.items[mid].tile0 <= tile)
+    if (P.items[mid].tile0 <= blockIdx.x)
       lo = mid;
     else
       hi = mid - 1;
@@ -176,17 +165,13 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
-// Wait until at most `pending` (0 to 3) of this thread's committed groups are in flight; the
+// Wait until at most `pending` (0 or 1) of this thread's committed groups are in flight; the
 // argument is a constant after unrolling, as the instruction needs an immediate.
 __device__ __forceinline__ void cp_async_wait(int pending) {
   if (pending == 0)
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-  else if (pending == 1)
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-  else if (pending == 2)
-    asm volatile("cp.async.wait_group 2;\n" ::: "memory");
   else
-    asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
 // Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the

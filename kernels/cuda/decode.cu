@@ -6,7 +6,6 @@
 // ordered (header, block 0, block 1, ..., final tiling) and the first one is reported, so the
 // status equals the CPU's.
 #include <algorithm>
-#include <cstddef>
 #include <cstring>
 
 #include "common.cuh"
@@ -15,22 +14,13 @@ namespace zipccl::gpu {
 namespace detail {
 namespace {
 
-// What a CTA knows of one of its tiles (the current one and the next, staged meanwhile): the
-// item's parsed header and the tile's block entries.
-struct DecSlot {
-  Header header;
-  Layout L;
-  int status;
-  int item;
-  BlockEntry entry[kMaxUnitBlocks + 1];  // entry[m + 1] is block u*M+m's, entry[0] the one before
-};
-constexpr uint32_t kSlotHeadWords = offsetof(DecSlot, item) / 4;  // header, layout, status
-static_assert(offsetof(DecSlot, item) % 4 == 0, "slot head copied as words");
-
 struct DecShared {
   uint32_t scan[kWarps][kMaxUnitBlocks];
   int flag;
-  DecSlot slot[2];
+  int status;
+  Layout L;
+  Header header;
+  BlockEntry entry[kMaxUnitBlocks + 1];  // entry[m + 1] is block u*M+m's, entry[0] the one before
   CrcShared crc;
 };
 
@@ -139,37 +129,9 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP1
 // Decode one tile: blocks u*M .. u*M+M-1. Residual and bit-plane bytes of all M blocks are
 // staged in shared memory with asynchronous copies (in flight together, one group per block);
 // each block's checks run before any of its escape bytes is read.
-// Stage tile u's residual and bit-plane bytes (every block, entry checks or not: the header
-// was validated, so these sections lie inside the message). MU copy groups, one per block
-// (empty ones where M < MU), so that block m is decoded while the later ones arrive.
-template <Codec C, int MU>
-__device__ __forceinline__ void stage_unit(const LaunchItem& it, const Layout& L, uint32_t u, uint4* data) {
-  constexpr int M = unit_blocks<C, MU>();
-  constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
-  constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
-  constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
-  constexpr uint32_t kPlanes0 = R * M * kResChunks;
-  const uint8_t* msg = it.in;
-  const bool in_vec = (reinterpret_cast<uintptr_t>(msg) & 15) == 0;
-  const uint32_t b0 = u * M;
-#pragma unroll
-  for (int m = 0; m < MU; ++m) {
-    const uint32_t nb = m < M && b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
-    if (nb) {
-      const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
-      for (uint32_t r = 0; r < R; ++r)
-        stage(data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first, nb, in_vec);
-      for (uint32_t k = 0; k < K; ++k)
-        stage(data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
-              (nb + 7) / 8, in_vec);
-    }
-    cp_async_commit();
-  }
-}
-
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
-                                            uint32_t u, DecShared& shared, DecSlot& sh, uint4* data) {
+                                            uint32_t u, DecShared& sh, uint4* data) {
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
   constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
@@ -182,6 +144,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   const uint8_t* msg = it.in;
   const uint32_t b0 = u * M;
   const uint32_t e0 = threadIdx.x * kPerThread;
+  const bool in_vec = (reinterpret_cast<uintptr_t>(msg) & 15) == 0;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   const uint64_t esc_bytes = sh.header.esc_bytes;
 
@@ -204,6 +167,15 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     if (nb[m] && s != Status::kOk && threadIdx.x == 0) report(P, item, b0 + m + 1, s);
     if (b0 + m == L.n_blocks - 1 && threadIdx.x == 0 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes)
       report(P, item, b0 + m + 2, Status::kBadBlock);
+    if (ok[m]) {
+      const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
+      for (uint32_t r = 0; r < R; ++r)
+        stage(data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first, nb[m], in_vec);
+      for (uint32_t k = 0; k < K; ++k)
+        stage(data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
+              (nb[m] + 7) / 8, in_vec);
+    }
+    cp_async_commit();  // one copy group per block: block m is decoded while later ones arrive
   }
 
   // This thread's residual bytes and plane bytes of block m.
@@ -219,7 +191,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    cp_async_wait(MU - 1 - m + MU);  // the next tile's MU groups may still be in flight
+    cp_async_wait(M - 1 - m);
     __syncthreads();
     const BlockEntry& e = sh.entry[m + 1];
     // The escape count must equal the chunk length before any chunk byte is read.
@@ -228,7 +200,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       const uint32_t coded = plane_of(m, 0) | plane_of(m, 1) | plane_of(m, 2);
       esc[0] = __popc(~coded & ((1u << valid[m]) - 1));
     }
-    cta_scans<1>(esc, escapes, shared.scan);
+    cta_scans<1>(esc, escapes, sh.scan);
     if (!ok[m]) continue;
     if (e.mode == kBlockCoded && escapes[0] != e.esc_count) {
       if (threadIdx.x == 0) report(P, item, b0 + m + 1, Status::kBadEscapes);
@@ -312,13 +284,13 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   }
 }
 
-__device__ void finalize(const Launch& P, int item, DecShared& shared, const DecSlot& sh) {
+__device__ void finalize(const Launch& P, int item, DecShared& sh) {
   const LaunchItem& it = P.items[item];
   const uint32_t err = P.item_err[item];
   Status s = err ? static_cast<Status>(~err & 15) : Status::kOk;
   const Layout& L = sh.L;
   if (s == Status::kOk && (sh.header.flags & kFlagChecksum) &&
-      cta_crc32c(it.out, L.orig_bytes, shared.crc) != sh.header.checksum)
+      cta_crc32c(it.out, L.orig_bytes, sh.crc) != sh.header.checksum)
     s = Status::kBadChecksum;
   if (threadIdx.x == 0) {
     P.item_err[item] = 0;
@@ -327,75 +299,37 @@ __device__ void finalize(const Launch& P, int item, DecShared& shared, const Dec
   }
 }
 
-// Tile t's item header (parsed, or copied from the other slot when the item is the same)
-// into slot s; its block entries are loaded into *ent (threads 0..M, returned true) and
-// stored to the slot later, so that the load's latency overlaps the current tile's work;
-// its residual and plane bytes are staged into buf (MU copy groups).
 template <int MU>
-__device__ __forceinline__ bool prepare_tile(const Launch& P, uint32_t t, int s, DecShared& shared, uint4* buf,
-                                             BlockEntry* ent) {
-  const int item = find_item(P, t);
+__global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_constant__ Launch P) {
+  __shared__ DecShared sh;
+  extern __shared__ uint4 staged[];
+  const int item = find_item(P);
   const LaunchItem& it = P.items[item];
-  const uint32_t b = t - it.tile0;
-  DecSlot& sh = shared.slot[s];
-  if (shared.slot[s ^ 1].item == item) {
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(&shared.slot[s ^ 1]);
-    uint32_t* dst = reinterpret_cast<uint32_t*>(&sh);
-    for (uint32_t i = threadIdx.x; i < kSlotHeadWords; i += kThreads) dst[i] = src[i];
-  } else {
-    if (threadIdx.x < kHeaderBytes)
-      reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = it.bytes >= kHeaderBytes ? it.in[threadIdx.x] : 0;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      Layout L{};
-      Status st = parse_header(sh.header, it.bytes, &L);
-      if (st == Status::kOk && it.cap < L.orig_bytes) st = Status::kNoSpace;
-      sh.status = static_cast<int>(st);
-      sh.L = L;
-    }
+  const uint32_t b = blockIdx.x - it.tile0;
+  if (threadIdx.x < kHeaderBytes) {
+    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = it.bytes >= kHeaderBytes ? it.in[threadIdx.x] : 0;
   }
-  if (threadIdx.x == 0) sh.item = item;
   __syncthreads();
-  const Layout& L = sh.L;
-  const bool ok = static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw;
-  const int M = L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
+  if (threadIdx.x == 0) {
+    Layout L{};
+    Status s = parse_header(sh.header, it.bytes, &L);
+    if (s == Status::kOk && it.cap < L.orig_bytes) s = Status::kNoSpace;
+    if (s != Status::kOk && b == 0) report(P, item, 0, s);
+    sh.status = static_cast<int>(s);
+    sh.L = L;
+  }
+  __syncthreads();
   // Block entries of this tile and the one before it (for the tiling check).
-  bool loaded = false;
   {
+    const Layout& L = sh.L;
+    const int M = L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
     const int64_t blk = int64_t(b) * M - 1 + threadIdx.x;
-    if (ok && threadIdx.x <= M && blk >= 0 && blk < L.n_blocks) {
-      *ent = load_entry(it.in + L.off_table + uint64_t(blk) * kBlockEntryBytes);
-      loaded = true;
-    }
+    if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x <= M &&
+        blk >= 0 && blk < L.n_blocks)
+      sh.entry[threadIdx.x] = load_entry(it.in + L.off_table + uint64_t(blk) * kBlockEntryBytes);
   }
-  if (ok && b * uint64_t(M) < L.n_blocks) {
-    switch (L.codec) {
-      case Codec::BF16:
-        stage_unit<Codec::BF16, MU>(it, L, b, buf);
-        break;
-      case Codec::FP16:
-        stage_unit<Codec::FP16, MU>(it, L, b, buf);
-        break;
-      default:
-        stage_unit<Codec::FP32, MU>(it, L, b, buf);
-        break;
-    }
-  } else {
-#pragma unroll
-    for (int m = 0; m < MU; ++m) cp_async_commit();
-  }
-  return loaded;
-}
-
-template <int MU>
-__device__ __forceinline__ void run_tile(const Launch& P, uint32_t t, int s, DecShared& shared, uint4* buf) {
-  DecSlot& sh = shared.slot[s];
-  const int item = sh.item;
-  const LaunchItem& it = P.items[item];
-  const uint32_t b = t - it.tile0;
-  const Status status = static_cast<Status>(sh.status);
-  if (status != Status::kOk && b == 0 && threadIdx.x == 0) report(P, item, 0, status);
-  if (status == Status::kOk) {
+  __syncthreads();
+  if (static_cast<Status>(sh.status) == Status::kOk) {
     const Layout& L = sh.L;
     if (L.codec == Codec::Raw) {
       const uint64_t span = ((L.orig_bytes + it.tiles - 1) / it.tiles + 15) & ~uint64_t(15);
@@ -408,54 +342,18 @@ __device__ __forceinline__ void run_tile(const Launch& P, uint32_t t, int s, Dec
       if (b * uint64_t(L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < L.n_blocks)
         switch (L.codec) {
           case Codec::BF16:
-            decode_unit<Codec::BF16, MU>(P, item, it, L, b, shared, sh, buf);
+            decode_unit<Codec::BF16, MU>(P, item, it, L, b, sh, staged);
             break;
           case Codec::FP16:
-            decode_unit<Codec::FP16, MU>(P, item, it, L, b, shared, sh, buf);
+            decode_unit<Codec::FP16, MU>(P, item, it, L, b, sh, staged);
             break;
           default:
-            decode_unit<Codec::FP32, MU>(P, item, it, L, b, shared, sh, buf);
+            decode_unit<Codec::FP32, MU>(P, item, it, L, b, sh, staged);
             break;
         }
     }
   }
-  if (finish_tile(P, item, &shared.flag)) finalize(P, item, shared, sh);
-}
-
-// Persistent CTAs over the tiles (grid stride; tiles are independent in decode), each
-// staging its next tile while it decodes the current one.
-template <int MU, int OCC>
-__global__ void __launch_bounds__(kThreads, OCC) decode_kernel(const __grid_constant__ Launch P) {
-  __shared__ DecShared sh;
-  extern __shared__ uint4 staged[];  // two tiles' staged bytes
-  constexpr uint32_t kBufChunks = decode_stage_bytes<MU>() / 16;
-  uint32_t cur = blockIdx.x;
-  if (cur >= P.total_tiles) return;
-  if (threadIdx.x == 0) sh.slot[1].item = -1;
-  __syncthreads();
-  BlockEntry ent;
-  bool has_ent = prepare_tile<MU>(P, cur, 0, sh, staged, &ent);
-  for (int s = 0;; s ^= 1) {
-    if (has_ent) sh.slot[s].entry[threadIdx.x] = ent;
-    __syncthreads();
-    const uint32_t next = cur + gridDim.x;
-    if (next < P.total_tiles) {
-      has_ent = prepare_tile<MU>(P, next, s ^ 1, sh, staged + (s ^ 1) * kBufChunks, &ent);
-    } else {
-#pragma unroll
-      for (int m = 0; m < MU; ++m) cp_async_commit();
-    }
-    run_tile<MU>(P, cur, s, sh, staged + s * kBufChunks);
-    if (next >= P.total_tiles) break;
-    cur = next;
-  }
-}
-
-template <int MU, int OCC>
-void launch(const Launch& P, uint32_t tiles, cudaStream_t stream) {
-  constexpr uint32_t smem = 2 * decode_stage_bytes<MU>();
-  const uint32_t grid = persistent_grid(reinterpret_cast<const void*>(decode_kernel<MU, OCC>), kThreads, smem, tiles);
-  decode_kernel<MU, OCC><<<grid, kThreads, smem, stream>>>(P);
+  if (finish_tile(P, item, &sh.flag)) finalize(P, item, sh);
 }
 
 }  // namespace
@@ -492,14 +390,10 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     P.item_err = P.item_done + kMaxBatch;
     P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
     P.results = results + first;
-    P.total_tiles = tiles;
-    // Dynamic shared memory: two tiles' staged bytes.
-    if (!bulk)
-      launch<1, 6>(P, tiles, stream);
-    else if (bulk_ctas_per_sm() == 4)
-      launch<2, 4>(P, tiles, stream);
+    if (bulk)
+      decode_kernel<2><<<tiles, kThreads, decode_stage_bytes<2>(), stream>>>(P);
     else
-      launch<2, 6>(P, tiles, stream);
+      decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

@@ -26,9 +26,7 @@ struct Plan {
 };
 
 struct EncShared {
-  Plan plan[2];  // per tile slot (current, next); in shared memory: the layout is too large to keep in registers
-  int item[2];
-  uint32_t next;
+  Plan plan;  // in shared memory: the layout is too large to keep in registers
   uint64_t red[kWarps][kMaxUnitBlocks];
   uint32_t scan[kWarps][kMaxUnitBlocks];
   uint64_t bcast;
@@ -246,27 +244,8 @@ __device__ __forceinline__ uint32_t gather16(const uint32_t (&q)[4], int p) {
   return gather4(q[0], p) | gather4(q[1], p) << 4 | gather4(q[2], p) << 8 | gather4(q[3], p) << 12;
 }
 
-// Stage tile u's input (blocks u*M .. u*M+M-1) in data: one copy group per block, MU groups
-// in all (empty ones where M < MU), so that block m is coded while the blocks after it (and
-// the next tile) are still arriving.
-template <Codec C, int MU>
-__device__ __forceinline__ void stage_unit(const LaunchItem& it, const Layout& L, uint32_t u, uint4* data) {
-  constexpr int M = unit_blocks<C, MU>();
-  constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
-  constexpr uint32_t kBB = kBlockElems * EB;
-  const uint64_t end = L.n_elems * EB;  // the tail bytes are not staged
-#pragma unroll
-  for (int m = 0; m < MU; ++m) {
-    const uint64_t begin = (uint64_t(u) * M + m) * kBB;
-    if (m < M && begin < end)
-      stage(data, m * kBB / 16, it.in + begin, static_cast<uint32_t>(min(uint64_t(kBB), end - begin)),
-            (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
-    cp_async_commit();
-  }
-}
-
-// Code one tile: blocks u*M .. u*M+M-1 of the message, staged in shared memory by
-// stage_unit() (MU copy groups), followed by MU copy groups of the next tile.
+// Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
+// memory with asynchronous copies, all in flight at once, and every pass reads shared memory.
 template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
                                             uint32_t u, EncShared& sh, uint4* data) {
@@ -280,6 +259,20 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
+  // Stage the tile one block per copy group, so that block m is coded while the blocks after
+  // it are still arriving.
+  {
+    constexpr uint32_t kBB = kBlockElems * EB;
+    const uint64_t end = L.n_elems * EB;  // the tail bytes are not staged
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const uint64_t begin = (uint64_t(u) * M + m) * kBB;
+      if (begin < end)
+        stage(data, m * kBB / 16, it.in + begin, static_cast<uint32_t>(min(uint64_t(kBB), end - begin)),
+              (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
+      cp_async_commit();
+    }
+  }
   uint32_t nb[M], valid[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -293,7 +286,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   uint32_t base[M], esc[M], escapes[M], escmask[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    cp_async_wait(MU - 1 - m + MU);  // the next tile's MU groups may still be in flight
+    cp_async_wait(M - 1 - m);
     __syncthreads();
     {  // the block's window from its mean nonzero exponent
       uint32_t w[W];
@@ -556,69 +549,18 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
   }
 }
 
-// Bytes of one tile's staged input (the larger of MU bf16/fp16 blocks and one fp32 block),
-// and of the kernel's double buffer.
-constexpr uint32_t kEncStageBytes = 16384;
-constexpr uint32_t kEncDynSmem = 2 * kEncStageBytes;
-
-// The next tile ticket (thread 0). Tickets are handed out in tile order, and a CTA codes its
-// tiles in ticket order, so a tile's look-back only waits on tiles whose CTAs are running and
-// coding them (or done): no assumption on how many CTAs are resident.
-__device__ __forceinline__ uint32_t take_ticket(const Launch& P) { return atomicAdd(P.ticket, 1u); }
-// Every CTA takes tickets until it gets one past the last tile: total_tiles + gridDim.x in
-// all. The taker of the last one resets the counter for the next launch.
-__device__ __forceinline__ void consumed_ticket(const Launch& P, uint32_t t) {
-  if (t == P.total_tiles + gridDim.x - 1) *P.ticket = 0;
-}
-
-// Look up tile t's item and plan (into slot s) and stage its input into buf; commits MU copy
-// groups. The plan of the item of the other slot is reused (auto codec: no new classify).
 template <int MU>
-__device__ __forceinline__ void prepare_tile(const Launch& P, uint32_t t, int s, EncShared& sh, uint4* buf) {
-  const int item = find_item(P, t);
+__global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
+  __shared__ EncShared sh;
+  extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
+  const int item = find_item(P);
   const LaunchItem& it = P.items[item];
-  if (sh.item[s ^ 1] == item) {
-    if (threadIdx.x == 0) {
-      sh.plan[s] = sh.plan[s ^ 1];
-      sh.item[s] = item;
-    }
-  } else {
-    const Codec c = it.auto_codec ? cta_classify(it.in, it.bytes, sh) : static_cast<Codec>(it.codec);
-    if (threadIdx.x == 0) {
-      sh.plan[s] = make_plan(it, c);
-      sh.item[s] = item;
-    }
-  }
-  __syncthreads();
-  const Plan& p = sh.plan[s];
-  const uint32_t b = t - it.tile0;
-  if (!p.raw && !p.too_large && b * uint64_t(p.c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
-    switch (p.c) {
-      case Codec::BF16:
-        stage_unit<Codec::BF16, MU>(it, p.L, b, buf);
-        break;
-      case Codec::FP16:
-        stage_unit<Codec::FP16, MU>(it, p.L, b, buf);
-        break;
-      default:
-        stage_unit<Codec::FP32, MU>(it, p.L, b, buf);
-        break;
-    }
-  } else {
-#pragma unroll
-    for (int m = 0; m < MU; ++m) cp_async_commit();
-  }
-}
-
-// Code tile t with the plan of slot s, its input staged in buf.
-template <int MU>
-__device__ __forceinline__ void run_tile(const Launch& P, uint32_t t, int s, EncShared& sh, uint4* buf) {
-  const int item = sh.item[s];
-  const LaunchItem& it = P.items[item];
-  const uint32_t b = t - it.tile0;
+  const uint32_t b = blockIdx.x - it.tile0;
   unsigned long long* st = P.state + it.tile0;
-  const Plan& p = sh.plan[s];
-  const Codec c = p.c;
+  const Codec c = it.auto_codec ? cta_classify(it.in, it.bytes, sh) : static_cast<Codec>(it.codec);
+  if (threadIdx.x == 0) sh.plan = make_plan(it, c);
+  __syncthreads();
+  const Plan& p = sh.plan;
   if (p.raw && !p.too_large) {
     if (!P.raw_header_only && it.cap >= kHeaderBytes + it.bytes) {
       uint64_t lo, len;
@@ -629,63 +571,17 @@ __device__ __forceinline__ void run_tile(const Launch& P, uint32_t t, int s, Enc
              b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
     switch (c) {
       case Codec::BF16:
-        encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, buf);
+        encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged);
         break;
       case Codec::FP16:
-        encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, buf);
+        encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged);
         break;
       default:
-        encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, buf);
+        encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged);
         break;
     }
   }
   if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, p, st, sh);
-}
-
-// Persistent CTAs: each takes tiles by ticket and stages the next one while coding the
-// current one; the ticket after that is fetched during the coding too.
-template <int MU, int OCC>
-__global__ void __launch_bounds__(kThreads, OCC) encode_kernel(const __grid_constant__ Launch P) {
-  __shared__ EncShared sh;
-  extern __shared__ uint4 staged[];  // two tiles' input, 16-byte chunks at swz() slots
-  constexpr uint32_t kBufChunks = kEncStageBytes / 16;
-  uint32_t ticket = 0;  // thread 0: the next tile, once its atomic returns
-  if (threadIdx.x == 0) {
-    ticket = take_ticket(P);
-    consumed_ticket(P, ticket);
-    sh.next = ticket;
-    sh.item[0] = sh.item[1] = -1;
-  }
-  __syncthreads();
-  uint32_t cur = sh.next;
-  if (cur >= P.total_tiles) return;
-  prepare_tile<MU>(P, cur, 0, sh, staged);
-  if (threadIdx.x == 0) ticket = take_ticket(P);
-  for (int s = 0;; s ^= 1) {
-    if (threadIdx.x == 0) {
-      consumed_ticket(P, ticket);
-      sh.next = ticket;
-    }
-    __syncthreads();
-    const uint32_t next = sh.next;
-    if (next < P.total_tiles) {
-      prepare_tile<MU>(P, next, s ^ 1, sh, staged + (s ^ 1) * kBufChunks);
-      if (threadIdx.x == 0) ticket = take_ticket(P);
-    } else {
-#pragma unroll
-      for (int m = 0; m < MU; ++m) cp_async_commit();
-    }
-    run_tile<MU>(P, cur, s, sh, staged + s * kBufChunks);
-    if (next >= P.total_tiles) break;
-    cur = next;
-  }
-}
-
-template <int MU, int OCC>
-void launch(const Launch& P, uint32_t tiles, cudaStream_t stream) {
-  const uint32_t grid =
-      persistent_grid(reinterpret_cast<const void*>(encode_kernel<MU, OCC>), kThreads, kEncDynSmem, tiles);
-  encode_kernel<MU, OCC><<<grid, kThreads, kEncDynSmem, stream>>>(P);
 }
 
 }  // namespace
@@ -730,15 +626,11 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     P.item_err = P.item_done + kMaxBatch;
     P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
     P.results = results + first;
-    P.ticket = reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(temp) + 2 * kMaxBatch * sizeof(uint32_t));
-    P.total_tiles = tiles;
-    // Dynamic shared memory: two staged tiles (MU bf16/fp16 blocks or one fp32 block each).
-    if (!bulk)
-      launch<1, 6>(P, tiles, stream);
-    else if (bulk_ctas_per_sm() == 4)
-      launch<2, 4>(P, tiles, stream);
+    // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2 fp32 blocks).
+    if (bulk)
+      encode_kernel<2><<<tiles, kThreads, 16384, stream>>>(P);
     else
-      launch<2, 6>(P, tiles, stream);
+      encode_kernel<1><<<tiles, kThreads, 16384, stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
