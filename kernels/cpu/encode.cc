@@ -11,26 +11,7 @@ namespace {
 
 void write_header(uint8_t* out, const Layout& L, uint64_t esc_bytes, const uint8_t* tail,
                   bool checksum, uint32_t crc) {
-  Header h{};
-  h.magic = kMagic;
-  h.version = kVersion;
-  h.codec = static_cast<uint8_t>(L.codec);
-  h.flags = checksum ? kFlagChecksum : 0;
-  h.tail_bytes = L.tail_bytes;
-  h.orig_bytes = L.orig_bytes;
-  h.n_elems = L.n_elems;
-  h.block_elems = L.codec == Codec::Raw ? 0 : kBlockElems;
-  h.n_blocks = L.n_blocks;
-  h.total_bytes = L.off_esc + esc_bytes;
-  h.off_table = L.off_table;
-  h.off_res = L.off_res;
-  h.res_stride = L.res_stride;
-  h.off_bits = L.off_bits;
-  h.bit_stride = L.bit_stride;
-  h.off_esc = L.off_esc;
-  h.esc_bytes = esc_bytes;
-  if (L.tail_bytes) std::memcpy(h.tail, tail, L.tail_bytes);
-  h.checksum = checksum ? crc : 0;
+  const Header h = make_header(L, esc_bytes, tail, checksum, crc);
   std::memcpy(out, &h, sizeof h);
 }
 

@@ -1,4 +1,4 @@
-// Header validation and names: the decoder's first line of defence against untrusted input.
+// Header parsing (validation is check_header() of format.h, shared with the GPU) and names.
 #include <cstring>
 
 #include "zipccl/codec.h"
@@ -35,35 +35,9 @@ Status parse_header(const void* in, size_t in_bytes, Layout* out, Header* hout) 
   if (in_bytes < kHeaderBytes) return Status::kTruncated;
   Header h;
   std::memcpy(&h, in, sizeof h);
-  if (h.magic != kMagic) return Status::kBadMagic;
-  if (h.version != kVersion) return Status::kBadVersion;
-  if (h.codec >= kNumCodecs || (h.flags & ~kFlagChecksum)) return Status::kBadHeader;
-  for (uint8_t r : h.reserved)
-    if (r) return Status::kBadHeader;
-  if (!(h.flags & kFlagChecksum) && h.checksum) return Status::kBadHeader;
-
-  const Codec c = static_cast<Codec>(h.codec);
-  const CodecGeometry g = geometry(c);
-  if (c != Codec::Raw && h.orig_bytes / g.elem_bytes > kMaxElems) return Status::kBadHeader;
-  if (c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48)) return Status::kBadHeader;
-  const Layout L = make_layout(c, h.orig_bytes);
-
-  const uint32_t want_block = c == Codec::Raw ? 0 : kBlockElems;
-  if (h.n_elems != L.n_elems || h.block_elems != want_block || h.n_blocks != L.n_blocks ||
-      h.tail_bytes != L.tail_bytes || h.off_table != L.off_table || h.off_res != L.off_res ||
-      h.res_stride != L.res_stride || h.off_bits != L.off_bits || h.bit_stride != L.bit_stride ||
-      h.off_esc != L.off_esc)
-    return Status::kBadHeader;
-  for (uint32_t i = L.tail_bytes; i < sizeof h.tail; ++i)
-    if (h.tail[i]) return Status::kBadHeader;
-  // Each element contributes at most one byte to the escape section; raw payload is all of it.
-  if (c == Codec::Raw ? h.esc_bytes != h.orig_bytes : h.esc_bytes > L.n_elems)
-    return Status::kBadHeader;
-  if (h.total_bytes != L.off_esc + h.esc_bytes) return Status::kBadHeader;
-  if (h.total_bytes > in_bytes) return Status::kTruncated;
-  *out = L;
-  if (hout) *hout = h;
-  return Status::kOk;
+  const Status s = check_header(h, in_bytes, out);
+  if (s == Status::kOk && hout) *hout = h;
+  return s;
 }
 
 Status decoded_size(const void* in, size_t in_bytes, size_t* orig_bytes) {

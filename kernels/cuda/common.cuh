@@ -85,21 +85,6 @@ __device__ __forceinline__ uint64_t warp_sum64(uint64_t x) {
   return x;
 }
 
-// make_layout() with the codec as a constant, so that its divisions by the element size
-// compile to shifts (a 64-bit division by a variable costs ~100 instructions).
-__device__ __forceinline__ Layout layout_of(Codec c, uint64_t orig_bytes) {
-  switch (c) {
-    case Codec::BF16:
-      return make_layout(Codec::BF16, orig_bytes);
-    case Codec::FP16:
-      return make_layout(Codec::FP16, orig_bytes);
-    case Codec::FP32:
-      return make_layout(Codec::FP32, orig_bytes);
-    default:
-      return make_layout(Codec::Raw, orig_bytes);
-  }
-}
-
 // M independent sums over the CTA, one barrier pair for all; every thread gets the totals.
 template <int M>
 __device__ __forceinline__ void cta_sums(uint64_t (&x)[M], uint64_t (*sh)[kMaxUnitBlocks]) {

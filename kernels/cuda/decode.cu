@@ -33,36 +33,6 @@ constexpr uint32_t decode_stage_bytes() {
   return f16 > f32 ? f16 : f32;
 }
 
-// parse_header() of header.cc on a copy of the header.
-__device__ Status parse_header(const Header& h, uint64_t in_bytes, Layout* out) {
-  if (in_bytes < kHeaderBytes) return Status::kTruncated;
-  if (h.magic != kMagic) return Status::kBadMagic;
-  if (h.version != kVersion) return Status::kBadVersion;
-  if (h.codec >= kNumCodecs || (h.flags & ~kFlagChecksum)) return Status::kBadHeader;
-  for (uint8_t r : h.reserved)
-    if (r) return Status::kBadHeader;
-  if (!(h.flags & kFlagChecksum) && h.checksum) return Status::kBadHeader;
-  const Codec c = static_cast<Codec>(h.codec);
-  const CodecGeometry g = geometry(c);
-  if (c != Codec::Raw && (h.orig_bytes >> (g.elem_bytes / 2)) > kMaxElems)
-    return Status::kBadHeader;  // / elem_bytes
-  if (c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48)) return Status::kBadHeader;
-  const Layout L = layout_of(c, h.orig_bytes);
-  const uint32_t want_block = c == Codec::Raw ? 0 : kBlockElems;
-  if (h.n_elems != L.n_elems || h.block_elems != want_block || h.n_blocks != L.n_blocks ||
-      h.tail_bytes != L.tail_bytes || h.off_table != L.off_table || h.off_res != L.off_res ||
-      h.res_stride != L.res_stride || h.off_bits != L.off_bits || h.bit_stride != L.bit_stride ||
-      h.off_esc != L.off_esc)
-    return Status::kBadHeader;
-  for (uint32_t i = L.tail_bytes; i < sizeof h.tail; ++i)
-    if (h.tail[i]) return Status::kBadHeader;
-  if (c == Codec::Raw ? h.esc_bytes != h.orig_bytes : h.esc_bytes > L.n_elems) return Status::kBadHeader;
-  if (h.total_bytes != L.off_esc + h.esc_bytes) return Status::kBadHeader;
-  if (h.total_bytes > in_bytes) return Status::kTruncated;
-  *out = L;
-  return Status::kOk;
-}
-
 // Record an error at position order (0 header, b+1 block b, n_blocks+1 final tiling); the
 // smallest order wins.
 __device__ __forceinline__ void report(const Launch& P, int item, uint32_t order, Status s) {
@@ -312,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
   __syncthreads();
   if (threadIdx.x == 0) {
     Layout L{};
-    Status s = parse_header(sh.header, it.bytes, &L);
+    Status s = check_header(sh.header, it.bytes, &L);
     if (s == Status::kOk && it.cap < L.orig_bytes) s = Status::kNoSpace;
     if (s != Status::kOk && b == 0) report(P, item, 0, s);
     sh.status = static_cast<int>(s);

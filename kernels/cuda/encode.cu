@@ -132,7 +132,7 @@ __device__ __forceinline__ Plan make_plan(const LaunchItem& it, Codec c) {
   p.too_large = c != Codec::Raw && (it.bytes >> (eb / 2)) > kMaxElems;  // bytes / eb, eb in {2, 4}
   p.raw = c == Codec::Raw || it.bytes < eb;
   if (!p.raw && !p.too_large) {
-    p.L = layout_of(c, it.bytes);
+    p.L = make_layout(c, it.bytes);
     p.raw = p.L.off_esc > it.limit || p.L.off_esc > it.cap;  // a tie with Raw stays coded, as on the CPU
   }
   return p;
@@ -466,30 +466,6 @@ __device__ void write_header(uint8_t* out, EncShared& sh) {
   __syncthreads();
 }
 
-__device__ void make_header(Header& h, const Layout& L, uint64_t esc_bytes, const uint8_t* tail,
-                            bool checksum, uint32_t crc) {
-  h = Header{};
-  h.magic = kMagic;
-  h.version = kVersion;
-  h.codec = static_cast<uint8_t>(L.codec);
-  h.flags = checksum ? kFlagChecksum : 0;
-  h.tail_bytes = L.tail_bytes;
-  h.orig_bytes = L.orig_bytes;
-  h.n_elems = L.n_elems;
-  h.block_elems = L.codec == Codec::Raw ? 0 : kBlockElems;
-  h.n_blocks = L.n_blocks;
-  h.total_bytes = L.off_esc + esc_bytes;
-  h.off_table = L.off_table;
-  h.off_res = L.off_res;
-  h.res_stride = L.res_stride;
-  h.off_bits = L.off_bits;
-  h.bit_stride = L.bit_stride;
-  h.off_esc = L.off_esc;
-  h.esc_bytes = esc_bytes;
-  for (uint32_t i = 0; i < L.tail_bytes; ++i) h.tail[i] = tail[i];
-  h.checksum = checksum ? crc : 0;
-}
-
 template <int MU>
 __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long long* st, EncShared& sh) {
   const LaunchItem& it = P.items[item];
@@ -518,7 +494,7 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
         status = Status::kNoSpace;
       } else {
         if (!raw_copied && !from_input) cta_copy(it.out + kHeaderBytes, it.in, n);
-        if (threadIdx.x == 0) make_header(sh.header, make_layout(Codec::Raw, n), n, it.in, P.checksum, crc);
+        if (threadIdx.x == 0) sh.header = make_header(make_layout(Codec::Raw, n), n, it.in, P.checksum, crc);
         write_header(it.out, sh);
         total = kHeaderBytes + n;
       }
@@ -535,7 +511,7 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
         for (uint64_t i = used + threadIdx.x; i < L.bit_stride; i += kThreads)
           it.out[L.off_bits + k * L.bit_stride + i] = 0;
       if (threadIdx.x == 0)
-        make_header(sh.header, L, esc_bytes, it.in + L.n_elems * L.g.elem_bytes, P.checksum, crc);
+        sh.header = make_header(L, esc_bytes, it.in + L.n_elems * L.g.elem_bytes, P.checksum, crc);
       write_header(it.out, sh);
       total = L.off_esc + esc_bytes;
     }

@@ -9,19 +9,6 @@
 
 namespace zipccl {
 
-enum class Status : int {
-  kOk = 0,
-  kTruncated,      // input shorter than its header says
-  kBadMagic,
-  kBadVersion,
-  kBadHeader,      // a header field is out of range or disagrees with the layout
-  kBadBlock,       // a block-table entry is out of range or inconsistent
-  kBadEscapes,     // escape count does not match the codes of the block
-  kBadChecksum,
-  kNoSpace,        // output capacity too small
-  kTooLarge,       // input exceeds the format's limits
-};
-
 const char* status_string(Status s);
 
 struct EncodeOptions {

@@ -16,6 +16,21 @@ namespace zipccl {
 enum class Codec : uint8_t { Raw = 0, BF16 = 1, FP16 = 2, FP32 = 3 };
 constexpr int kNumCodecs = 4;
 
+// Outcome of an encode or decode, on the CPU and on the GPU alike.
+enum class Status : int {
+  kOk = 0,
+  kTruncated,      // input shorter than its header says
+  kBadMagic,
+  kBadVersion,
+  kBadHeader,      // a header field is out of range or disagrees with the layout
+  kBadBlock,       // a block-table entry is out of range or inconsistent
+  kBadEscapes,     // escape count does not match the codes of the block
+  kBadChecksum,
+  kNoSpace,        // output capacity too small
+  kTooLarge,       // input exceeds the format's limits
+};
+
+
 constexpr uint32_t kMagic = 0x4C43435Au;  // "ZCCL" in little-endian byte order
 constexpr uint8_t kVersion = 1;
 constexpr uint32_t kHeaderBytes = 128;
@@ -76,8 +91,9 @@ ZIPCCL_HD Layout make_layout(Codec c, uint64_t orig_bytes) {
     L.off_table = L.off_res = L.off_bits = L.off_esc = kHeaderBytes;
     return L;
   }
-  L.n_elems = orig_bytes / L.g.elem_bytes;
-  L.tail_bytes = static_cast<uint8_t>(orig_bytes % L.g.elem_bytes);
+  // elem_bytes is 2 or 4: shifts, so that GPU code needs no 64-bit division by a variable.
+  L.n_elems = orig_bytes >> (L.g.elem_bytes / 2);
+  L.tail_bytes = static_cast<uint8_t>(orig_bytes & (L.g.elem_bytes - 1));
   L.n_blocks = static_cast<uint32_t>((L.n_elems + kBlockElems - 1) / kBlockElems);
   L.off_table = kHeaderBytes;
   L.off_res = align_up(L.off_table + uint64_t(L.n_blocks) * kBlockEntryBytes, kAlign);
@@ -136,6 +152,66 @@ struct BlockEntry {
   uint8_t mode;         // BlockMode
 };
 static_assert(sizeof(BlockEntry) == kBlockEntryBytes, "block entry is 8 bytes");
+
+// The header of a message with layout L and esc_bytes of escape section. tail points at the
+// input's tail_bytes trailing bytes.
+ZIPCCL_HD Header make_header(const Layout& L, uint64_t esc_bytes, const uint8_t* tail, bool checksum,
+                             uint32_t crc) {
+  Header h{};
+  h.magic = kMagic;
+  h.version = kVersion;
+  h.codec = static_cast<uint8_t>(L.codec);
+  h.flags = checksum ? kFlagChecksum : 0;
+  h.tail_bytes = L.tail_bytes;
+  h.orig_bytes = L.orig_bytes;
+  h.n_elems = L.n_elems;
+  h.block_elems = L.codec == Codec::Raw ? 0 : kBlockElems;
+  h.n_blocks = L.n_blocks;
+  h.total_bytes = L.off_esc + esc_bytes;
+  h.off_table = L.off_table;
+  h.off_res = L.off_res;
+  h.res_stride = L.res_stride;
+  h.off_bits = L.off_bits;
+  h.bit_stride = L.bit_stride;
+  h.off_esc = L.off_esc;
+  h.esc_bytes = esc_bytes;
+  for (uint32_t i = 0; i < L.tail_bytes; ++i) h.tail[i] = tail[i];
+  h.checksum = checksum ? crc : 0;
+  return h;
+}
+
+// Validate an untrusted header of a message of which in_bytes are available: every field must be
+// what make_header() writes for the layout that (codec, orig_bytes) implies. On success *out is
+// that layout. Shared by the CPU and GPU decoders, so both return the same status.
+ZIPCCL_HD Status check_header(const Header& h, uint64_t in_bytes, Layout* out) {
+  if (in_bytes < kHeaderBytes) return Status::kTruncated;
+  if (h.magic != kMagic) return Status::kBadMagic;
+  if (h.version != kVersion) return Status::kBadVersion;
+  if (h.codec >= kNumCodecs || (h.flags & ~kFlagChecksum)) return Status::kBadHeader;
+  for (uint32_t i = 0; i < sizeof h.reserved; ++i)
+    if (h.reserved[i]) return Status::kBadHeader;
+  if (!(h.flags & kFlagChecksum) && h.checksum) return Status::kBadHeader;
+
+  const Codec c = static_cast<Codec>(h.codec);
+  if (c != Codec::Raw && (h.orig_bytes >> (geometry(c).elem_bytes / 2)) > kMaxElems) return Status::kBadHeader;
+  if (c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48)) return Status::kBadHeader;
+  const Layout L = make_layout(c, h.orig_bytes);
+
+  const uint32_t want_block = c == Codec::Raw ? 0 : kBlockElems;
+  if (h.n_elems != L.n_elems || h.block_elems != want_block || h.n_blocks != L.n_blocks ||
+      h.tail_bytes != L.tail_bytes || h.off_table != L.off_table || h.off_res != L.off_res ||
+      h.res_stride != L.res_stride || h.off_bits != L.off_bits || h.bit_stride != L.bit_stride ||
+      h.off_esc != L.off_esc)
+    return Status::kBadHeader;
+  for (uint32_t i = L.tail_bytes; i < sizeof h.tail; ++i)
+    if (h.tail[i]) return Status::kBadHeader;
+  // Each element contributes at most one byte to the escape section; raw payload is all of it.
+  if (c == Codec::Raw ? h.esc_bytes != h.orig_bytes : h.esc_bytes > L.n_elems) return Status::kBadHeader;
+  if (h.total_bytes != L.off_esc + h.esc_bytes) return Status::kBadHeader;
+  if (h.total_bytes > in_bytes) return Status::kTruncated;
+  *out = L;
+  return Status::kOk;
+}
 
 // Worst case of any encoder output for an input of n bytes: the raw fallback.
 ZIPCCL_HD uint64_t max_compressed_bytes(uint64_t n) { return kHeaderBytes + n; }
