@@ -327,6 +327,7 @@ void GpuCodecEngine::on_kernels_done(Slot& b) {
     if (j->op == CodecJob::kCopy) {
       j->status = zipccl::Status::kOk;
       j->out_bytes = j->src_bytes;
+      b.jobs[i] = nullptr;  // done: its comm may free it at once
       j->state.store(CodecJob::kDone, std::memory_order_release);
       continue;
     }
@@ -337,6 +338,7 @@ void GpuCodecEngine::on_kernels_done(Slot& b) {
       j->codec = static_cast<zipccl::Codec>(r.codec);
       j->seconds = dec_ms * 1e-3 / b.n_dec;
       dec_bytes += double(r.bytes);
+      b.jobs[i] = nullptr;
       j->state.store(CodecJob::kDone, std::memory_order_release);
       continue;
     }
@@ -367,12 +369,14 @@ void GpuCodecEngine::on_kernels_done(Slot& b) {
   b.state = Slot::kCopyingOut;
 }
 
-// Completes the batch's encodes (ok: their copies are done) or fails every job not yet done.
+// Completes the batch's jobs not done yet (only encodes remain once the kernels are done: ok
+// means their copies are complete), or fails them.
 void GpuCodecEngine::finish(Slot& b, bool ok) {
   for (int i = 0; i < b.n; ++i) {
     CodecJob* j = b.jobs[i];
-    if (j->op == CodecJob::kEncode && ok) j->state.store(CodecJob::kDone, std::memory_order_release);
-    else if (!ok && !j->done()) fail_job(j);
+    if (!j) continue;  // done already
+    if (ok) j->state.store(CodecJob::kDone, std::memory_order_release);
+    else fail_job(j);
   }
 }
 
