@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""A real NCCL job on 2 GPUs of one host, checked exactly; run through the net plugin by env.
+
+    python bench/nccl/allreduce_check.py --label NAME [--bench REPEATS]
+
+Two processes (torch.multiprocessing), one GPU each, NCCL backend. The transport is whatever the
+environment selects (scripts/device-plugin.sh sets NCCL_NET_PLUGIN / NCCL_NET / NCCL_P2P_DISABLE /
+NCCL_SHM_DISABLE so that the GPUs talk over the network). Checks, for bf16 and fp32 and sizes from
+1 element to 16 Mi elements (odd ones included):
+  - all_reduce and reduce_scatter of integer-valued data (sums exact in both dtypes) against the
+    sum computed on the CPU;
+  - all_gather and send/recv of Gaussian data (what compresses) bit for bit against the data each
+    rank generated.
+--bench: median time of all_reduce of 64 MiB of bf16 Gaussian data over REPEATS runs.
+Prints one "CHECK ..." line per case, "RESULT ok=1|0 ..." and "BENCH ..." lines; exit 1 on any
+mismatch.
+"""
+import argparse
+import os
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
+SIZES = [1, 7, 1023, 4099, 65536, 131071, (1 << 20) + 5, 4 << 20, (16 << 20) + 3]
+DTYPES = [torch.bfloat16, torch.float32]
+
+
+def gaussian(rank, n, dtype, salt):
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    return (torch.randn(n, generator=g) * 0.02).to(dtype)
+
+
+def small_ints(rank, n, dtype):
+    # Integers in [-64, 64]: every partial sum of 2 ranks is exact in bf16 and fp32.
+    idx = torch.arange(n, dtype=torch.int64)
+    return (((idx * 7 + rank * 13) % 129) - 64).to(dtype)
+
+
+def same_bits(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype == torch.bfloat16:
+        return torch.equal(a.view(torch.int16), b.view(torch.int16))
+    return torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def checks(rank, dev):
+    bad = 0
+    total = 0
+    for dtype in DTYPES:
+        for n in SIZES:
+            tname = str(dtype).replace("torch.", "")
+            salt = n % 9973
+            cases = []
+            # all_reduce
+            x = small_ints(rank, n, dtype).to(dev)
+            dist.all_reduce(x)
+            want = sum(small_ints(r, n, torch.float32) for r in range(WORLD)).to(dtype)
+            cases.append(("all_reduce", same_bits(x.cpu(), want)))
+            # all_gather
+            mine = gaussian(rank, n, dtype, salt).to(dev)
+            outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(WORLD)]
+            dist.all_gather(outs, mine)
+            cases.append(("all_gather", all(same_bits(outs[r].cpu(), gaussian(r, n, dtype, salt)) for r in range(WORLD))))
+            # reduce_scatter: rank r keeps block r of the sum
+            inp = small_ints(rank, n * WORLD, dtype).to(dev)
+            out = torch.empty(n, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(out, inp)
+            full = sum(small_ints(r, n * WORLD, torch.float32) for r in range(WORLD)).to(dtype)
+            cases.append(("reduce_scatter", same_bits(out.cpu(), full[rank * n:(rank + 1) * n])))
+            # send/recv both ways at once
+            peer = 1 - rank
+            s = gaussian(rank, n, dtype, salt + 1).to(dev)
+            r = torch.empty(n, dtype=dtype, device=dev)
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer), dist.P2POp(dist.irecv, r, peer)])
+            for q in reqs:
+                q.wait()
+            cases.append(("send_recv", same_bits(r.cpu(), gaussian(peer, n, dtype, salt + 1))))
+            torch.cuda.synchronize(dev)
+            for name, ok in cases:
+                total += 1
+                bad += 0 if ok else 1
+                if rank == 0 or not ok:
+                    print(f"CHECK rank={rank} {name} {tname} n={n}: {'ok' if ok else 'MISMATCH'}", flush=True)
+    return bad, total
+
+
+def bench(rank, dev, repeats):
+    n = 32 << 20  # 64 MiB of bf16
+    x = gaussian(rank, n, torch.bfloat16, 77).to(dev)
+    times = []
+    for i in range(repeats + 3):
+        y = x.clone()
+        torch.cuda.synchronize(dev)
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(y)
+        torch.cuda.synchronize(dev)
+        if i >= 3:  # warm-up: connections, staging, the codec's first measurement
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    return med, min(times)
+
+
+def worker(rank, port, args):
+    dev = torch.device("cuda", rank)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+                            device_id=dev)
+    bad, total = checks(rank, dev)
+    print(f"RESULT label={args.label} rank={rank} ok={int(bad == 0)} cases={total} mismatches={bad}", flush=True)
+    if args.bench:
+        med, best = bench(rank, dev, args.bench)
+        if rank == 0:
+            print(f"BENCH label={args.label} all_reduce 64MiB bf16: median {med * 1e3:.2f} ms "
+                  f"(best {best * 1e3:.2f} ms, {args.bench} runs), algbw {64 * 1.048576e-3 / med:.2f} GB/s",
+                  flush=True)
+    dist.destroy_process_group()  # closes NCCL's connections: the plugin logs its summaries
+    if bad:
+        sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--label", default="run")
+    ap.add_argument("--bench", type=int, default=0, help="repeats of the 64 MiB all_reduce timing (0: none)")
+    args = ap.parse_args()
+    if torch.cuda.device_count() < WORLD:
+        print(f"RESULT label={args.label} ok=0 need {WORLD} GPUs, have {torch.cuda.device_count()}")
+        sys.exit(1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    print(f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+          f"NCCL_NET={os.environ.get('NCCL_NET', '')} NCCL_NET_PLUGIN={os.environ.get('NCCL_NET_PLUGIN', '')} "
+          f"NCCL_ZIP_ENABLE={os.environ.get('NCCL_ZIP_ENABLE', '')}", flush=True)
+    mp.start_processes(worker, args=(port, args), nprocs=WORLD, start_method="spawn")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The net plugin on the 2-GPU device machine, in one call (no network needed; ~5 minutes):
+#   1. build (Release, sm_90) into build-dev;
+#   2. ctest -L plugin (device-buffer exchanges included: they run where a GPU is);
+#   3. a real NCCL job (bench/nccl/allreduce_check.py, 2 processes, PyTorch's NCCL) through the
+#      plugin with the GPUs forced onto the network, checked exactly: NCCL's own socket transport,
+#      then the plugin with device buffers (GDR path: GPU codec) for NCCL_ZIP_ENABLE=0,1,2, and the
+#      plugin with host buffers (NCCL stages) for NCCL_ZIP_ENABLE=2;
+#   4. all_reduce 64 MiB bf16 timing: Socket vs plugin off vs plugin auto;
+#   5. the log lines that show what NCCL used.
+# Usage: scripts/device-plugin.sh        (logs under $OUT, default /tmp/device-plugin)
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/device-plugin}
+mkdir -p "$OUT"
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+FAIL=0
+
+# Every step has a deadline, and all of them together DEADLINE seconds (under the device call's
+# 10 minutes); timeout signals the whole process group (the spawned ranks too).
+DEADLINE=${DEADLINE:-540}
+step() {  # step NAME SECONDS CMD...
+  local name=$1 secs=$2
+  shift 2
+  local left=$((DEADLINE - SECONDS))
+  if [ $left -lt 10 ]; then
+    say "== $name: SKIPPED (out of time)"
+    FAIL=1
+    return 1
+  fi
+  [ $secs -le $left ] || secs=$left
+  local t0=$SECONDS
+  timeout -k 10 "$secs" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  say "== $name: rc=$rc ($((SECONDS - t0)) s)$([ $rc -eq 124 ] && echo ' TIMED OUT')"
+  [ $rc -eq 0 ] || FAIL=1
+  return $rc
+}
+
+# No NVLink SHARP / multicast anywhere (the machine's fabric state is not ours to touch).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+say "device-plugin.sh at $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+nvidia-smi -L 2>&1 | tee -a "$SUMMARY"
+
+# 1. Build: only what the plugin tests and the NCCL job need.
+step configure 60 cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DZIPCCL_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 || { say "configure failed: see $OUT/configure.log"; exit 1; }
+step build 240 cmake --build build-dev -j "$(nproc)" --target nccl-net-zip plugin_tests zip_peer zipccl-demo ||
+  { tail -40 "$OUT/build.log"; exit 1; }
+PLUGIN=$ROOT/build-dev/plugin/libnccl-net-zip.so
+say "plugin: $PLUGIN; dynamic deps: $(readelf -d "$PLUGIN" | awk '/NEEDED/ {print $5}' | tr '\n' ' ')"
+
+# 2. The plugin's tests, device buffers included.
+step ctest 150 ctest --test-dir build-dev -L plugin -j 4 --timeout 120 --output-on-failure
+grep -E "tests passed|tests failed|Skipped|Failed|\*\*\*" "$OUT/ctest.log" | tail -25 | tee -a "$SUMMARY"
+
+# 3 and 4. The NCCL job: two GPUs forced onto the network transport over loopback.
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+JOB=(python3 "$ROOT/bench/nccl/allreduce_check.py")
+socket_env=(env NCCL_NET=Socket NCCL_NET_PLUGIN=none)
+# lo has no PCI path, so NCCL places the NIC far from the GPUs; GDR level SYS lets it hand the
+# plugin device buffers anyway (the GPU codec path), GDR read covers the send side.
+zip_gdr=(env NCCL_NET=Zip NCCL_NET_PLUGIN="$PLUGIN" NCCL_NET_GDR_LEVEL=SYS NCCL_NET_GDR_READ=1)
+zip_host=(env NCCL_NET=Zip NCCL_NET_PLUGIN="$PLUGIN" NCCL_NET_GDR_LEVEL=LOC)
+
+step nccl_socket 75 "${socket_env[@]}" "${JOB[@]}" --label socket --bench 10
+step nccl_zip0_gdr 75 "${zip_gdr[@]}" NCCL_ZIP_ENABLE=0 "${JOB[@]}" --label zip0-gdr --bench 10
+step nccl_zip1_gdr 75 "${zip_gdr[@]}" NCCL_ZIP_ENABLE=1 "${JOB[@]}" --label zip1-gdr --bench 10
+step nccl_zip2_gdr 60 "${zip_gdr[@]}" NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label zip2-gdr
+step nccl_zip2_host 60 "${zip_host[@]}" NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label zip2-host
+
+# 5. What NCCL used, what the plugin did, and the results.
+for f in nccl_socket nccl_zip0_gdr nccl_zip1_gdr nccl_zip2_gdr nccl_zip2_host; do
+  log="$OUT/$f.log"
+  say ""
+  say "---- $f"
+  grep -E "Loaded net plugin|Using network|NET/Zip : (socket|device buffers|GPU codec engine)" "$log" | sort | uniq -c | head -8 | tee -a "$SUMMARY"
+  grep -oE "via NET/[A-Za-z]+/[0-9]+(/GDRDMA)?" "$log" | sort | uniq -c | tee -a "$SUMMARY"
+  grep -E "NET/Zip : (communicator|(send|recv) comm .* closed)" "$log" | head -4 | tee -a "$SUMMARY"
+  grep -E "WARN" "$log" | head -6 | tee -a "$SUMMARY"
+  grep -E "^(RESULT|BENCH)|MISMATCH|Error|Traceback" "$log" | head -12 | tee -a "$SUMMARY"
+done
+say ""
+say "timing, all_reduce 64 MiB bf16:"
+grep -h "^BENCH" "$OUT"/nccl_*.log | tee -a "$SUMMARY"
+say ""
+say "overall: $([ $FAIL -eq 0 ] && echo PASS || echo FAIL) (logs in $OUT)"
+exit $FAIL
