@@ -16,11 +16,18 @@ StagingPool::Buf StagingPool::make(size_t bytes) {
 }
 
 StagingPool::Buf StagingPool::take(size_t bytes) {
-  // Best fit among the free buffers; else replace the largest one (or make a new one).
+  // Pinned buffers come in powers of two and are never freed before the comm closes:
+  // cudaFreeHost may wait for the whole device, which the progress thread must not.
+  if (pinned_) {
+    size_t p = size_t(64) << 10;
+    while (p < bytes) p <<= 1;
+    bytes = p;
+  }
+  // Best fit among the free buffers; else replace the largest host one (or make a new one).
   int best = -1;
   for (size_t i = 0; i < free_.size(); ++i)
     if (free_[i].cap >= bytes && (best < 0 || free_[i].cap < free_[size_t(best)].cap)) best = int(i);
-  if (best < 0 && !free_.empty()) {
+  if (best < 0 && !free_.empty() && !pinned_) {
     best = 0;
     for (size_t i = 1; i < free_.size(); ++i)
       if (free_[i].cap > free_[size_t(best)].cap) best = int(i);
