@@ -81,6 +81,7 @@ for f in nccl_socket nccl_zip0_gdr nccl_zip1_gdr nccl_zip2_gdr nccl_zip2_host; d
   say "---- $f"
   grep -E "Loaded net plugin|Using network|NET/Zip : (socket|device buffers|GPU codec engine)" "$log" | sort | uniq -c | head -8 | tee -a "$SUMMARY"
   grep -oE "via NET/[A-Za-z]+/[0-9]+(/GDRDMA)?" "$log" | sort | uniq -c | tee -a "$SUMMARY"
+  say "plugin connections that moved device buffers (GPU engine): $(grep -c 'device buffers via the GPU codec' "$log")"
   grep -E "NET/Zip : (communicator|(send|recv) comm .* closed)" "$log" | head -4 | tee -a "$SUMMARY"
   grep -E "WARN" "$log" | head -6 | tee -a "$SUMMARY"
   grep -E "^(RESULT|BENCH)|MISMATCH|Error|Traceback" "$log" | head -12 | tee -a "$SUMMARY"
