@@ -333,6 +333,12 @@ void GpuCodecEngine::on_kernels_done(Slot& b) {
     }
     const gpu::Result& r = b.res[j->op == CodecJob::kDecode ? b.n_enc + b.res_index[i] : b.res_index[i]];
     if (j->op == CodecJob::kDecode) {
+      if (!r.done) {  // the codec always publishes a result; without one nothing is trusted
+        ZIP_WARN("GPU codec engine (device %d): a decode left no result", device_);
+        b.jobs[i] = nullptr;
+        fail_job(j);
+        continue;
+      }
       j->status = static_cast<zipccl::Status>(r.status);
       j->out_bytes = r.bytes;
       j->codec = static_cast<zipccl::Codec>(r.codec);
@@ -343,7 +349,7 @@ void GpuCodecEngine::on_kernels_done(Slot& b) {
       continue;
     }
     // Encode: the compressed message if coding paid, else the input itself, to the pinned buffer.
-    const bool coded = r.status == int32_t(zipccl::Status::kOk) && !r.raw_from_input &&
+    const bool coded = r.done && r.status == int32_t(zipccl::Status::kOk) && !r.raw_from_input &&
                        r.codec != uint8_t(zipccl::Codec::Raw) && r.bytes <= j->dst_cap;
     j->status = zipccl::Status::kOk;
     j->codec = coded ? static_cast<zipccl::Codec>(r.codec) : zipccl::Codec::Raw;
