@@ -137,7 +137,8 @@ def main():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    print(f"torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+    v = torch.cuda.nccl.version()
+    print(f"torch {torch.__version__}, NCCL {'.'.join(map(str, v)) if isinstance(v, tuple) else v}, "
           f"NCCL_NET={os.environ.get('NCCL_NET', '')} NCCL_NET_PLUGIN={os.environ.get('NCCL_NET_PLUGIN', '')} "
           f"NCCL_ZIP_ENABLE={os.environ.get('NCCL_ZIP_ENABLE', '')}", flush=True)
     mp.start_processes(worker, args=(port, args), nprocs=WORLD, start_method="spawn")
