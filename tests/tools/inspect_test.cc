@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis.h"
+#include "fp16.h"
 #include "synth.h"
 #include "tensor_file.h"
 #include "zipccl/codec.h"
@@ -356,3 +357,26 @@ TEST(Analysis, RealData) {
 }
 
 }  // namespace
+
+// The half-precision helpers replace _Float16 (which clang 14 lacks on x86): every half survives
+// half -> double -> float -> half, and ties round to even.
+TEST(Fp16, EveryPatternRoundTripsAndTiesRoundToEven) {
+  using zipccl::tools::float_to_fp16;
+  using zipccl::tools::fp16_to_double;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const double d = fp16_to_double(uint16_t(h));
+    if (std::isnan(d)) {
+      EXPECT_EQ(float_to_fp16(float(d)) & 0x7C00, 0x7C00) << h;
+      continue;
+    }
+    EXPECT_EQ(float_to_fp16(float(d)), h) << h;
+  }
+  EXPECT_EQ(fp16_to_double(0x3C00), 1.0);
+  EXPECT_EQ(fp16_to_double(0x0001), std::ldexp(1.0, -24));
+  EXPECT_EQ(float_to_fp16(1.0f + std::ldexp(1.0f, -11)), 0x3C00);          // tie -> even (down)
+  EXPECT_EQ(float_to_fp16(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3C02);      // tie -> even (up)
+  EXPECT_EQ(float_to_fp16(std::ldexp(1.0f, -25)), 0x0000);                 // tie below the smallest subnormal
+  EXPECT_EQ(float_to_fp16(65519.0f), 0x7BFF);
+  EXPECT_EQ(float_to_fp16(65520.0f), 0x7C00);
+  EXPECT_EQ(float_to_fp16(-1e-10f), 0x8000);
+}

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "fp16.h"
 #include "zipccl/codec.h"
 
 namespace zipccl::tools {
@@ -20,12 +21,8 @@ double elem_value(Codec c, uint32_t v) {
       std::memcpy(&f, &u, 4);
       return f;
     }
-    case Codec::FP16: {
-      _Float16 h;
-      const uint16_t u = static_cast<uint16_t>(v);
-      std::memcpy(&h, &u, 2);
-      return double(h);
-    }
+    case Codec::FP16:
+      return fp16_to_double(static_cast<uint16_t>(v));
     default: {
       float f;
       std::memcpy(&f, &v, 4);

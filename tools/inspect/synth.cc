@@ -3,6 +3,8 @@
 #include <cstring>
 #include <random>
 
+#include "fp16.h"
+
 namespace zipccl::tools {
 
 const char* dist_name(Dist d) {
@@ -34,10 +36,7 @@ std::vector<uint8_t> synth(Codec c, Dist d, double scale, size_t elems, uint64_t
     if (c == Codec::BF16) {
       u = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // round to nearest even (finite inputs)
     } else if (c == Codec::FP16) {
-      const _Float16 h = static_cast<_Float16>(f);
-      uint16_t w;
-      std::memcpy(&w, &h, 2);
-      u = w;
+      u = float_to_fp16(f);
     }
     std::memcpy(out.data() + i * es, &u, es);
   }
