@@ -106,8 +106,7 @@ Status encode(Codec c, const void* in_v, size_t n, void* out_v, size_t cap, size
   if (c == Codec::Raw || n < geometry(c).elem_bytes) return encode_raw(in, n, out, cap, out_bytes, opt);
 
   const Layout L = make_layout(c, n);
-  const uint64_t raw_total = kHeaderBytes + n;
-  const uint64_t limit = std::min<uint64_t>(raw_total, uint64_t(opt.max_ratio * double(n)) + kHeaderBytes);
+  const uint64_t limit = coded_limit(n, opt.max_ratio);
   if (L.off_esc > limit || L.off_esc > cap) return encode_raw(in, n, out, cap, out_bytes, opt);
 
   // Zero the fixed sections' padding so output bytes are fully determined by the input.

@@ -587,9 +587,7 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
       l.out = static_cast<uint8_t*>(e.out);
       l.bytes = e.bytes;
       l.cap = e.out_cap;
-      // The CPU encoder's limit, computed with the same double arithmetic.
-      l.limit = std::min<uint64_t>(kHeaderBytes + e.bytes,
-                                   uint64_t(opt.max_ratio * double(e.bytes)) + kHeaderBytes);
+      l.limit = coded_limit(e.bytes, opt.max_ratio);  // the CPU encoder's limit
       l.codec = static_cast<uint8_t>(e.codec);
       l.auto_codec = e.auto_codec;
       l.tile0 = tiles;

@@ -13,7 +13,8 @@ const char* status_string(Status s);
 
 struct EncodeOptions {
   bool checksum = false;  // store CRC32C of the original bytes
-  // Emit a raw message when the coded size would exceed this fraction of the input.
+  // Emit a raw message when the coded message would exceed max_ratio * input + 128 bytes (the
+  // header): see coded_limit() in format.h. Clamped to [0, 1].
   double max_ratio = 1.0;
 };
 

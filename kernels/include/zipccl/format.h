@@ -213,6 +213,14 @@ ZIPCCL_HD Status check_header(const Header& h, uint64_t in_bytes, Layout* out) {
   return Status::kOk;
 }
 
+// Largest coded message an encoder keeps for an input of n bytes under a caller's ratio limit
+// (clamped to [0, 1]; NaN counts as 0); anything larger goes out as a Raw message.
+inline uint64_t coded_limit(uint64_t n, double max_ratio) {
+  const double r = max_ratio >= 0 ? (max_ratio < 1 ? max_ratio : 1) : 0;
+  const uint64_t lim = uint64_t(r * double(n)) + kHeaderBytes;
+  return lim < n + kHeaderBytes ? lim : n + kHeaderBytes;
+}
+
 // Worst case of any encoder output for an input of n bytes: the raw fallback.
 ZIPCCL_HD uint64_t max_compressed_bytes(uint64_t n) { return kHeaderBytes + n; }
 
