@@ -143,23 +143,8 @@ TEST(Corrupt, LyingSizesInAConsistentHeader) {
   };
   for (const Case& k : cases) {
     const Layout L = make_layout(k.c, k.orig);
-    Header h{};
-    h.magic = kMagic;
-    h.version = kVersion;
-    h.codec = uint8_t(k.c);
-    h.tail_bytes = L.tail_bytes;
-    h.orig_bytes = k.orig;
-    h.n_elems = L.n_elems;
-    h.block_elems = k.c == Codec::Raw ? 0 : kBlockElems;
-    h.n_blocks = L.n_blocks;
-    h.off_table = L.off_table;
-    h.off_res = L.off_res;
-    h.res_stride = L.res_stride;
-    h.off_bits = L.off_bits;
-    h.bit_stride = L.bit_stride;
-    h.off_esc = L.off_esc;
-    h.esc_bytes = k.c == Codec::Raw ? k.orig : 0;
-    h.total_bytes = L.off_esc + h.esc_bytes;
+    const uint8_t no_tail[4] = {};
+    const Header h = make_header(L, k.c == Codec::Raw ? k.orig : 0, no_tail, false, 0);
     Bytes msg(sizeof h);
     std::memcpy(msg.data(), &h, sizeof h);
     Result r = try_decode(msg, 64);
