@@ -34,24 +34,17 @@ struct Mr {
 };
 
 // Reusable host buffers for compressed bytes, so the data path does not allocate once warm.
-// Device buffers' staging is pinned (copies from pageable memory would block the thread).
 class StagingPool {
  public:
   struct Buf {
-    std::unique_ptr<char, void (*)(char*)> p{nullptr, free_host};
+    std::unique_ptr<char[]> p;
     size_t cap = 0;
   };
-  explicit StagingPool(bool pinned) : pinned_(pinned) {}
-  // A buffer of at least `bytes`; p is null if pinned memory could not be allocated.
   Buf take(size_t bytes);
   void give(Buf b);
   size_t held_bytes() const { return held_; }
 
  private:
-  static void free_host(char* p) { delete[] p; }
-  Buf make(size_t bytes);
-
-  const bool pinned_;
   std::vector<Buf> free_;
   size_t held_ = 0;  // bytes allocated, in use or free
 };
@@ -71,10 +64,6 @@ class Comm {
   virtual ncclResult_t test(Request* r, int* done, int* sizes) = 0;
   // Folds this connection's counters into its communicator's and logs its summary.
   void log_summary();
-  // Device memory of CUDA device `device` is registered: its GPU engine is acquired by the first
-  // registration (NCCL's service thread, device current). False (logged) when there is none or
-  // the comm already uses another device. Call with mutex() held.
-  bool use_device(int device);
 
  protected:
   // Sticky failure of this connection: logs once, returns the code for every later call.
@@ -82,24 +71,17 @@ class Comm {
   // The transport's error, if any, as a failure of this connection.
   ncclResult_t check_conn();
 
-  // The codec engine for buffers of this kind (device memory: the GPU engine, which also copies
-  // raw messages between device and pinned host memory).
-  CodecEngine* engine_for(MemKind kind) const { return kind == MemKind::kHost ? cpu_codec_ : gpu_codec_; }
-  StagingPool& staging_for(MemKind kind) { return kind == MemKind::kHost ? staging_ : pinned_staging_; }
-  // Lets every engine in use complete jobs that need this thread (GPU events) and launch queued ones.
-  void poll_engines() {
-    cpu_codec_->poll();
-    if (gpu_codec_) gpu_codec_->poll();
-  }
+  // The codec engine for buffers of this kind, or null: such buffers always travel raw. This is
+  // where the GPU codec engine plugs in for device memory.
+  CodecEngine* engine_for(MemKind kind) const { return kind == MemKind::kHost ? cpu_codec_ : nullptr; }
+  // Lets every engine in use complete jobs that need this thread (GPU events).
+  void poll_engines() { cpu_codec_->poll(); }
 
   const Kind kind_;
   std::shared_ptr<NetCtx> ctx_;  // outlives finalize() if NCCL closes comms after it
   std::unique_ptr<Conn> conn_;
   CodecEngine* cpu_codec_;
-  CodecEngine* gpu_codec_ = nullptr;
-  int gpu_device_ = -1;
-  StagingPool staging_{false};
-  StagingPool pinned_staging_{true};  // device buffers' messages on the host side
+  StagingPool staging_;
   Stats stats_;
   ncclResult_t failed_ = ncclSuccess;
   std::mutex mu_;  // NCCL's service and progress threads may both touch a comm

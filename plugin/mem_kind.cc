@@ -1,12 +1,9 @@
 #include "mem_kind.h"
 
+#include <initializer_list>
 #include <dlfcn.h>
 
 #include <mutex>
-
-#ifdef ZIP_WITH_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace zip {
 namespace {
@@ -23,9 +20,6 @@ struct PointerAttributes {
 using GetAttributesFn = int (*)(PointerAttributes*, const void*);
 
 GetAttributesFn lookup() {
-#ifdef ZIP_WITH_CUDA
-  return reinterpret_cast<GetAttributesFn>(&cudaPointerGetAttributes);  // the layout above is CUDA's
-#endif
   // RTLD_NOLOAD: never pull CUDA into a process that does not use it already.
   for (const char* lib : {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}) {
     if (void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) {
@@ -39,15 +33,14 @@ GetAttributesFn lookup() {
 
 }  // namespace
 
-MemKind memory_kind(const void* p, int* device) {
+MemKind memory_kind(const void* p) {
   static std::once_flag once;
   static GetAttributesFn fn = nullptr;
   std::call_once(once, [] { fn = lookup(); });
-  *device = -1;
+  if (!fn) return MemKind::kHost;
   PointerAttributes a{};
-  if (!fn || fn(&a, p) != 0 || a.type != 2) return MemKind::kHost;
-  *device = a.device;
-  return MemKind::kDevice;
+  if (fn(&a, p) != 0) return MemKind::kHost;
+  return a.type == 2 ? MemKind::kDevice : MemKind::kHost;
 }
 
 }  // namespace zip

@@ -18,8 +18,6 @@ struct Params {
   int64_t handshake_timeout_ms; // NCCL_ZIP_HANDSHAKE_TIMEOUT_MS: silent inbound sockets dropped
   int64_t socket_timeout_ms;    // NCCL_ZIP_SOCKET_TIMEOUT_MS: TCP_USER_TIMEOUT, dead-peer bound
   bool checksum;                // NCCL_ZIP_CHECKSUM: CRC32C of each compressed message
-  bool gpu;                     // NCCL_ZIP_GPU: device buffers with the GPU codec (if built with it)
-  int64_t gpu_staging_mb;       // NCCL_ZIP_GPU_STAGING_MB: device staging per GPU (process-wide)
   std::string socket_ifname;    // NCCL_SOCKET_IFNAME
   std::string socket_family;    // NCCL_SOCKET_FAMILY: AF_INET, AF_INET6 or empty
   int socket_nthreads;          // NCCL_SOCKET_NTHREADS

@@ -4,7 +4,6 @@
 
 #include "log.h"
 #include "param.h"
-#include "zipccl/format.h"
 
 namespace zip {
 
@@ -51,10 +50,9 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.orig_bytes = s.wire_bytes = 0;
     // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
     // memory a codec engine can decode into.
-    s.kind = mr ? mr->kind : MemKind::kHost;
     s.engine = mr ? engine_for(mr->kind) : nullptr;
     s.compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
-                    s.capacity > 0 && zipccl::max_compressed_bytes(s.capacity) <= s.engine->max_message_bytes();
+                    s.capacity > 0;
     proto::CtsEntry& e = cts.e[i];
     e.tag = tags[i];
     e.flags = s.compress_ok ? uint32_t(proto::kCompressOk) : 0u;
@@ -79,10 +77,7 @@ ncclResult_t RecvComm::on_header(const proto::DataHeader& h) {
     return fail(ncclRemoteError, "protocol error: data header for no posted receive");
   Sub& s = r.subs[h.sub];
   const bool compressed = h.flags & proto::kCompressed;
-  // A compressed message has at least its header and decodes to at least one byte (the sender
-  // never compresses empty messages), so no engine is handed an empty job.
-  if (s.state != kWaitHeader || h.orig_bytes > s.capacity ||
-      (compressed && (!s.compress_ok || h.orig_bytes == 0 || h.wire_bytes < zipccl::kHeaderBytes)) ||
+  if (s.state != kWaitHeader || h.orig_bytes > s.capacity || (compressed && !s.compress_ok) ||
       (compressed ? h.wire_bytes > zipccl::max_compressed_bytes(s.capacity) : h.wire_bytes != h.orig_bytes))
     return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(h.seq) + ", " +
                                      std::to_string(h.orig_bytes) + " bytes) does not fit the receive");
@@ -90,10 +85,8 @@ ncclResult_t RecvComm::on_header(const proto::DataHeader& h) {
   s.orig_bytes = h.orig_bytes;
   s.wire_bytes = h.wire_bytes;
   char* dst = s.data;
-  // Compressed bytes, and any bytes for device memory (the socket cannot write it), are staged.
-  if (compressed || (s.kind == MemKind::kDevice && h.wire_bytes > 0)) {
-    s.stage = staging_for(s.kind).take(h.wire_bytes);
-    if (!s.stage.p) return fail(ncclSystemError, "no pinned staging memory for a device buffer");
+  if (compressed) {
+    s.stage = staging_.take(h.wire_bytes);
     dst = s.stage.p.get();
   }
   if (!conn_->post_recv(dst, h.wire_bytes, &s.xfer).ok()) return check_conn();
@@ -109,31 +102,28 @@ ncclResult_t RecvComm::advance(Req* r) {
       stats_.messages++;
       stats_.bytes_in += s.orig_bytes;
       stats_.bytes_wire += s.wire_bytes;
-      if (!s.stage.p) {  // raw, received in place
+      if (!s.compressed) {
         s.state = kDone;
         continue;
       }
-      stats_.compressed += s.compressed;
+      stats_.compressed++;
       CodecJob& j = s.job;
       j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
       j.cancelled.store(false, std::memory_order_relaxed);
-      j.op = s.compressed ? CodecJob::kDecode : CodecJob::kCopy;
+      j.op = CodecJob::kDecode;
       j.src = s.stage.p.get();
       j.src_bytes = s.wire_bytes;
       j.dst = s.data;
-      j.dst_cap = s.orig_bytes;  // the decoder must produce exactly this many bytes
+      j.dst_cap = s.capacity;
       s.state = kDecoding;
       s.engine->submit(&j);
     }
     if (s.state == kDecoding && s.job.done()) {
-      staging_for(s.kind).give(std::move(s.stage));
-      if (s.job.failed) return fail(ncclInternalError, "the GPU codec engine failed (see its warning)");
-      if (s.compressed) {
-        stats_.codec_ns += uint64_t(s.job.seconds * 1e9);
-        if (s.job.status != zipccl::Status::kOk || s.job.out_bytes != s.orig_bytes)
-          return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
-                                           "): " + zipccl::status_string(s.job.status));
-      }
+      stats_.codec_ns += uint64_t(s.job.seconds * 1e9);
+      staging_.give(std::move(s.stage));
+      if (s.job.status != zipccl::Status::kOk || s.job.out_bytes != s.orig_bytes)
+        return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") +
+                                         std::to_string(r->seq) + "): " + zipccl::status_string(s.job.status));
       s.state = kDone;
     }
   }
@@ -155,7 +145,6 @@ ncclResult_t RecvComm::progress() {
   for (Req& r : reqs_)
     if (r.in_use)
       if (ncclResult_t e = advance(&r)) return e;
-  poll_engines();  // launches the jobs just submitted, as one batch
   return ncclSuccess;
 }
 

@@ -1,8 +1,7 @@
 // Receiver side of a connection. irecv advertises its buffers in one clear-to-send record (and
 // whether each may receive compressed bytes); each DataHeader that comes back says where the
 // payload goes: straight into NCCL's buffer (raw) or into staging, decoded into NCCL's buffer on
-// the codec engine before the receive completes with the uncompressed size. Device buffers
-// receive into pinned staging; the GPU engine decodes into them or copies raw bytes there.
+// the codec engine before the receive completes with the uncompressed size.
 #pragma once
 
 #include "comm.h"
@@ -21,7 +20,7 @@ class RecvComm : public Comm {
   ncclResult_t test(Request* r, int* done, int* sizes) override;
 
  private:
-  enum SubState { kWaitHeader, kReceiving, kDecoding, kDone };  // kDecoding: any engine job
+  enum SubState { kWaitHeader, kReceiving, kDecoding, kDone };
   struct Sub {
     SubState state = kWaitHeader;
     char* data = nullptr;
@@ -30,7 +29,6 @@ class RecvComm : public Comm {
     bool compressed = false;
     size_t orig_bytes = 0, wire_bytes = 0;
     StagingPool::Buf stage;
-    MemKind kind = MemKind::kHost;
     CodecEngine* engine = nullptr;  // decodes into this buffer's memory kind; null: raw only
     Xfer xfer;
     CodecJob job;

@@ -43,37 +43,28 @@ ncclResult_t SendComm::read_cts() {
   }
 }
 
-ncclResult_t SendComm::finish_job(Req* r) {
+void SendComm::finish_compress(Req* r) {
   const CodecJob& j = r->job;
-  if (j.failed) return fail(ncclInternalError, "the GPU codec engine failed (see its warning)");
-  r->state = kReady;
-  const bool device = r->kind == MemKind::kDevice;
-  if (j.op == CodecJob::kCopy) {  // a device message sent raw, from pinned staging
-    r->wire = r->stage.p.get();
-    return ncclSuccess;
-  }
   stats_.codec_ns += uint64_t(j.seconds * 1e9);
-  // Host: pays only if coded (not the codec's raw fallback) and below NCCL_ZIP_MAX_RATIO. The GPU
-  // engine decides both itself: its staging holds either its encoded message or the raw input.
-  bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw;
-  if (pays && !device) {
-    zipccl::Header h;
-    std::memcpy(&h, r->stage.p.get(), sizeof h);
-    pays = double(j.out_bytes) <= params().max_ratio * double(r->size) && h.codec != uint8_t(zipccl::Codec::Raw);
-  }
-  r->compressed = pays;
-  r->wire_bytes = pays ? j.out_bytes : r->size;
-  if (pays || device) {
+  // Pays only if coded (not the codec's raw fallback) and below NCCL_ZIP_MAX_RATIO.
+  const bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw &&
+                    double(j.out_bytes) <= params().max_ratio * double(r->size);
+  zipccl::Header h;
+  if (pays) std::memcpy(&h, r->stage.p.get(), sizeof h);
+  if (pays && h.codec != uint8_t(zipccl::Codec::Raw)) {
+    r->compressed = true;
     r->wire = r->stage.p.get();
+    r->wire_bytes = j.out_bytes;
   } else {
+    r->compressed = false;
     r->wire = r->data;
+    r->wire_bytes = r->size;
     staging_.give(std::move(r->stage));
   }
   policy_.record(r->size, r->wire_bytes);
-  ZIP_TRACE("send seq %u: %zu bytes as %s -> %zu on the wire (%.3f ms in %s codec)", r->seq, r->size,
-            r->compressed ? zipccl::codec_name(j.codec) : "raw", r->wire_bytes, j.seconds * 1e3,
-            device ? "GPU" : "CPU");
-  return ncclSuccess;
+  ZIP_TRACE("send seq %u: %zu bytes as %s -> %zu on the wire (%.3f ms in codec)", r->seq, r->size,
+            r->compressed ? zipccl::codec_name(j.codec) : "raw", r->wire_bytes, j.seconds * 1e3);
+  r->state = kReady;
 }
 
 ncclResult_t SendComm::progress() {
@@ -84,7 +75,7 @@ ncclResult_t SendComm::progress() {
     Req* r = unposted_.front();
     if (r->state == kCompressing) {
       if (!r->job.done()) break;
-      if (ncclResult_t e = finish_job(r)) return e;
+      finish_compress(r);
     }
     proto::DataHeader h{proto::kData, r->seq, r->sub, r->compressed ? uint32_t(proto::kCompressed) : 0u,
                         r->size, r->wire_bytes};
@@ -116,34 +107,22 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (size > e.capacity)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
                                       std::to_string(e.capacity) + " bytes");
-  CodecEngine* engine = mr ? engine_for(mr->kind) : nullptr;
-  const bool device = mr && mr->kind == MemKind::kDevice;
-  const bool compress = engine && (e.flags & proto::kCompressOk) &&
-                        zipccl::max_compressed_bytes(size) <= engine->max_message_bytes() &&
-                        policy_.should_compress(size, *engine);
-  // Device memory, even raw, goes through the GPU engine into pinned staging.
-  const bool job = compress || (device && size > 0);
-  StagingPool::Buf stage;
-  if (job) {
-    stage = staging_for(mr->kind).take(compress ? zipccl::max_compressed_bytes(size) : size);
-    if (!stage.p) return fail(ncclSystemError, "no pinned staging memory for a device buffer");
-  }
   Req* r = free_.back();
   free_.pop_back();
   r->data = static_cast<const char*>(data);
   r->size = size;
-  r->kind = device ? MemKind::kDevice : MemKind::kHost;
   r->seq = slot.cts.seq;
   r->sub = sub;
   r->compressed = false;
   r->wire = r->data;
   r->wire_bytes = size;
-  r->stage = std::move(stage);
-  if (job) {
+  CodecEngine* engine = mr ? engine_for(mr->kind) : nullptr;
+  if (engine && (e.flags & proto::kCompressOk) && policy_.should_compress(size, *engine)) {
+    r->stage = staging_.take(zipccl::max_compressed_bytes(size));
     CodecJob& j = r->job;
     j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
     j.cancelled.store(false, std::memory_order_relaxed);
-    j.op = compress ? CodecJob::kEncode : CodecJob::kCopy;
+    j.op = CodecJob::kEncode;
     j.src = data;
     j.src_bytes = size;
     j.dst = r->stage.p.get();
@@ -171,7 +150,7 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   if (r->state != kPosted || !r->xfer.done() || conn_->ctrl_backlog() != 0) return ncclSuccess;
   *done = 1;
   if (sizes) sizes[0] = int(r->size);
-  staging_for(r->kind).give(std::move(r->stage));
+  staging_.give(std::move(r->stage));
   r->state = kFree;
   free_.push_back(r);
   return ncclSuccess;

@@ -1,8 +1,6 @@
 // Sender side of a connection. Per message: match the receiver's next clear-to-send entry by tag,
 // decide raw or compressed, compress on the codec engine into staging, then (in isend order)
 // send the DataHeader and post the payload; done once the transport has taken every byte.
-// Device buffers always pass through the GPU engine (the socket cannot read device memory): it
-// leaves the compressed message or the raw bytes in pinned staging.
 #pragma once
 
 #include <deque>
@@ -22,12 +20,11 @@ class SendComm : public Comm {
   ncclResult_t test(Request* r, int* done, int* sizes) override;
 
  private:
-  enum State { kFree, kCompressing, kReady, kPosted };  // kCompressing: any engine job
+  enum State { kFree, kCompressing, kReady, kPosted };
   struct Req : Request {
     State state = kFree;
     const char* data = nullptr;
     size_t size = 0;
-    MemKind kind = MemKind::kHost;
     uint32_t seq = 0, sub = 0;
     bool compressed = false;
     const char* wire = nullptr;
@@ -44,7 +41,7 @@ class SendComm : public Comm {
 
   ncclResult_t progress();
   ncclResult_t read_cts();
-  ncclResult_t finish_job(Req* r);
+  void finish_compress(Req* r);
 
   CompressPolicy policy_;
   std::unique_ptr<Req[]> reqs_;
