@@ -1,5 +1,6 @@
 #include "socket_util.h"
 
+#include <initializer_list>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>

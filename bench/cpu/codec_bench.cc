@@ -6,6 +6,7 @@
 //
 // --cpu-time times with the thread's CPU clock instead of the wall clock: on a machine shared
 // with other jobs it leaves out the time the benchmark is not scheduled.
+#include <initializer_list>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -3,6 +3,7 @@
 // on real tensors and synthetic distributions. Prints markdown tables.
 //
 //   window_study [--data DIR] [--elems N]
+#include <initializer_list>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,7 @@
 // GPU codec benchmark: bulk throughput against a device-to-device copy measured in the same
 // run, and per-message latency from launch until the host can read the compressed size.
 // Usage: gpu_codec_bench [--quick | --bulk]. Prints markdown tables (--bulk: the bulk table only).
+#include <initializer_list>
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #include "exchange.h"
 
+#include <initializer_list>
 #include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>

@@ -3,6 +3,7 @@
 // table row per case; any byte mismatch fails the run.
 //
 //   zipccl-net-bench [--mib=N] [--plugin=PATH] [--version=8..11]
+#include <initializer_list>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
