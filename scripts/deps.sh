@@ -4,8 +4,7 @@
 set -euo pipefail
 
 # One entry per package: "package|check". The package is installed when its check (a shell
-# command) fails. Areas that need more add a line here (e.g. libibverbs-dev for verbs/:
-# "libibverbs-dev|test -e /usr/include/infiniband/verbs.h").
+# command) fails. Areas that need more add a line here.
 PACKAGES=(
   "cmake|command -v cmake"
   "ninja-build|command -v ninja"
@@ -13,6 +12,7 @@ PACKAGES=(
   "clang|command -v clang++"
   "pkg-config|command -v pkg-config"
   "libgtest-dev|test -e /usr/include/gtest/gtest.h && compgen -G '/usr/lib/*/libgtest_main.*' >/dev/null"
+  "libibverbs-dev|test -e /usr/include/infiniband/verbs.h"
 )
 
 apt_updated=0
