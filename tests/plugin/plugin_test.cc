@@ -206,35 +206,25 @@ TEST(Policy, IncompressibleDataGoesRaw) {
 
 // ---- LL / LL128: compressed bytes never land in a flag-polled buffer ---------------------------
 
+// The receiver marks its buffers flag-polled by `ll_flag` (one of the three signals NCCL gives);
+// the sender asks for compression on every message, and none may arrive compressed.
+void expect_ll_kept_raw(int version, const char* max, const char* ll_flag) {
+  const std::vector<std::string> args = {"--msgs=100", max, "--kind=bf16", "--seed=4"};
+  auto recv_args = args;
+  recv_args.push_back(ll_flag);
+  Pair p = run_pair(version, base_env("2"), recv_args, args);
+  SCOPED_TRACE("version " + std::to_string(version) + " " + ll_flag);
+  expect_ok(p);
+  EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
+}
+
 TEST(FlagPolled, IrecvHintKeepsLLRaw) {
-  for (int v : {9, 10, 11}) {
-    const std::vector<std::string> args = {"--msgs=100", "--max=65536", "--kind=bf16", "--seed=4"};
-    auto recv_args = args;
-    recv_args.push_back("--ll");
-    Pair p = run_pair(v, base_env("2"), recv_args, args);
-    SCOPED_TRACE("version " + std::to_string(v));
-    expect_ok(p);
-    EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
-  }
+  for (int v : {9, 10, 11}) expect_ll_kept_raw(v, "--max=65536", "--ll");
 }
 
-TEST(FlagPolled, LLSizedRegistrationKeepsV8Raw) {
-  const std::vector<std::string> args = {"--msgs=100", "--max=16384", "--kind=bf16", "--seed=4"};
-  auto recv_args = args;
-  recv_args.push_back("--ll-reg");
-  Pair p = run_pair(8, base_env("2"), recv_args, args);
-  expect_ok(p);
-  EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
-}
+TEST(FlagPolled, LLSizedRegistrationKeepsV8Raw) { expect_ll_kept_raw(8, "--max=16384", "--ll-reg"); }
 
-TEST(FlagPolled, SetNetAttrLLKeepsV11Raw) {
-  const std::vector<std::string> args = {"--msgs=100", "--max=65536", "--kind=bf16", "--seed=4"};
-  auto recv_args = args;
-  recv_args.push_back("--attr-ll");
-  Pair p = run_pair(11, base_env("2"), recv_args, args);
-  expect_ok(p);
-  EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
-}
+TEST(FlagPolled, SetNetAttrLLKeepsV11Raw) { expect_ll_kept_raw(11, "--max=65536", "--attr-ll"); }
 
 // ---- Failures ---------------------------------------------------------------------------------
 
