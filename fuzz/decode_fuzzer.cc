@@ -4,30 +4,18 @@
 // decoded bytes survive a fresh encode/decode.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "checks.h"
 #include "zipccl/codec.h"
 
 namespace {
 
-constexpr size_t kGuard = 64;
-constexpr uint8_t kGuardByte = 0xA5;
-
-void require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "decode_fuzzer: %s\n", what);
-    std::abort();
-  }
-}
-
-bool guard_intact(const std::vector<uint8_t>& b, size_t from) {
-  for (size_t i = from; i < b.size(); ++i)
-    if (b[i] != kGuardByte) return false;
-  return true;
-}
+using fuzz::guard_intact;
+using fuzz::kGuard;
+using fuzz::kGuardByte;
+using fuzz::require;
 
 // Most mutations of a message break its header and stop at parse_header. To reach the block
 // table and body as well, the header is also rewritten to agree with the layout that its codec

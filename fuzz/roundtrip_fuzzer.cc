@@ -3,30 +3,18 @@
 // byte 1 picks the input and output misalignment (low and high nibble); the rest is the data.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "checks.h"
 #include "zipccl/codec.h"
 
 namespace {
 
-constexpr size_t kGuard = 64;
-constexpr uint8_t kGuardByte = 0xA5;
-
-void require(bool ok, const char* what) {
-  if (!ok) {
-    std::fprintf(stderr, "roundtrip_fuzzer: %s\n", what);
-    std::abort();
-  }
-}
-
-bool guard_intact(const std::vector<uint8_t>& b, size_t from) {
-  for (size_t i = from; i < b.size(); ++i)
-    if (b[i] != kGuardByte) return false;
-  return true;
-}
+using fuzz::guard_intact;
+using fuzz::kGuard;
+using fuzz::kGuardByte;
+using fuzz::require;
 
 void round_trip(zipccl::Codec c, const zipccl::EncodeOptions& opt, const uint8_t* in, size_t n, size_t in_off,
                 size_t out_off) {
