@@ -1,6 +1,9 @@
 #include "comm.h"
 
+#include <chrono>
+
 #include "log.h"
+#include "param.h"
 
 namespace zip {
 
@@ -32,15 +35,45 @@ void StagingPool::give(Buf b) {
 }
 
 Comm::Comm(Kind kind, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn)
-    : kind_(kind), ctx_(std::move(ctx)), conn_(std::move(conn)), cpu_codec_(acquire_cpu_codec()) {}
+    : kind_(kind),
+      ctx_(std::move(ctx)),
+      conn_(std::move(conn)),
+      cpu_codec_(acquire_cpu_codec()),
+      stall_warn_ms_(params().stall_warn_ms) {}
 
-Comm::~Comm() { release_cpu_codec(); }
+int64_t Comm::now_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+void Comm::log_stall(const std::string& state) {
+  ZIP_WARN("%s comm %s %s: request not done after %lld s (NCCL_ZIP_STALL_WARN_S): %s",
+           kind_ == kSend ? "send" : "recv", kind_ == kSend ? "to" : "from", conn_->peer().c_str(),
+           (long long)(stall_warn_ms_ / 1000), state.c_str());
+}
+
+Comm::~Comm() {
+  if (gpu_codec_) release_gpu_codec(gpu_device_);
+  release_cpu_codec();
+}
+
+bool Comm::use_device(int device) {
+  if (gpu_codec_) {
+    if (device == gpu_device_) return true;
+    ZIP_WARN("regMr: device memory of GPU %d on a connection that uses GPU %d", device, gpu_device_);
+    return false;
+  }
+  gpu_codec_ = acquire_gpu_codec(device);
+  if (!gpu_codec_) return false;
+  gpu_device_ = device;
+  return true;
+}
 
 void Comm::log_summary() {
   ctx_->totals.add(stats_);
-  ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB", kind_ == kSend ? "send" : "recv",
+  ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB%s", kind_ == kSend ? "send" : "recv",
            kind_ == kSend ? "to" : "from", conn_->peer().c_str(), stats_.summary().c_str(),
-           double(staging_.held_bytes()) / 1e6);
+           double(staging_.held_bytes()) / 1e6, gpu_codec_ ? ", device buffers via the GPU codec" : "");
 }
 
 ncclResult_t Comm::fail(ncclResult_t code, const std::string& why) {

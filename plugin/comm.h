@@ -31,6 +31,17 @@ struct Mr {
   // NCCL's kernel polls flags inside this buffer (LL/LL128): recognised by size, since NCCL
   // registers each protocol's buffer separately with NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE bytes.
   bool flag_polled;
+  // Device memory: a pinned host buffer of the same size, allocated at registration. A message
+  // at base + o is staged at mirror + o (sent raw, compressed, or received), so the data path
+  // never allocates pinned memory: cudaHostAlloc may synchronise the device, and NCCL's kernel
+  // may be waiting for this very message.
+  char* mirror;
+  // The staging of a message of `bytes` at `data`, or null when it lies outside this buffer.
+  char* mirror_of(const void* data, size_t bytes) const {
+    const char* p = static_cast<const char*>(data);
+    if (!mirror || p < base || bytes > size || size_t(p - base) > size - bytes) return nullptr;
+    return mirror + (p - base);
+  }
 };
 
 // Reusable host buffers for compressed bytes, so the data path does not allocate once warm.
@@ -52,6 +63,8 @@ class StagingPool {
 class Comm;
 struct Request {
   Comm* comm;
+  int64_t posted_ms = 0;  // when isend/irecv returned it
+  bool stall_logged = false;
 };
 
 class Comm {
@@ -64,26 +77,46 @@ class Comm {
   virtual ncclResult_t test(Request* r, int* done, int* sizes) = 0;
   // Folds this connection's counters into its communicator's and logs its summary.
   void log_summary();
+  // Device memory of CUDA device `device` is registered: its GPU engine is acquired by the first
+  // registration (NCCL's service thread, device current). False (logged) when there is none or
+  // the comm already uses another device. Call with mutex() held.
+  bool use_device(int device);
 
  protected:
   // Sticky failure of this connection: logs once, returns the code for every later call.
   ncclResult_t fail(ncclResult_t code, const std::string& why);
   // The transport's error, if any, as a failure of this connection.
   ncclResult_t check_conn();
+  // A request NCCL still tests after NCCL_ZIP_STALL_WARN_S is logged once, with its state, so a
+  // hang can be told apart from a slow peer. describe() is called only then.
+  template <class F>
+  void log_if_stalled(Request* r, F describe) {
+    if (r->stall_logged || stall_warn_ms_ <= 0 || now_ms() - r->posted_ms < stall_warn_ms_) return;
+    r->stall_logged = true;
+    log_stall(describe());
+  }
+  static int64_t now_ms();
+  void log_stall(const std::string& state);
 
-  // The codec engine for buffers of this kind, or null: such buffers always travel raw. This is
-  // where the GPU codec engine plugs in for device memory.
-  CodecEngine* engine_for(MemKind kind) const { return kind == MemKind::kHost ? cpu_codec_ : nullptr; }
-  // Lets every engine in use complete jobs that need this thread (GPU events).
-  void poll_engines() { cpu_codec_->poll(); }
+  // The codec engine for buffers of this kind (device memory: the GPU engine, which also copies
+  // raw messages between device memory and their pinned mirror).
+  CodecEngine* engine_for(MemKind kind) const { return kind == MemKind::kHost ? cpu_codec_ : gpu_codec_; }
+  // Lets every engine in use complete jobs that need this thread (GPU events) and launch queued ones.
+  void poll_engines() {
+    cpu_codec_->poll();
+    if (gpu_codec_) gpu_codec_->poll();
+  }
 
   const Kind kind_;
   std::shared_ptr<NetCtx> ctx_;  // outlives finalize() if NCCL closes comms after it
   std::unique_ptr<Conn> conn_;
   CodecEngine* cpu_codec_;
-  StagingPool staging_;
+  CodecEngine* gpu_codec_ = nullptr;
+  int gpu_device_ = -1;
+  StagingPool staging_;  // host buffers' compressed messages
   Stats stats_;
   ncclResult_t failed_ = ncclSuccess;
+  const int64_t stall_warn_ms_;
   std::mutex mu_;  // NCCL's service and progress threads may both touch a comm
 };
 

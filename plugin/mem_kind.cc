@@ -1,9 +1,13 @@
 #include "mem_kind.h"
 
-#include <initializer_list>
 #include <dlfcn.h>
 
+#include <initializer_list>
 #include <mutex>
+
+#ifdef ZIP_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace zip {
 namespace {
@@ -20,6 +24,9 @@ struct PointerAttributes {
 using GetAttributesFn = int (*)(PointerAttributes*, const void*);
 
 GetAttributesFn lookup() {
+#ifdef ZIP_WITH_CUDA
+  return reinterpret_cast<GetAttributesFn>(&cudaPointerGetAttributes);  // the layout above is CUDA's
+#endif
   // RTLD_NOLOAD: never pull CUDA into a process that does not use it already.
   for (const char* lib : {"libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"}) {
     if (void* h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD)) {
@@ -33,14 +40,15 @@ GetAttributesFn lookup() {
 
 }  // namespace
 
-MemKind memory_kind(const void* p) {
+MemKind memory_kind(const void* p, int* device) {
   static std::once_flag once;
   static GetAttributesFn fn = nullptr;
   std::call_once(once, [] { fn = lookup(); });
-  if (!fn) return MemKind::kHost;
+  *device = -1;
   PointerAttributes a{};
-  if (fn(&a, p) != 0) return MemKind::kHost;
-  return a.type == 2 ? MemKind::kDevice : MemKind::kHost;
+  if (!fn || fn(&a, p) != 0 || a.type != 2) return MemKind::kHost;
+  *device = a.device;
+  return MemKind::kDevice;
 }
 
 }  // namespace zip

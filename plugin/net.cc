@@ -37,6 +37,7 @@ struct ListenComm {
 std::mutex g_mu;
 std::unique_ptr<Transport> g_transport;  // created by the first init, kept for the process
 std::shared_ptr<NetCtx> g_process_ctx;
+bool g_cuda = false;  // device buffers offered to NCCL (NCCL_PTR_CUDA): decided by the first init
 
 std::shared_ptr<NetCtx> ctx_of(void* ctx) {
   return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
@@ -62,6 +63,15 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
     const Params& p = params();
     ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %d socket threads x %d sockets",
              g_transport->name(), devs.c_str(), mode_name(p.mode), p.socket_nthreads, p.nsocks_per_thread);
+    const char* why = "";
+    g_cuda = gpu_codec_usable(&why);
+    if (g_cuda)
+      ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: ptrSupport HOST|CUDA, staged through pinned memory, "
+               "coded by the GPU codec (NCCL_ZIP_GPU=1, experimental: can deadlock when the application "
+               "blocks in CUDA while a collective runs)");
+    else
+      ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: ptrSupport HOST only (%s); NCCL stages through host memory",
+               why);
   }
   if (g_transport->num_devices() == 0) {
     ZIP_WARN("no usable network interface (NCCL_SOCKET_IFNAME=%s NCCL_SOCKET_FAMILY=%s)",
@@ -96,9 +106,9 @@ ncclResult_t properties(int dev, Props* p) {
   p->name = const_cast<char*>(d.name.c_str());
   p->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
   p->guid = uint64_t(dev);
-  // Host memory only for now: a socket cannot read device memory, and the pinned staging path
-  // for device buffers arrives with the GPU codec.
-  p->ptr_support = NCCL_PTR_HOST;
+  // A socket cannot read device memory: device buffers are offered only where the GPU engine
+  // stages them through pinned host memory.
+  p->ptr_support = g_cuda ? NCCL_PTR_HOST | NCCL_PTR_CUDA : NCCL_PTR_HOST;
   p->speed_mbps = d.speed_mbps;
   p->max_comms = 65536;
   p->max_recvs = int(proto::kMaxRecvs);
@@ -157,26 +167,43 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
 ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
   *mhandle = nullptr;
   auto* c = static_cast<Comm*>(comm);
-  const MemKind kind = type == NCCL_PTR_CUDA ? MemKind::kDevice : memory_kind(data);
-  if (kind == MemKind::kDevice) {
-    ZIP_WARN("regMr: %p (%zu bytes) is device memory; this build moves host memory only (ptrSupport HOST)",
-             data, size);
+  int device = -1;
+  const MemKind kind = memory_kind(data, &device);
+  if (type == NCCL_PTR_CUDA && kind != MemKind::kDevice) {
+    ZIP_WARN("regMr: %p (%zu bytes) announced as device memory, but CUDA does not know it as such", data, size);
     return ncclInvalidUsage;
+  }
+  if (kind == MemKind::kDevice) {
+    std::lock_guard<std::mutex> g(c->mutex());  // the progress thread may be polling this comm
+    if (!g_cuda || !c->use_device(device)) {
+      ZIP_WARN("regMr: %p (%zu bytes) is memory of GPU %d, which this plugin cannot move%s", data, size, device,
+               g_cuda ? " (no GPU codec engine)" : " (ptrSupport HOST)");
+      return ncclInvalidUsage;
+    }
   }
   const Params& p = params();
   const bool flag_polled = c->kind() == Comm::kRecv &&
                            (int64_t(size) == p.ll_buffsize || int64_t(size) == p.ll128_buffsize);
-  *mhandle = new Mr{static_cast<char*>(data), size, kind, flag_polled};
-  ZIP_TRACE("regMr %p %zu bytes%s", data, size, flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
+  char* mirror = nullptr;
+  if (kind == MemKind::kDevice && size > 0) {  // NCCL's service thread: allocating here is safe
+    mirror = alloc_pinned(size);
+    if (!mirror) return ncclSystemError;  // alloc_pinned logged why
+  }
+  *mhandle = new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror};
+  ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size, kind == MemKind::kDevice ? "device" : "host",
+            flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
   return ncclSuccess;
 }
 
 ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t, int, void** mhandle) {
-  return reg_mr(comm, data, size, type, mhandle);  // a dma-buf is device memory: refused there
+  // The socket path never needs the dma-buf fd: the buffer is registered like regMr's.
+  return reg_mr(comm, data, size, type, mhandle);
 }
 
 ncclResult_t dereg_mr(void*, void* mhandle) {
-  delete static_cast<Mr*>(mhandle);
+  auto* mr = static_cast<Mr*>(mhandle);
+  if (mr && mr->mirror) free_pinned(mr->mirror);
+  delete mr;
   return ncclSuccess;
 }
 
@@ -195,7 +222,8 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags
 }
 
 ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
-  // Everything we receive was written by the CPU into host memory: nothing to flush.
+  // Host memory was written by the CPU, device memory by the GPU engine's stream, whose work is
+  // complete before test() reports the receive: nothing to flush.
   *request = nullptr;
   return ncclSuccess;
 }

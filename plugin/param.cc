@@ -42,6 +42,9 @@ Params load() {
   p.handshake_timeout_ms = env_int("NCCL_ZIP_HANDSHAKE_TIMEOUT_MS", 10000, 1, 3600 * 1000);
   p.socket_timeout_ms = env_int("NCCL_ZIP_SOCKET_TIMEOUT_MS", 30000, 0, 3600 * 1000);
   p.checksum = env_int("NCCL_ZIP_CHECKSUM", 0, 0, 1) != 0;
+  p.gpu = env_int("NCCL_ZIP_GPU", 0, 0, 1) != 0;
+  p.gpu_staging_mb = env_int("NCCL_ZIP_GPU_STAGING_MB", 64, 1, 1 << 16);
+  p.stall_warn_ms = env_int("NCCL_ZIP_STALL_WARN_S", 60, 0, 24 * 3600) * 1000;
   p.socket_ifname = env_str("NCCL_SOCKET_IFNAME");
   p.socket_family = env_str("NCCL_SOCKET_FAMILY");
   p.socket_nthreads = int(env_int("NCCL_SOCKET_NTHREADS", 2, 1, kMaxThreads));

@@ -18,6 +18,12 @@ struct Params {
   int64_t handshake_timeout_ms; // NCCL_ZIP_HANDSHAKE_TIMEOUT_MS: silent inbound sockets dropped
   int64_t socket_timeout_ms;    // NCCL_ZIP_SOCKET_TIMEOUT_MS: TCP_USER_TIMEOUT, dead-peer bound
   bool checksum;                // NCCL_ZIP_CHECKSUM: CRC32C of each compressed message
+  // NCCL_ZIP_GPU=1: device buffers with the GPU codec (if built with it). Off by default: the
+  // engine calls CUDA from NCCL's proxy thread, and the driver can block such a call behind an
+  // application thread that waits for NCCL's kernel (docs/plugin.md, "Device buffers").
+  bool gpu;
+  int64_t gpu_staging_mb;       // NCCL_ZIP_GPU_STAGING_MB: device staging per GPU (process-wide)
+  int64_t stall_warn_ms;        // NCCL_ZIP_STALL_WARN_S: log a request still not done after this (0: never)
   std::string socket_ifname;    // NCCL_SOCKET_IFNAME
   std::string socket_family;    // NCCL_SOCKET_FAMILY: AF_INET, AF_INET6 or empty
   int socket_nthreads;          // NCCL_SOCKET_NTHREADS

@@ -4,6 +4,7 @@
 
 #include "log.h"
 #include "param.h"
+#include "zipccl/format.h"
 
 namespace zip {
 
@@ -50,9 +51,15 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.orig_bytes = s.wire_bytes = 0;
     // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
     // memory a codec engine can decode into.
+    s.kind = mr ? mr->kind : MemKind::kHost;
+    s.mirror = s.kind == MemKind::kDevice ? mr->mirror_of(s.data, s.capacity) : nullptr;
+    if (s.kind == MemKind::kDevice && !s.mirror)
+      return fail(ncclInvalidUsage, "irecv of " + std::to_string(s.capacity) + " bytes outside its registered buffer");
     s.engine = mr ? engine_for(mr->kind) : nullptr;
     s.compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
-                    s.capacity > 0;
+                    s.capacity > 0 && zipccl::max_compressed_bytes(s.capacity) <= s.engine->max_message_bytes();
+    // A device buffer's compressed message must fit its mirror slot.
+    s.staging_bytes = !s.compress_ok ? 0 : s.mirror ? s.capacity : zipccl::max_compressed_bytes(s.capacity);
     proto::CtsEntry& e = cts.e[i];
     e.tag = tags[i];
     e.flags = s.compress_ok ? uint32_t(proto::kCompressOk) : 0u;
@@ -60,13 +67,15 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     e.target_addr = reinterpret_cast<uintptr_t>(s.data);
     // The socket transport places bytes itself and allocates staging when a compressed message
     // is announced; an RDMA transport will advertise a registered staging slot here.
-    e.staging_bytes = s.compress_ok ? zipccl::max_compressed_bytes(s.capacity) : 0;
+    e.staging_bytes = s.staging_bytes;
   }
   if (!conn_->send_ctrl(&cts, sizeof cts).ok()) return check_conn();
   r.in_use = true;
   r.seq = next_seq_++;
   r.n = uint32_t(n);
   awaiting_headers_ += uint32_t(n);
+  r.posted_ms = now_ms();
+  r.stall_logged = false;
   *request = &r;
   return ncclSuccess;
 }
@@ -77,15 +86,22 @@ ncclResult_t RecvComm::on_header(const proto::DataHeader& h) {
     return fail(ncclRemoteError, "protocol error: data header for no posted receive");
   Sub& s = r.subs[h.sub];
   const bool compressed = h.flags & proto::kCompressed;
-  if (s.state != kWaitHeader || h.orig_bytes > s.capacity || (compressed && !s.compress_ok) ||
-      (compressed ? h.wire_bytes > zipccl::max_compressed_bytes(s.capacity) : h.wire_bytes != h.orig_bytes))
+  // A compressed message has at least its header and decodes to at least one byte (the sender
+  // never compresses empty messages), so no engine is handed an empty job.
+  if (s.state != kWaitHeader || h.orig_bytes > s.capacity ||
+      (compressed && (!s.compress_ok || h.orig_bytes == 0 || h.wire_bytes < zipccl::kHeaderBytes)) ||
+      (compressed ? h.wire_bytes > s.staging_bytes : h.wire_bytes != h.orig_bytes))
     return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(h.seq) + ", " +
                                      std::to_string(h.orig_bytes) + " bytes) does not fit the receive");
   s.compressed = compressed;
   s.orig_bytes = h.orig_bytes;
   s.wire_bytes = h.wire_bytes;
   char* dst = s.data;
-  if (compressed) {
+  // Any bytes for device memory land in its mirror (a socket cannot write device memory), host
+  // buffers' compressed bytes in staging.
+  if (s.mirror) {
+    dst = s.mirror;
+  } else if (compressed) {
     s.stage = staging_.take(h.wire_bytes);
     dst = s.stage.p.get();
   }
@@ -102,28 +118,32 @@ ncclResult_t RecvComm::advance(Req* r) {
       stats_.messages++;
       stats_.bytes_in += s.orig_bytes;
       stats_.bytes_wire += s.wire_bytes;
-      if (!s.compressed) {
+      const char* staged = s.mirror ? s.mirror : s.stage.p.get();
+      if (!staged || s.wire_bytes == 0) {  // raw, received in place (or nothing to copy)
         s.state = kDone;
         continue;
       }
-      stats_.compressed++;
+      stats_.compressed += s.compressed;
       CodecJob& j = s.job;
       j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
       j.cancelled.store(false, std::memory_order_relaxed);
-      j.op = CodecJob::kDecode;
-      j.src = s.stage.p.get();
+      j.op = s.compressed ? CodecJob::kDecode : CodecJob::kCopy;
+      j.src = staged;
       j.src_bytes = s.wire_bytes;
       j.dst = s.data;
-      j.dst_cap = s.capacity;
+      j.dst_cap = s.orig_bytes;  // the decoder must produce exactly this many bytes
       s.state = kDecoding;
       s.engine->submit(&j);
     }
     if (s.state == kDecoding && s.job.done()) {
-      stats_.codec_ns += uint64_t(s.job.seconds * 1e9);
       staging_.give(std::move(s.stage));
-      if (s.job.status != zipccl::Status::kOk || s.job.out_bytes != s.orig_bytes)
-        return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") +
-                                         std::to_string(r->seq) + "): " + zipccl::status_string(s.job.status));
+      if (s.job.failed) return fail(ncclInternalError, "the GPU codec engine failed (see its warning)");
+      if (s.compressed) {
+        stats_.codec_ns += uint64_t(s.job.seconds * 1e9);
+        if (s.job.status != zipccl::Status::kOk || s.job.out_bytes != s.orig_bytes)
+          return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
+                                           "): " + zipccl::status_string(s.job.status));
+      }
       s.state = kDone;
     }
   }
@@ -145,6 +165,7 @@ ncclResult_t RecvComm::progress() {
   for (Req& r : reqs_)
     if (r.in_use)
       if (ncclResult_t e = advance(&r)) return e;
+  poll_engines();  // launches the jobs just submitted, as one batch
   return ncclSuccess;
 }
 
@@ -158,6 +179,18 @@ ncclResult_t RecvComm::test(Request* req, int* done, int* sizes) {
     waiting_header |= r->subs[i].state == kWaitHeader;
   }
   if (!all) {
+    log_if_stalled(r, [&] {
+      static const char* const names[] = {"waiting for its header", "receiving", "in the codec engine", "done"};
+      std::string s = "seq " + std::to_string(r->seq) + ":";
+      for (uint32_t i = 0; i < r->n; ++i) {
+        const Sub& u = r->subs[i];
+        s += " [" + std::to_string(i) + "] " + names[u.state] + " (" + std::to_string(u.wire_bytes) + " of " +
+             std::to_string(u.capacity) + " bytes" + (u.kind == MemKind::kDevice ? ", device" : "") +
+             ", pieces left " + std::to_string(u.xfer.pending.load()) + ", job state " +
+             std::to_string(u.job.state.load()) + ")";
+      }
+      return s;
+    });
     if (waiting_header && conn_->peer_closed())
       return fail(ncclRemoteError, "sender closed the connection with a receive outstanding");
     return ncclSuccess;

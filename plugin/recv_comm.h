@@ -1,7 +1,9 @@
 // Receiver side of a connection. irecv advertises its buffers in one clear-to-send record (and
 // whether each may receive compressed bytes); each DataHeader that comes back says where the
 // payload goes: straight into NCCL's buffer (raw) or into staging, decoded into NCCL's buffer on
-// the codec engine before the receive completes with the uncompressed size.
+// the codec engine before the receive completes with the uncompressed size. Device buffers
+// receive into their pinned mirror (Mr::mirror_of); the GPU engine decodes from there into them
+// or copies raw bytes.
 #pragma once
 
 #include "comm.h"
@@ -20,7 +22,7 @@ class RecvComm : public Comm {
   ncclResult_t test(Request* r, int* done, int* sizes) override;
 
  private:
-  enum SubState { kWaitHeader, kReceiving, kDecoding, kDone };
+  enum SubState { kWaitHeader, kReceiving, kDecoding, kDone };  // kDecoding: any engine job
   struct Sub {
     SubState state = kWaitHeader;
     char* data = nullptr;
@@ -28,7 +30,10 @@ class RecvComm : public Comm {
     bool compress_ok = false;
     bool compressed = false;
     size_t orig_bytes = 0, wire_bytes = 0;
-    StagingPool::Buf stage;
+    size_t staging_bytes = 0;  // largest compressed message accepted (advertised in the CTS)
+    StagingPool::Buf stage;    // host buffers: a compressed message
+    char* mirror = nullptr;    // device buffers: where every message lands first
+    MemKind kind = MemKind::kHost;
     CodecEngine* engine = nullptr;  // decodes into this buffer's memory kind; null: raw only
     Xfer xfer;
     CodecJob job;

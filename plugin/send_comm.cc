@@ -43,28 +43,41 @@ ncclResult_t SendComm::read_cts() {
   }
 }
 
-void SendComm::finish_compress(Req* r) {
+ncclResult_t SendComm::finish_job(Req* r) {
   const CodecJob& j = r->job;
+  if (j.failed) return fail(ncclInternalError, "the GPU codec engine failed (see its warning)");
+  r->state = kReady;
+  const bool device = r->kind == MemKind::kDevice;
+  if (j.op == CodecJob::kCopy) {  // a device message sent raw, from its mirror
+    r->wire = r->mirror;
+    return ncclSuccess;
+  }
   stats_.codec_ns += uint64_t(j.seconds * 1e9);
-  // Pays only if coded (not the codec's raw fallback) and below NCCL_ZIP_MAX_RATIO.
-  const bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw &&
-                    double(j.out_bytes) <= params().max_ratio * double(r->size);
-  zipccl::Header h;
-  if (pays) std::memcpy(&h, r->stage.p.get(), sizeof h);
-  if (pays && h.codec != uint8_t(zipccl::Codec::Raw)) {
-    r->compressed = true;
+  // Host: pays only if coded (not the codec's raw fallback), below NCCL_ZIP_MAX_RATIO and within
+  // the receiver's staging. The GPU engine decides all three itself: the mirror holds either its
+  // encoded message or the raw input.
+  bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw;
+  if (pays && !device) {
+    zipccl::Header h;
+    std::memcpy(&h, r->stage.p.get(), sizeof h);
+    pays = double(j.out_bytes) <= params().max_ratio * double(r->size) && j.out_bytes <= r->staging_cap &&
+           h.codec != uint8_t(zipccl::Codec::Raw);
+  }
+  r->compressed = pays;
+  r->wire_bytes = pays ? j.out_bytes : r->size;
+  if (device) {
+    r->wire = r->mirror;
+  } else if (pays) {
     r->wire = r->stage.p.get();
-    r->wire_bytes = j.out_bytes;
   } else {
-    r->compressed = false;
     r->wire = r->data;
-    r->wire_bytes = r->size;
     staging_.give(std::move(r->stage));
   }
   policy_.record(r->size, r->wire_bytes);
-  ZIP_TRACE("send seq %u: %zu bytes as %s -> %zu on the wire (%.3f ms in codec)", r->seq, r->size,
-            r->compressed ? zipccl::codec_name(j.codec) : "raw", r->wire_bytes, j.seconds * 1e3);
-  r->state = kReady;
+  ZIP_TRACE("send seq %u: %zu bytes as %s -> %zu on the wire (%.3f ms in %s codec)", r->seq, r->size,
+            r->compressed ? zipccl::codec_name(j.codec) : "raw", r->wire_bytes, j.seconds * 1e3,
+            device ? "GPU" : "CPU");
+  return ncclSuccess;
 }
 
 ncclResult_t SendComm::progress() {
@@ -75,7 +88,7 @@ ncclResult_t SendComm::progress() {
     Req* r = unposted_.front();
     if (r->state == kCompressing) {
       if (!r->job.done()) break;
-      finish_compress(r);
+      if (ncclResult_t e = finish_job(r)) return e;
     }
     proto::DataHeader h{proto::kData, r->seq, r->sub, r->compressed ? uint32_t(proto::kCompressed) : 0u,
                         r->size, r->wire_bytes};
@@ -91,42 +104,74 @@ ncclResult_t SendComm::progress() {
   return ncclSuccess;
 }
 
+// isend returns no request (NCCL retries): log it if that goes on for NCCL_ZIP_STALL_WARN_S.
+ncclResult_t SendComm::defer(size_t size, int tag) {
+  if (deferred_.posted_ms == 0) {
+    deferred_.posted_ms = now_ms();
+    deferred_.stall_logged = false;
+  }
+  log_if_stalled(&deferred_, [&] {
+    std::string s = "isend of " + std::to_string(size) + " bytes, tag " + std::to_string(tag) + " deferred: ";
+    if (fifo_.empty()) return s + "no clear-to-send from the receiver (next expected seq " + std::to_string(next_cts_seq_) + ")";
+    const proto::Cts& c = fifo_.front().cts;
+    s += "clear-to-send seq " + std::to_string(c.seq) + " has tags";
+    for (uint32_t i = 0; i < c.n; ++i) s += " " + std::to_string(c.e[i].tag) + ((fifo_.front().matched >> i & 1) ? "(matched)" : "");
+    return s + ", " + std::to_string(free_.size()) + " free requests";
+  });
+  return ncclSuccess;
+}
+
 ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** request) {
   *request = nullptr;
   if (ncclResult_t e = progress()) return e;
   if (ncclResult_t e = read_cts()) return e;  // clear-to-send records matter only here
   if (fifo_.empty()) {
     if (conn_->peer_closed()) return fail(ncclRemoteError, "receiver closed the connection");
-    return ncclSuccess;  // the receiver has not posted this receive yet: NCCL retries
+    return defer(size, tag);  // the receiver has not posted this receive yet: NCCL retries
   }
   CtsSlot& slot = fifo_.front();
   uint32_t sub = 0;
   while (sub < slot.cts.n && (slot.cts.e[sub].tag != tag || (slot.matched >> sub & 1))) ++sub;
-  if (sub == slot.cts.n || free_.empty()) return ncclSuccess;
+  if (sub == slot.cts.n || free_.empty()) return defer(size, tag);
+  deferred_.posted_ms = 0;
   const proto::CtsEntry& e = slot.cts.e[sub];
   if (size > e.capacity)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
                                       std::to_string(e.capacity) + " bytes");
+  const bool device = mr && mr->kind == MemKind::kDevice;
+  char* mirror = device ? mr->mirror_of(data, size) : nullptr;
+  if (device && !mirror)
+    return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes outside its registered buffer");
+  CodecEngine* engine = mr ? engine_for(mr->kind) : nullptr;
+  const bool compress = engine && (e.flags & proto::kCompressOk) &&
+                        zipccl::max_compressed_bytes(size) <= engine->max_message_bytes() &&
+                        policy_.should_compress(size, *engine);
   Req* r = free_.back();
   free_.pop_back();
   r->data = static_cast<const char*>(data);
   r->size = size;
+  r->kind = device ? MemKind::kDevice : MemKind::kHost;
   r->seq = slot.cts.seq;
   r->sub = sub;
   r->compressed = false;
   r->wire = r->data;
   r->wire_bytes = size;
-  CodecEngine* engine = mr ? engine_for(mr->kind) : nullptr;
-  if (engine && (e.flags & proto::kCompressOk) && policy_.should_compress(size, *engine)) {
-    r->stage = staging_.take(zipccl::max_compressed_bytes(size));
+  r->staging_cap = e.staging_bytes;
+  r->mirror = mirror;
+  // Device memory, even raw, goes through the GPU engine to its pinned mirror: a socket cannot
+  // read device memory.
+  if (compress || (device && size > 0)) {
+    if (!device) r->stage = staging_.take(zipccl::max_compressed_bytes(size));
     CodecJob& j = r->job;
     j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
     j.cancelled.store(false, std::memory_order_relaxed);
-    j.op = CodecJob::kEncode;
+    j.op = compress ? CodecJob::kEncode : CodecJob::kCopy;
     j.src = data;
     j.src_bytes = size;
-    j.dst = r->stage.p.get();
-    j.dst_cap = r->stage.cap;
+    j.dst = device ? mirror : r->stage.p.get();
+    // Device: the mirror slot holds `size` bytes; a coded message larger than that or than the
+    // receiver's staging is replaced by the raw input.
+    j.dst_cap = device ? std::min<size_t>(size, e.staging_bytes) : r->stage.cap;
     j.checksum = params().checksum;
     j.max_ratio = params().max_ratio;
     r->state = kCompressing;
@@ -137,6 +182,8 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   slot.matched |= 1u << sub;
   if (slot.matched == (1u << slot.cts.n) - 1) fifo_.pop_front();
   unposted_.push_back(r);
+  r->posted_ms = now_ms();
+  r->stall_logged = false;
   *request = r;
   return progress();
 }
@@ -147,7 +194,17 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   if (ncclResult_t e = progress()) return e;
   // NCCL reuses its buffer as soon as we say done: every byte must be with the transport,
   // the header included.
-  if (r->state != kPosted || !r->xfer.done() || conn_->ctrl_backlog() != 0) return ncclSuccess;
+  if (r->state != kPosted || !r->xfer.done() || conn_->ctrl_backlog() != 0) {
+    log_if_stalled(r, [&] {
+      static const char* const names[] = {"free", "in the codec engine", "waiting to be posted", "posted"};
+      return "seq " + std::to_string(r->seq) + " sub " + std::to_string(r->sub) + ", " + std::to_string(r->size) +
+             " bytes, " + names[r->state] + (r->kind == MemKind::kDevice ? " (device buffer)" : "") +
+             ", engine job state " + std::to_string(r->job.state.load()) + ", transfer pieces left " +
+             std::to_string(r->xfer.pending.load()) + ", control backlog " + std::to_string(conn_->ctrl_backlog()) +
+             " bytes";
+    });
+    return ncclSuccess;
+  }
   *done = 1;
   if (sizes) sizes[0] = int(r->size);
   staging_.give(std::move(r->stage));

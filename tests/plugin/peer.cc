@@ -4,8 +4,10 @@
 // in posting order, every received byte checked. Prints one "RESULT ..." line for the test.
 //
 //   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
-//            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error]
+//            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error] [--device]
 //   zip_peer send ... --handle=HEX
+// --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
+// checked in a host copy, moved to and from the device around the plugin's calls.
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
 #include <signal.h>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "device_mem.h"
 #include "net_client.h"
 #include "traffic.h"
 
@@ -33,7 +36,7 @@ struct Args {
   size_t max = 256 << 10;
   Kind kind = Kind::kMix;
   uint64_t seed = 1;
-  bool ll = false, ll_reg = false, attr_ll = false, expect_error = false;
+  bool ll = false, ll_reg = false, attr_ll = false, expect_error = false, device = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -58,6 +61,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--ll-reg") a.ll_reg = true;
     else if (s == "--attr-ll") a.attr_ll = true;
     else if (s == "--expect-error") a.expect_error = true;
+    else if (s == "--device") a.device = true;
     else {
       fprintf(stderr, "unknown argument %s\n", s.c_str());
       exit(2);
@@ -100,6 +104,34 @@ int finish(bool ok, const char* what, long done) {
     if (r_ != ncclSuccess) return on_error(#call, r_);                           \
   } while (0)
 
+// NCCL's buffer: host memory, or device memory mirrored by a host copy for generating and
+// checking the data.
+class Arena {
+ public:
+  Arena(size_t bytes, bool device) : host_(bytes), dev_(device ? static_cast<char*>(dev_alloc(bytes)) : nullptr) {
+    if (dev_) dev_fill(dev_, 0xA5, bytes);
+  }
+  ~Arena() {
+    if (dev_) dev_free(dev_);
+  }
+  char* host() { return host_.data(); }
+  size_t size() const { return host_.size(); }
+  // What the plugin is given.
+  char* nccl() { return dev_ ? dev_ : host_.data(); }
+  int type() const { return dev_ ? NCCL_PTR_CUDA : NCCL_PTR_HOST; }
+  // After the host copy of [off, off+n) was written / before it is read.
+  void push(size_t off, size_t n) {
+    if (dev_ && n) to_device(dev_ + off, host_.data() + off, n);
+  }
+  void pull(size_t off, size_t n) {
+    if (dev_ && n) from_device(host_.data() + off, dev_ + off, n);
+  }
+
+ private:
+  std::vector<char> host_;
+  char* dev_;
+};
+
 class Peer {
  public:
   explicit Peer(const Args& a) : a_(a), net_(a.plugin, a.version) {}
@@ -141,9 +173,9 @@ class Peer {
     const size_t slots = 32 * size_t(a_.group);
     const size_t arena_bytes = a_.ll_reg ? 524288 : slots * a_.max;
     if (a_.ll_reg && slots * a_.max > arena_bytes) return finish(false, "arena too small for --ll-reg", 0);
-    std::vector<char> arena(arena_bytes);
+    Arena arena(arena_bytes, a_.device);
     void* mh = nullptr;
-    CHECK_NCCL(net_.reg_mr(rc, arena.data(), arena.size(), NCCL_PTR_HOST, &mh));
+    CHECK_NCCL(net_.reg_mr(rc, arena.nccl(), arena.size(), arena.type(), &mh));
     std::deque<std::pair<void*, long>> inflight;  // request, group index
     long posted = 0;
     std::vector<char> want(a_.max);
@@ -155,7 +187,7 @@ class Peer {
         int tags[8];
         void* mhs[8];
         for (int j = 0; j < a_.group; ++j) {
-          data[j] = arena.data() + (slot * a_.group + j) * a_.max;
+          data[j] = arena.nccl() + (slot * a_.group + j) * a_.max;
           sizes[j] = a_.max;  // capacity: at least what the sender sends
           tags[j] = j;
           mhs[j] = mh;
@@ -173,7 +205,9 @@ class Peer {
       inflight.pop_front();
       for (int j = 0; j < a_.group; ++j) {
         const size_t n = msg_size(a_.seed, uint64_t(g), uint32_t(j), a_.max);
-        const char* got = arena.data() + (size_t(g % 32) * a_.group + j) * a_.max;
+        const size_t off = (size_t(g % 32) * a_.group + j) * a_.max;
+        arena.pull(off, n);
+        const char* got = arena.host() + off;
         fill(a_.kind, a_.seed, uint64_t(g), uint32_t(j), want.data(), n);
         if (size_t(sizes[j]) != n || memcmp(got, want.data(), n) != 0) {
           fprintf(stderr, "recv: message %ld sub %d: size %d (want %zu) or bytes differ\n", g, j, sizes[j], n);
@@ -197,9 +231,9 @@ class Peer {
     void* sc = nullptr;
     while (!sc) CHECK_NCCL(net_.connect(0, handle, &sc));
     const size_t slots = 32 * size_t(a_.group);
-    std::vector<char> arena(slots * a_.max);
+    Arena arena(slots * a_.max, a_.device);
     void* mh = nullptr;
-    CHECK_NCCL(net_.reg_mr(sc, arena.data(), arena.size(), NCCL_PTR_HOST, &mh));
+    CHECK_NCCL(net_.reg_mr(sc, arena.nccl(), arena.size(), arena.type(), &mh));
     // Each group's subs go out in a scrambled tag order: the plugin matches them by tag.
     struct Pending {
       void* req;
@@ -215,9 +249,11 @@ class Peer {
       while (next_g < a_.msgs && (left.empty() || next_g - left.begin()->first < 32)) {
         const int j = int((uint64_t(next_j) * 5 + uint64_t(next_g)) % uint64_t(a_.group));
         const size_t n = msg_size(a_.seed, uint64_t(next_g), uint32_t(j), a_.max);
-        char* buf = arena.data() + (size_t(next_g % 32) * a_.group + j) * a_.max;
+        const size_t off = (size_t(next_g % 32) * a_.group + j) * a_.max;
+        char* buf = arena.nccl() + off;
         if (next_j == 0) left[next_g] = a_.group;
-        fill(a_.kind, a_.seed, uint64_t(next_g), uint32_t(j), buf, n);
+        fill(a_.kind, a_.seed, uint64_t(next_g), uint32_t(j), arena.host() + off, n);
+        arena.push(off, n);
         void* req = nullptr;
         CHECK_NCCL(net_.isend(sc, buf, n, j, mh, &req));
         if (!req) {

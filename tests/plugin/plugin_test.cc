@@ -1,6 +1,6 @@
-// End-to-end tests of libnccl-net-zip.so through its exported ABI (no GPU needed): two zip_peer
-// processes exchanging through the real plugin over loopback, plus in-process tests of
-// properties, bad input and connect/close cycles.
+// End-to-end tests of libnccl-net-zip.so through its exported ABI: two zip_peer processes
+// exchanging through the real plugin over loopback, plus in-process tests of properties, bad
+// input and connect/close cycles. Device-buffer cases need a CUDA device and skip without one.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,12 +12,14 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "device_mem.h"
 #include "net_client.h"
 #include "spawn.h"
 #include "traffic.h"
@@ -90,6 +92,12 @@ Pair run_pair(int version, const Env& env, const std::vector<std::string>& recv_
   return r;
 }
 
+#define SKIP_WITHOUT_CUDA()                    \
+  do {                                         \
+    std::string why_;                          \
+    if (!have_cuda_device(&why_)) GTEST_SKIP() << why_; \
+  } while (0)
+
 void expect_ok(const Pair& p) {
   EXPECT_EQ(p.recv_rc, 0) << p.recv_result;
   EXPECT_EQ(p.send_rc, 0) << p.send_result;
@@ -153,6 +161,63 @@ TEST(ExchangeData, LLLikeLinesSurviveCompression) {
   Pair p = run_pair(11, base_env("2"), args, args);
   expect_ok(p);
 }
+
+// ---- Device buffers: the GPU codec engine, pinned staging, device <-> host copies ------------
+
+struct DeviceCase {
+  const char* name;
+  const char* kind;
+  const char* zip;
+  bool send_device, recv_device;
+  const char* extra;  // one more argument for both peers, or ""
+};
+
+class DeviceExchange : public ::testing::TestWithParam<DeviceCase> {};
+
+TEST_P(DeviceExchange, EveryByteChecked) {
+  SKIP_WITHOUT_CUDA();
+  const DeviceCase c = GetParam();
+  std::vector<std::string> args = {"--msgs=200", "--max=262144", std::string("--kind=") + c.kind, "--seed=21"};
+  if (*c.extra) args.push_back(c.extra);
+  auto recv_args = args, send_args = args;
+  if (c.recv_device) recv_args.push_back("--device");
+  if (c.send_device) send_args.push_back("--device");
+  Env env = base_env(c.zip);
+  env["NCCL_ZIP_GPU"] = "1";
+  env["NCCL_ZIP_LINK_MBPS"] = "100";  // auto: a slow link, so the measured GPU codec pays
+  Pair p = run_pair(11, env, recv_args, send_args);
+  expect_ok(p);
+  const long compressed = field(p.recv_result, "compressed");
+  const std::string kind = c.kind;
+  if (std::string(c.zip) == "0" || kind == "random" || kind == "ll" || std::string(c.extra) == "--ll")
+    EXPECT_EQ(compressed, 0) << p.recv_result;
+  else EXPECT_GT(compressed, 0) << p.recv_result;
+}
+
+// Without NCCL_ZIP_GPU=1 the plugin offers host memory only, and refuses device buffers cleanly.
+TEST(DeviceBuffers, NeedOptIn) {
+  SKIP_WITHOUT_CUDA();
+  const std::vector<std::string> args = {"--msgs=4", "--max=4096", "--kind=bf16", "--device"};
+  Env env = base_env("2");
+  env["NCCL_ZIP_GPU"] = "0";
+  Pair p = run_pair(11, env, args, args);
+  EXPECT_NE(p.recv_rc, 0) << p.recv_result;
+  EXPECT_NE(p.recv_result.find("reg_mr"), std::string::npos) << p.recv_result;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, DeviceExchange,
+    ::testing::Values(DeviceCase{"Bf16Always", "bf16", "2", true, true, ""},
+                      DeviceCase{"Bf16Off", "bf16", "0", true, true, ""},
+                      DeviceCase{"Bf16Auto", "bf16", "1", true, true, ""},
+                      DeviceCase{"Fp32Always", "fp32", "2", true, true, ""},
+                      DeviceCase{"RandomAlways", "random", "2", true, true, ""},
+                      DeviceCase{"LLLinesAlways", "ll", "2", true, true, ""},
+                      DeviceCase{"MixGrouped", "mix", "2", true, true, "--group=4"},
+                      DeviceCase{"DeviceToHost", "mix", "2", true, false, ""},
+                      DeviceCase{"HostToDevice", "mix", "2", false, true, ""},
+                      DeviceCase{"LLHintKeepsRaw", "bf16", "2", true, true, "--ll"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ExchangeData, ChecksummedMessagesAndTwoCodecThreads) {
   Env env = base_env("2");
@@ -318,7 +383,8 @@ TEST(InProcess, PropertiesForEveryVersion) {
     ASSERT_EQ(net.properties(0, &p), ncclSuccess);
     EXPECT_EQ(p.name, "lo");
     EXPECT_EQ(p.pci_path, "");  // loopback is virtual: NCCL must not see a PCI path
-    EXPECT_EQ(p.ptr_support, NCCL_PTR_HOST);
+    std::string why;
+    EXPECT_EQ(p.ptr_support, have_cuda_device(&why) ? NCCL_PTR_HOST | NCCL_PTR_CUDA : NCCL_PTR_HOST) << why;
     EXPECT_GT(p.speed, 0);
     EXPECT_EQ(p.max_recvs, 8);
     EXPECT_GT(p.max_comms, 0);
@@ -361,6 +427,51 @@ TEST(InProcess, DeviceMemoryRegistrationIsRefused) {
   void* mh = nullptr;
   EXPECT_EQ(net.reg_mr(sc, buf, sizeof buf, NCCL_PTR_CUDA, &mh), ncclInvalidUsage);
   EXPECT_EQ(mh, nullptr);
+  EXPECT_EQ(net.close_send(sc), ncclSuccess);
+  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
+  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
+  EXPECT_EQ(net.finalize(), ncclSuccess);
+}
+
+// A request that does not complete is logged once with its state (NCCL_ZIP_STALL_WARN_S, 1 s in
+// this process): a receive whose sender never sends, and an isend deferred for lack of a
+// clear-to-send.
+TEST(InProcess, StalledRequestsAreLogged) {
+  clear_log();
+  PluginNet net(ZIP_PLUGIN_PATH, 11);
+  ASSERT_EQ(net.init(), ncclSuccess);
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
+  while (!sc || !rc) {
+    if (!sc) ASSERT_EQ(net.connect(0, handle, &sc), ncclSuccess);
+    if (!rc) ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
+  }
+  std::vector<char> buf(4096);
+  void *smh = nullptr, *rmh = nullptr;
+  ASSERT_EQ(net.reg_mr(sc, buf.data(), buf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
+  ASSERT_EQ(net.reg_mr(rc, buf.data(), buf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  // The sender's tag matches no receive: isend stays deferred while the receive waits.
+  void* rreq = nullptr;
+  void* data = buf.data();
+  size_t size = buf.size();
+  int tag = 1;
+  ASSERT_EQ(net.irecv(rc, 1, &data, &size, &tag, &rmh, false, &rreq), ncclSuccess);
+  ASSERT_NE(rreq, nullptr);
+  const double end = now_s() + 1.5;
+  while (now_s() < end) {
+    void* sreq = nullptr;
+    ASSERT_EQ(net.isend(sc, buf.data(), 64, 2, smh, &sreq), ncclSuccess);
+    ASSERT_EQ(sreq, nullptr);
+    int done = 0;
+    ASSERT_EQ(net.test(rreq, &done, nullptr), ncclSuccess);
+    ASSERT_EQ(done, 0);
+  }
+  EXPECT_EQ(count_log("request not done after 1 s"), 2);
+  EXPECT_EQ(count_log("seq 0: [0] waiting for its header (0 of 4096 bytes"), 1);
+  EXPECT_EQ(count_log("isend of 64 bytes, tag 2 deferred: clear-to-send seq 0 has tags 1"), 1);
+  EXPECT_EQ(net.dereg_mr(sc, smh), ncclSuccess);
+  EXPECT_EQ(net.dereg_mr(rc, rmh), ncclSuccess);
   EXPECT_EQ(net.close_send(sc), ncclSuccess);
   EXPECT_EQ(net.close_recv(rc), ncclSuccess);
   EXPECT_EQ(net.close_listen(lc), ncclSuccess);
@@ -435,12 +546,14 @@ struct EvilCase {
   uint32_t flags;      // 1: compressed
   uint64_t orig, wire;
   const char* expect;  // in the WARN
+  bool device = false; // the receive buffer is device memory (GPU decode)
 };
 
 class EvilPeer : public ::testing::TestWithParam<EvilCase> {};
 
 TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   const EvilCase c = GetParam();
+  if (c.device) SKIP_WITHOUT_CUDA();
   clear_log();
   PluginNet net(ZIP_PLUGIN_PATH, 11);
   ASSERT_EQ(net.init(), ncclSuccess);
@@ -467,9 +580,11 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   }
   ASSERT_NE(rc, nullptr) << "a hello with the right nonce must be accepted";
   std::vector<char> rbuf(65536, 0x5A);
+  char* dev = c.device ? static_cast<char*>(dev_alloc(rbuf.size())) : nullptr;
+  if (dev) to_device(dev, rbuf.data(), rbuf.size());
+  void* data = dev ? dev : rbuf.data();
   void* mh = nullptr;
-  ASSERT_EQ(net.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
-  void* data = rbuf.data();
+  ASSERT_EQ(net.reg_mr(rc, data, rbuf.size(), dev ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &mh), ncclSuccess);
   size_t size = rbuf.size();
   int tag = 0;
   void* req = nullptr;
@@ -489,6 +604,10 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   EXPECT_EQ(r, ncclRemoteError);
   EXPECT_EQ(done, 0);
   EXPECT_GE(count_log(c.expect), 1) << "expected a WARN containing: " << c.expect;
+  if (dev) {
+    from_device(rbuf.data(), dev, rbuf.size());
+    dev_free(dev);
+  }
   if (c.flags) {  // whatever was decoded, nothing past the claimed size was written
     for (size_t i = c.orig; i < rbuf.size(); ++i) ASSERT_EQ(rbuf[i], 0x5A) << "byte " << i;
   }
@@ -505,7 +624,8 @@ INSTANTIATE_TEST_SUITE_P(
                       EvilCase{"CompressedIntoLL", true, 0, 1, 4096, 1000, "does not fit the receive"},
                       EvilCase{"LargerThanCapacity", false, 0, 0, 65537, 65537, "does not fit the receive"},
                       EvilCase{"RawSizeMismatch", false, 0, 0, 100, 200, "does not fit the receive"},
-                      EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"}),
+                      EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"},
+                      EvilCase{"CorruptCompressedIntoDevice", false, 0, 1, 4096, 1000, "corrupt compressed message", true}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Several communicators (v11 contexts) at once, each progressed by its own thread as NCCL's
@@ -596,6 +716,8 @@ int main(int argc, char** argv) {
   setenv("NCCL_SOCKET_NTHREADS", "1", 1);
   setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
   setenv("NCCL_ZIP_ENABLE", "2", 1);
+  setenv("NCCL_ZIP_GPU", "1", 1);  // the opt-in device-buffer path, where there is a GPU
+  setenv("NCCL_ZIP_STALL_WARN_S", "1", 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

@@ -1,0 +1,19 @@
+// Device memory for the plugin tests: real CUDA allocations when the build has CUDA, otherwise
+// nothing (device tests then skip). Every call checks its CUDA status and aborts with a message
+// on failure, so a test never continues on wrong data.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace ztest {
+
+// True if device buffers can be tested here; else *why says why (for GTEST_SKIP).
+bool have_cuda_device(std::string* why);
+void* dev_alloc(size_t bytes);
+void dev_free(void* p);
+void to_device(void* dst, const void* src, size_t bytes);
+void from_device(void* dst, const void* src, size_t bytes);
+void dev_fill(void* p, int byte, size_t bytes);
+
+}  // namespace ztest
