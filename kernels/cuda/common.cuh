@@ -64,6 +64,31 @@ inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
   return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + tile - 1) / tile);
 }
 
+// Completes a Launch whose items 0..m-1 are filled in except for their tiles: one tile per
+// MU * 8 KiB of each item's tile_size member (encode: input bytes; decode: output capacity),
+// which covers the units of every codec and Raw slices; MU = 2 for bulk batches. Points the
+// launch at its temp words and results. Returns the grid size, or 0 when temp is too small.
+inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size, void* temp, size_t temp_size,
+                              Result* results, bool* bulk) {
+  uint64_t total = 0;
+  for (int i = 0; i < m; ++i) total += P.items[i].*tile_size;
+  *bulk = total >= kBulkBytes;
+  const uint32_t tile = *bulk ? tile_bytes<2>() : tile_bytes<1>();
+  uint32_t tiles = 0;
+  for (int i = 0; i < m; ++i) {
+    P.items[i].tile0 = tiles;
+    P.items[i].tiles = tiles_for(P.items[i].*tile_size, tile);
+    tiles += P.items[i].tiles;
+  }
+  if (temp_size < kTempHead + size_t(tiles) * 8) return 0;
+  P.n = m;
+  P.item_done = static_cast<uint32_t*>(temp);
+  P.item_err = P.item_done + kMaxBatch;
+  P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
+  P.results = results;
+  return tiles;
+}
+
 __device__ __forceinline__ int find_item(const Launch& P) {
   int lo = 0, hi = P.n - 1;
   while (lo < hi) {

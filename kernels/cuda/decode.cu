@@ -335,13 +335,7 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
   if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
   for (int first = 0; first < n; first += kMaxBatch) {
     const int m = std::min(n - first, kMaxBatch);
-    uint64_t batch_bytes = 0;
-    for (int i = 0; i < m; ++i) batch_bytes += items[first + i].out_cap;
-    const bool bulk = batch_bytes >= kBulkBytes;
-    const uint32_t tile = bulk ? tile_bytes<2>() : tile_bytes<1>();
     Launch P{};
-    P.n = m;
-    uint32_t tiles = 0;
     for (int i = 0; i < m; ++i) {
       const DecodeItem& d = items[first + i];
       if ((d.in_bytes && !d.in) || (d.out_cap && !d.out)) return cudaErrorInvalidValue;
@@ -350,16 +344,10 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
       l.out = static_cast<uint8_t*>(d.out);
       l.bytes = d.in_bytes;
       l.cap = d.out_cap;
-      l.tile0 = tiles;
-      // One tile per MU * 8 KiB of output covers the blocks of every codec and Raw slices.
-      l.tiles = tiles_for(d.out_cap, tile);
-      tiles += l.tiles;
     }
-    if (temp_size < kTempHead + size_t(tiles) * 8) return cudaErrorInvalidValue;
-    P.item_done = static_cast<uint32_t*>(temp);
-    P.item_err = P.item_done + kMaxBatch;
-    P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
-    P.results = results + first;
+    bool bulk;
+    const uint32_t tiles = finish_launch(P, m, &LaunchItem::cap, temp, temp_size, results + first, &bulk);
+    if (tiles == 0) return cudaErrorInvalidValue;
     if (bulk)
       decode_kernel<2><<<tiles, kThreads, decode_stage_bytes<2>(), stream>>>(P);
     else

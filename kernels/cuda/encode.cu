@@ -569,15 +569,9 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
   if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
   for (int first = 0; first < n; first += kMaxBatch) {
     const int m = std::min(n - first, kMaxBatch);
-    uint64_t batch_bytes = 0;
-    for (int i = 0; i < m; ++i) batch_bytes += items[first + i].bytes;
-    const bool bulk = batch_bytes >= kBulkBytes;
-    const uint32_t tile = bulk ? tile_bytes<2>() : tile_bytes<1>();
     Launch P{};
-    P.n = m;
     P.checksum = opt.checksum;
     P.raw_header_only = opt.raw_header_only;
-    uint32_t tiles = 0;
     for (int i = 0; i < m; ++i) {
       const EncodeItem& e = items[first + i];
       if ((e.bytes && !e.in) || !e.out || static_cast<uint8_t>(e.codec) >= kNumCodecs)
@@ -590,16 +584,10 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
       l.limit = coded_limit(e.bytes, opt.max_ratio);  // the CPU encoder's limit
       l.codec = static_cast<uint8_t>(e.codec);
       l.auto_codec = e.auto_codec;
-      l.tile0 = tiles;
-      // One tile per MU * 8 KiB of input covers the units of every codec and Raw slices.
-      l.tiles = tiles_for(e.bytes, tile);
-      tiles += l.tiles;
     }
-    if (temp_size < kTempHead + size_t(tiles) * 8) return cudaErrorInvalidValue;
-    P.item_done = static_cast<uint32_t*>(temp);
-    P.item_err = P.item_done + kMaxBatch;
-    P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
-    P.results = results + first;
+    bool bulk;
+    const uint32_t tiles = finish_launch(P, m, &LaunchItem::bytes, temp, temp_size, results + first, &bulk);
+    if (tiles == 0) return cudaErrorInvalidValue;
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2 fp32 blocks).
     if (bulk)
       encode_kernel<2><<<tiles, kThreads, 16384, stream>>>(P);
