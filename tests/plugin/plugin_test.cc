@@ -444,8 +444,12 @@ TEST(InProcess, StalledRequestsAreLogged) {
   void *lc = nullptr, *sc = nullptr, *rc = nullptr;
   ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
   while (!sc || !rc) {
-    if (!sc) ASSERT_EQ(net.connect(0, handle, &sc), ncclSuccess);
-    if (!rc) ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
+    if (!sc) {
+      ASSERT_EQ(net.connect(0, handle, &sc), ncclSuccess);
+    }
+    if (!rc) {
+      ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
+    }
   }
   std::vector<char> buf(4096);
   void *smh = nullptr, *rmh = nullptr;

@@ -14,6 +14,7 @@
 #include <deque>
 #include <vector>
 
+#include "device_mem.h"
 #include "net_client.h"
 
 namespace zdemo {
@@ -59,6 +60,16 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     ztest::fill(cfg.kind, uint64_t(rank + 1), uint64_t(s), 0, sarena.data() + s * m, m);
     ztest::fill(cfg.kind, uint64_t(2 - rank), uint64_t(s), 0, expect.data() + s * m, m);
   }
+  // What the plugin is given: the host arenas, or device copies of them.
+  char* sbuf = sarena.data();
+  char* rbuf = rarena.data();
+  if (cfg.device) {
+    sbuf = static_cast<char*>(ztest::dev_alloc(sarena.size()));
+    rbuf = static_cast<char*>(ztest::dev_alloc(rarena.size()));
+    ztest::to_device(sbuf, sarena.data(), sarena.size());
+    ztest::to_device(rbuf, rarena.data(), rarena.size());
+  }
+  const int type = cfg.device ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
   PluginNet net(cfg.plugin, cfg.version);
   DEMO_CHECK(net.init());
   unsigned char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
@@ -71,8 +82,8 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     if (!rc) DEMO_CHECK(net.accept(lc, &rc));
   }
   void *smh = nullptr, *rmh = nullptr;
-  DEMO_CHECK(net.reg_mr(sc, sarena.data(), sarena.size(), NCCL_PTR_HOST, &smh));
-  DEMO_CHECK(net.reg_mr(rc, rarena.data(), rarena.size(), NCCL_PTR_HOST, &rmh));
+  DEMO_CHECK(net.reg_mr(sc, sbuf, sarena.size(), type, &smh));
+  DEMO_CHECK(net.reg_mr(rc, rbuf, rarena.size(), type, &rmh));
 
   const long total = long((cfg.bytes + m - 1) / m);
   std::deque<void*> sends, recvs;
@@ -81,7 +92,7 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   while (sdone < total || rdone < total) {
     const long before = sposted + rposted + sdone + rdone;
     while (rposted < total && recvs.size() < kSlots) {
-      void* data = rarena.data() + (rposted % kSlots) * m;
+      void* data = rbuf + (rposted % kSlots) * m;
       size_t size = m;
       int tag = 0;
       void* req = nullptr;
@@ -92,7 +103,7 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     }
     while (sposted < total && sends.size() < kSlots) {
       void* req = nullptr;
-      DEMO_CHECK(net.isend(sc, sarena.data() + (sposted % kSlots) * m, m, 0, smh, &req));
+      DEMO_CHECK(net.isend(sc, sbuf + (sposted % kSlots) * m, m, 0, smh, &req));
       if (!req) break;
       sends.push_back(req);
       ++sposted;
@@ -109,6 +120,7 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
       DEMO_CHECK(net.test(recvs.front(), &done, &size));
       if (done) {
         const size_t slot = size_t(rdone % kSlots);
+        if (cfg.device) ztest::from_device(rarena.data() + slot * m, rbuf + slot * m, m);
         if (size_t(size) != m || memcmp(rarena.data() + slot * m, expect.data() + slot * m, m) != 0)
           ++res.bad_messages;
         recvs.pop_front();
@@ -126,6 +138,10 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   DEMO_CHECK(net.close_listen(lc));
   DEMO_CHECK(net.finalize());
 #undef DEMO_CHECK
+  if (cfg.device) {
+    ztest::dev_free(sbuf);
+    ztest::dev_free(rbuf);
+  }
   ztest::CommSummary s;
   if (ztest::last_summary("send", &s)) {
     res.mb_in = s.mb_in;

@@ -18,6 +18,9 @@ struct ExchangeConfig {
   size_t msg_bytes = 512u << 10; // NCCL's Simple step size by default
   ztest::Kind kind = ztest::Kind::kBf16;
   std::map<std::string, std::string> env;  // NCCL_ZIP_ENABLE, NCCL_SOCKET_IFNAME, ...
+  // NCCL's buffers in device memory (regMr NCCL_PTR_CUDA; the plugin needs NCCL_ZIP_GPU=1).
+  // Received messages are checked in a host copy.
+  bool device = false;
 };
 
 struct RankResult {

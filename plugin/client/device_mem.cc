@@ -3,13 +3,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#ifdef ZIP_TEST_CUDA
+#ifdef ZIP_CLIENT_CUDA
 #include <cuda_runtime_api.h>
 #endif
 
 namespace ztest {
 
-#ifdef ZIP_TEST_CUDA
+#ifdef ZIP_CLIENT_CUDA
 
 namespace {
 void check(cudaError_t e, const char* what) {

@@ -1,5 +1,5 @@
-// Device memory for the plugin tests: real CUDA allocations when the build has CUDA, otherwise
-// nothing (device tests then skip). Every call checks its CUDA status and aborts with a message
+// Device memory for the plugin's test and demo drivers: real CUDA allocations when the build has
+// CUDA, otherwise nothing (device cases then skip). Every call checks its CUDA status and aborts with a message
 // on failure, so a test never continues on wrong data.
 #pragma once
 
