@@ -31,20 +31,28 @@ struct Mr {
   // NCCL's kernel polls flags inside this buffer (LL/LL128): recognised by size, since NCCL
   // registers each protocol's buffer separately with NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE bytes.
   bool flag_polled;
+  std::unique_ptr<MemReg> reg;  // the transport's registration (RDMA keys), if it needs one
 };
 
 // Reusable host buffers for compressed bytes, so the data path does not allocate once warm.
+// Each is registered with the connection's transport while it exists.
 class StagingPool {
  public:
+  explicit StagingPool(Conn* conn) : conn_(conn) {}
   struct Buf {
     std::unique_ptr<char[]> p;
     size_t cap = 0;
+    std::unique_ptr<MemReg> reg;
   };
   Buf take(size_t bytes);
   void give(Buf b);
   size_t held_bytes() const { return held_; }
 
  private:
+  // (Re)allocates b's memory, registration first released and then renewed.
+  void allocate(Buf* b, size_t bytes);
+
+  Conn* conn_;
   std::vector<Buf> free_;
   size_t held_ = 0;  // bytes allocated, in use or free
 };
@@ -61,6 +69,7 @@ class Comm {
   virtual ~Comm();
   Kind kind() const { return kind_; }
   std::mutex& mutex() { return mu_; }
+  Conn& conn() { return *conn_; }
   virtual ncclResult_t test(Request* r, int* done, int* sizes) = 0;
   // Folds this connection's counters into its communicator's and logs its summary.
   void log_summary();

@@ -10,7 +10,7 @@
 #include "param.h"
 #include "recv_comm.h"
 #include "send_comm.h"
-#include "socket_transport.h"
+#include "transport_select.h"
 
 namespace zip::net {
 namespace {
@@ -52,16 +52,17 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
   set_logger(logger);
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_transport) {
-    g_transport = make_socket_transport();
+    g_transport = select_transport();
+    if (!g_transport) return ncclInternalError;
     g_process_ctx = std::make_shared<NetCtx>();
     std::string devs;
     for (int d = 0; d < g_transport->num_devices(); ++d) {
       const DeviceInfo& i = g_transport->device(d);
-      devs += " [" + std::to_string(d) + "]" + i.name + " (" + std::to_string(i.speed_mbps) + " Mb/s)";
+      const std::string port = i.port ? ":" + std::to_string(i.port) : "";
+      devs += " [" + std::to_string(d) + "]" + i.name + port + " (" + std::to_string(i.speed_mbps) + " Mb/s)";
     }
-    const Params& p = params();
-    ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %d socket threads x %d sockets",
-             g_transport->name(), devs.c_str(), mode_name(p.mode), p.socket_nthreads, p.nsocks_per_thread);
+    ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %s", g_transport->name(),
+             devs.c_str(), mode_name(params().mode), g_transport->settings().c_str());
   }
   if (g_transport->num_devices() == 0) {
     ZIP_WARN("no usable network interface (NCCL_SOCKET_IFNAME=%s NCCL_SOCKET_FAMILY=%s)",
@@ -95,12 +96,14 @@ ncclResult_t properties(int dev, Props* p) {
   const DeviceInfo& d = g_transport->device(dev);
   p->name = const_cast<char*>(d.name.c_str());
   p->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
-  p->guid = uint64_t(dev);
-  // Host memory only for now: a socket cannot read device memory, and the pinned staging path
-  // for device buffers arrives with the GPU codec.
+  p->guid = d.guid;
+  p->port = d.port;
+  // Host memory only for now: a socket cannot read device memory, the pinned staging path for
+  // device buffers arrives with the GPU codec, and the verbs transport registers host memory only
+  // (GPUDirect RDMA would add NCCL_PTR_CUDA/DMABUF here, regMrDmaBuf and a flush in iflush).
   p->ptr_support = NCCL_PTR_HOST;
   p->speed_mbps = d.speed_mbps;
-  p->max_comms = 65536;
+  p->max_comms = d.max_comms;
   p->max_recvs = int(proto::kMaxRecvs);
   p->max_p2p_bytes = size_t(1) << 30;
   p->max_coll_bytes = size_t(1) << 30;
@@ -166,7 +169,10 @@ ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandl
   const Params& p = params();
   const bool flag_polled = c->kind() == Comm::kRecv &&
                            (int64_t(size) == p.ll_buffsize || int64_t(size) == p.ll128_buffsize);
-  *mhandle = new Mr{static_cast<char*>(data), size, kind, flag_polled};
+  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, nullptr});
+  Status s = c->conn().reg_mem(data, size, &mr->reg);  // RDMA keys, for transports that need them
+  if (!s.ok()) return s.code;
+  *mhandle = mr.release();
   ZIP_TRACE("regMr %p %zu bytes%s", data, size, flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
   return ncclSuccess;
 }

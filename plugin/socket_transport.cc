@@ -320,10 +320,15 @@ class SocketTransport : public Transport {
       d.name = i.name;
       d.pci_path = read_pci_path(i.name);
       d.speed_mbps = read_speed_mbps(i.name);
+      d.guid = devs_.size();
       devs_.push_back(d);
     }
   }
   const char* name() const override { return "socket"; }
+  std::string settings() const override {
+    return std::to_string(params().socket_nthreads) + " socket threads x " +
+           std::to_string(params().nsocks_per_thread) + " sockets";
+  }
   int num_devices() const override { return int(devs_.size()); }
   const DeviceInfo& device(int dev) const override { return devs_[dev]; }
 
