@@ -223,11 +223,13 @@ ZIP_EMU_EXPORT int ibv_query_device(ibv_context* context, ibv_device_attr* attr)
   return 0;
 }
 
-// Exported under verbs.h's macro name; callers pass a whole struct ibv_port_attr (the macro
-// zeroes it first, and so does the loader's user).
-ZIP_EMU_EXPORT int(ibv_query_port)(ibv_context* context, uint8_t port_num,
-                                   _compat_ibv_port_attr* compat_attr) {
-  auto* attr = reinterpret_cast<ibv_port_attr*>(compat_attr);
+// verbs.h declares the exported ibv_query_port with an opaque compat struct and hides it behind
+// a macro that passes a whole struct ibv_port_attr (zeroed), as the loader's users do. Defined
+// here under another C++ name with the real type, so that a call through the loader's pointer
+// has the type of the function it reaches (UBSan checks it).
+extern "C" int emu_query_port(ibv_context* context, uint8_t port_num, ibv_port_attr* attr)
+    __asm__("ibv_query_port") __attribute__((visibility("default")));
+extern "C" int emu_query_port(ibv_context* context, uint8_t port_num, ibv_port_attr* attr) {
   Emu& e = emu();
   std::lock_guard<std::mutex> lock(e.mu);
   Context* c = find(e, context);
