@@ -23,8 +23,7 @@ class IbTransport : public Transport {
   std::string settings() const override {
     const Params& p = params();
     return std::to_string(p.ib_qps_per_conn) + " QP(s) per connection, timeout " + std::to_string(p.ib_timeout) +
-           ", retry count " + std::to_string(p.ib_retry_cnt) + ", bootstrap on " + bootstrap_.name + " " +
-           addr_str(bootstrap_.addr);
+           ", retry count " + std::to_string(p.ib_retry_cnt) + ", bootstrap over " + bootstrap_.name;
   }
   int num_devices() const override { return int(ports_.size()); }
   const DeviceInfo& device(int dev) const override { return ports_[size_t(dev)].info; }
