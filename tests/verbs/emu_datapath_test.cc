@@ -1,6 +1,8 @@
 // The emulated data path between two QPs of this process: every operation the transport uses,
 // with the bytes and completions checked.
 #include <arpa/inet.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <random>
@@ -159,6 +161,80 @@ TEST(EmuDataPath, InlineSendCopiesAtPostTime) {
   bad = nullptr;
   EXPECT_EQ(ibv_post_send(p.a->qp(), &wr, &bad), EINVAL);
   EXPECT_EQ(bad, &wr);
+}
+
+TEST(EmuDataPath, RoceAndGrhAddressing) {
+  ScopedEnv env("NCCL_ZIP_EMU_DEVICES", "ib0:ib,roce0:roce");
+  EndpointOptions roce;
+  roce.device = "roce0";  // GID index 3 (IPv4-mapped), always with a GRH
+  EndpointOptions ib_grh;
+  ib_grh.device = "ib0";
+  ib_grh.use_grh = true;
+  for (const EndpointOptions& o : {roce, ib_grh}) {
+    Pair p;
+    ASSERT_NO_FATAL_FAILURE(make_pair(&p, o, o));
+    fill_random(p.a->buffer(), 1000, 6);
+    ASSERT_EQ(p.b->post_recv(1, 0, 1000), 0);
+    ASSERT_EQ(p.a->post(IBV_WR_SEND, 1, 0, 1000, true), 0);
+    EXPECT_EQ(wait_one(*p.a).status, IBV_WC_SUCCESS) << o.device;
+    ibv_wc r = wait_one(*p.b);
+    EXPECT_EQ(r.status, IBV_WC_SUCCESS);
+    if (std::string(o.device) == "roce0") {
+      EXPECT_NE(r.wc_flags & IBV_WC_GRH, 0u);
+    }
+    EXPECT_EQ(std::memcmp(p.b->buffer(), p.a->buffer(), 1000), 0);
+  }
+  // RoCE cannot be addressed without a GRH.
+  std::string error;
+  auto ep = Endpoint::create(roce, &error);
+  ASSERT_NE(ep, nullptr) << error;
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = 2;
+  a.ah_attr.dlid = 1;
+  a.ah_attr.port_num = 1;
+  EXPECT_EQ(ibv().modify_qp(ep->qp(), &a,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+            EINVAL);
+}
+
+TEST(EmuDataPath, IovaRegionIsAddressedByIova) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(make_pair(&p));
+  // 64 KiB of b's buffer registered as iova 0x10000000.
+  ibv_mr* mr = ibv().reg_mr_iova2(p.b->pd(), p.b->buffer() + 65536, 65536, 0x10000000,
+                                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr);
+  fill_random(p.a->buffer(), 100, 7);
+  ASSERT_EQ(p.a->post(IBV_WR_RDMA_WRITE, 1, 0, 100, true, 0x10000000 + 10, mr->rkey), 0);
+  EXPECT_EQ(wait_one(*p.a).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(p.b->buffer() + 65536 + 10, p.a->buffer(), 100), 0);
+  EXPECT_EQ(ibv().dereg_mr(mr), 0);
+}
+
+TEST(EmuDataPath, DmabufRegionTakesIovaAsItsAddress) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(make_pair(&p));
+  // A memfd stands for the DMA-BUF; the emulation reaches the memory through the iova, which
+  // is where this process mapped it.
+  int fd = memfd_create("emu-dmabuf", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 8192), 0);
+  void* map = mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  uint64_t iova = reinterpret_cast<uintptr_t>(map);
+  ibv_mr* mr = ibv().reg_dmabuf_mr(p.b->pd(), 0, 8192, iova, fd,
+                                   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(mr, nullptr);
+  fill_random(p.a->buffer(), 4000, 8);
+  ASSERT_EQ(p.a->post(IBV_WR_RDMA_WRITE, 1, 0, 4000, true, iova + 4000, mr->rkey), 0);
+  EXPECT_EQ(wait_one(*p.a).status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(static_cast<char*>(map) + 4000, p.a->buffer(), 4000), 0);
+  EXPECT_EQ(ibv().dereg_mr(mr), 0);
+  munmap(map, 8192);
+  close(fd);
 }
 
 }  // namespace

@@ -121,6 +121,52 @@ TEST(EmuErrors, SendLargerThanReceiveBuffer) {
   EXPECT_EQ(r[1].wr_id, 2u);
 }
 
+TEST(EmuErrors, ReceiveBufferWithoutLocalWrite) {
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(make_pair(&p));
+  ibv_mr* read_only = ibv().reg_mr(p.b->pd(), p.b->buffer(), 4096, IBV_ACCESS_REMOTE_READ);
+  ASSERT_NE(read_only, nullptr);
+  ibv_sge sge{p.b->addr(), 100, read_only->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = 4;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_recv(p.b->qp(), &wr, &bad), 0);
+  ASSERT_EQ(p.a->post(IBV_WR_SEND, 1, 0, 100, true), 0);
+  EXPECT_EQ(wait_one(*p.a).status, IBV_WC_REM_OP_ERR);
+  ibv_wc r = wait_one(*p.b);
+  EXPECT_EQ(r.wr_id, 4u);
+  EXPECT_EQ(r.status, IBV_WC_LOC_PROT_ERR);
+  EXPECT_EQ(ibv().dereg_mr(read_only), 0);
+}
+
+TEST(EmuErrors, PathMtuMismatchIsAnInvalidRequest) {
+  std::string error;
+  auto a = Endpoint::create({}, &error);  // connects with path MTU 4096
+  ASSERT_NE(a, nullptr) << error;
+  auto b = Endpoint::create({}, &error);
+  ASSERT_NE(b, nullptr) << error;
+  ASSERT_EQ(a->connect(b->address()), 0);
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = IBV_MTU_1024;
+  attr.dest_qp_num = a->qp()->qp_num;
+  attr.rq_psn = a->address().psn;
+  attr.max_dest_rd_atomic = 1;
+  attr.ah_attr.dlid = a->address().lid;
+  attr.ah_attr.port_num = 1;
+  ASSERT_EQ(ibv().modify_qp(b->qp(), &attr,
+                            IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+            0);
+  // Up to 1024 bytes fit b's MTU; more does not.
+  ASSERT_EQ(a->post(IBV_WR_RDMA_WRITE, 1, 0, 1024, true, b->addr(), b->mr()->rkey), 0);
+  EXPECT_EQ(wait_one(*a).status, IBV_WC_SUCCESS);
+  ASSERT_EQ(a->post(IBV_WR_RDMA_WRITE, 2, 0, 1025, true, b->addr(), b->mr()->rkey), 0);
+  EXPECT_EQ(wait_one(*a).status, IBV_WC_REM_INV_REQ_ERR);
+}
+
 TEST(EmuErrors, BadLocalKey) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(make_pair(&p));

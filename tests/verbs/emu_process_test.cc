@@ -66,5 +66,69 @@ TEST(EmuProcess, WriteImmReadAndSendBothWays) {
   EXPECT_EQ(peer.call("hash 300000 4000"), hash_line(ep->buffer() + 800000, 4000));
 }
 
+TEST(EmuProcess, PeersHaveTheirOwnAddresses) {
+  Peer peer;
+  ASSERT_TRUE(peer.started());
+  std::string error;
+  auto ep = Endpoint::create({}, &error);
+  ASSERT_NE(ep, nullptr) << error;
+  EXPECT_NE(peer.address().lid, ep->address().lid);
+  EXPECT_NE(std::memcmp(peer.address().gid.raw, ep->address().gid.raw, 16), 0);
+}
+
+TEST(EmuProcess, KeyViolationLeavesPeerMemoryUntouched) {
+  Peer peer;
+  std::string error;
+  auto ep = Endpoint::create({}, &error);
+  ASSERT_NE(ep, nullptr) << error;
+  ASSERT_NO_FATAL_FAILURE(connect_with(&peer, ep.get()));
+  ASSERT_EQ(peer.call("fill 5 0 1048576"), "ok 0");
+  std::string before = peer.call("hash 0 1048576");
+  const Address& remote = peer.address();
+  fill_random(ep->buffer(), 4096, 12);
+  ASSERT_EQ(ep->post(IBV_WR_RDMA_WRITE, 1, 0, 4096, true, remote.addr, remote.rkey + 1), 0);
+  ASSERT_EQ(ep->post(IBV_WR_RDMA_WRITE, 2, 0, 4096, true, remote.addr + (1 << 20) - 100,
+                     remote.rkey),
+            0);
+  std::vector<ibv_wc> wcs = ep->poll(2, 5000ms);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(wcs[1].status, IBV_WC_WR_FLUSH_ERR);
+  EXPECT_EQ(peer.call("hash 0 1048576"), before);
+}
+
+TEST(EmuProcess, PeerKilledMidTransferFailsInBoundedTime) {
+  Peer peer;
+  std::string error;
+  EndpointOptions o;
+  o.buffer_bytes = 4 << 20;
+  o.timeout = 14;  // 67 ms per attempt
+  o.retry_cnt = 7;
+  auto ep = Endpoint::create(o, &error);
+  ASSERT_NE(ep, nullptr) << error;
+  ASSERT_NO_FATAL_FAILURE(connect_with(&peer, ep.get()));
+  const Address& remote = peer.address();
+  // 1 MiB writes into the peer's 1 MiB buffer, more than can have landed when it dies.
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(ep->post(IBV_WR_RDMA_WRITE, i, 0, 1 << 20, true, remote.addr, remote.rkey), 0);
+  }
+  std::vector<ibv_wc> done = ep->poll(1, 5000ms);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].status, IBV_WC_SUCCESS);
+  peer.kill_now();
+  auto killed = std::chrono::steady_clock::now();
+  std::vector<ibv_wc> rest = ep->poll(63, 10000ms);
+  auto took = std::chrono::steady_clock::now() - killed;
+  ASSERT_EQ(rest.size(), 63u);
+  size_t i = 0;
+  while (i < rest.size() && rest[i].status == IBV_WC_SUCCESS) ++i;
+  ASSERT_LT(i, rest.size()) << "everything completed before the kill";
+  EXPECT_EQ(rest[i].status, IBV_WC_RETRY_EXC_ERR) << ibv().wc_status_str(rest[i].status);
+  for (++i; i < rest.size(); ++i) EXPECT_EQ(rest[i].status, IBV_WC_WR_FLUSH_ERR);
+  // 8 attempts of 67 ms would be 537 ms; the emulation caps the whole budget at 2 s.
+  EXPECT_LT(took, 3s);
+  EXPECT_GT(took, 200ms);
+}
+
 }  // namespace
 }  // namespace zip::verbs::emu_test

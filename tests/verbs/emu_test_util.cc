@@ -1,5 +1,6 @@
 #include "emu_test_util.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <type_traits>
 
 namespace zip::verbs::emu_test {
 
@@ -50,6 +52,26 @@ ibv_wc wait_one(Endpoint& ep, std::chrono::milliseconds timeout) {
     return none;
   }
   return wcs[0];
+}
+
+const ExtraFunctions& extra() {
+  static const ExtraFunctions fns = [] {
+    ibv();  // loaded
+    void* lib = dlopen(ZIP_VERBS_EMU_LIB, RTLD_NOW | RTLD_NOLOAD);
+    ExtraFunctions f{};
+    auto get = [&](const char* name, auto* slot) {
+      *slot = reinterpret_cast<std::remove_pointer_t<decltype(slot)>>(dlvsym(lib, name, "IBVERBS_1.1"));
+      if (!*slot) ADD_FAILURE() << name << " is not exported at IBVERBS_1.1";
+    };
+    get("ibv_create_comp_channel", &f.create_comp_channel);
+    get("ibv_destroy_comp_channel", &f.destroy_comp_channel);
+    get("ibv_get_cq_event", &f.get_cq_event);
+    get("ibv_ack_cq_events", &f.ack_cq_events);
+    get("ibv_get_device_guid", &f.get_device_guid);
+    dlclose(lib);  // drops only the reference NOLOAD took
+    return f;
+  }();
+  return fns;
 }
 
 void fill_random(char* p, size_t len, uint64_t seed) {

@@ -37,6 +37,17 @@ void make_pair(Pair* pair, const EndpointOptions& a = {}, const EndpointOptions&
 // Polls ep until one completion comes or timeout passes; fails the test on timeout.
 ibv_wc wait_one(Endpoint& ep, std::chrono::milliseconds timeout = 5000ms);
 
+// The emulation's exports that the loader's table does not carry (completion channels, device
+// GUID), looked up in the loaded library at IBVERBS_1.1.
+struct ExtraFunctions {
+  ibv_comp_channel* (*create_comp_channel)(ibv_context*);
+  int (*destroy_comp_channel)(ibv_comp_channel*);
+  int (*get_cq_event)(ibv_comp_channel*, ibv_cq**, void**);
+  void (*ack_cq_events)(ibv_cq*, unsigned int);
+  __be64 (*get_device_guid)(ibv_device*);
+};
+const ExtraFunctions& extra();
+
 // Fills [p, p + len) with bytes from seed.
 void fill_random(char* p, size_t len, uint64_t seed);
 

@@ -316,6 +316,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
       s.inline_data.resize(length);
       char* dst = s.inline_data.data();
       for (int i = 0; i < w->num_sge; ++i) {
+        if (!w->sg_list[i].length) continue;
         std::memcpy(dst, reinterpret_cast<const void*>(w->sg_list[i].addr), w->sg_list[i].length);
         dst += w->sg_list[i].length;
       }

@@ -169,7 +169,7 @@ Tx transmit(Emu& e, Qp* qp, SendWr& wr, Clock::time_point now) {
   h.payload = read ? 0 : wr.length;
   char* dst = conn->reserve(h);
   if (wr.is_inline) {
-    std::memcpy(dst, wr.inline_data.data(), wr.inline_data.size());
+    if (!wr.inline_data.empty()) std::memcpy(dst, wr.inline_data.data(), wr.inline_data.size());
   } else if (!read) {
     for (const ibv_sge& s : wr.sges) {
       if (!s.length) continue;
