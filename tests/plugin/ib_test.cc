@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "net_client.h"  // ncclResult_t
 #include "pair.h"
 
 using namespace ztest;
@@ -96,6 +97,7 @@ TEST(IbExchange, RoceLinkLayer) {
   IB_ONLY();
   Env env = base_env("2");
   env["NCCL_ZIP_EMU_DEVICES"] = "emu_r:roce";
+  env["NCCL_IB_MTU"] = "1024";  // below the ports' 4096: both ends must agree on it
   const std::vector<std::string> args = {"--msgs=100", "--max=262144", "--kind=mix", "--seed=21"};
   expect_ok(run_pair(11, env, args, args));
 }
@@ -138,6 +140,10 @@ TEST_P(IbFault, BothEndsReportAnError) {
   EXPECT_EQ(p.send_rc, 0) << p.send_result;
   EXPECT_EQ(field(p.recv_result, "ok"), 1) << p.recv_result;
   EXPECT_EQ(field(p.send_result, "ok"), 1) << p.send_result;
+  for (const std::string& r : {p.recv_result, p.send_result}) {
+    const long e = field(r, "error");
+    EXPECT_TRUE(e == ncclRemoteError || e == ncclSystemError) << r;
+  }
   EXPECT_LT(now_s() - t0, 20.0) << "the error took too long to surface";
 }
 
