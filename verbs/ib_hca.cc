@@ -5,10 +5,38 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 #include "log.h"
 
 namespace zip::verbs {
+namespace {
+
+// HCAs whose event thread runs. At exit NCCL may leave connections open, and they keep their HCA
+// (and its thread) alive past our destructors, while libibverbs' own destructors (run after all
+// of ours) may free what the thread reads: StopEvents stops them all first. The set is never
+// destroyed, so it outlives every HCA whatever the order of static destructors.
+struct Running {
+  std::mutex mu;
+  std::set<IbHca*> hcas;
+};
+Running& running() {
+  static Running* r = new Running;
+  return *r;
+}
+
+// Constructed at the first start_events, after the plugin's namespace-scope statics, so it is
+// destroyed before them, at exit or at the plugin's dlclose (a static destructor is bound to its
+// library; an atexit handler may not be, e.g. under ThreadSanitizer).
+struct StopEvents {
+  ~StopEvents() {
+    std::lock_guard<std::mutex> g(running().mu);
+    for (IbHca* h : running().hcas) h->stop_events();
+  }
+};
+
+}  // namespace
 
 std::shared_ptr<IbHca> IbHca::open(std::shared_ptr<IbvLibrary> lib, ibv_device* device, std::string* why) {
   std::shared_ptr<IbHca> h(new IbHca);
@@ -33,18 +61,29 @@ std::shared_ptr<IbHca> IbHca::open(std::shared_ptr<IbvLibrary> lib, ibv_device* 
 }
 
 IbHca::~IbHca() {
-  stop_.store(true, std::memory_order_release);
-  if (events_.joinable()) events_.join();
+  {
+    std::lock_guard<std::mutex> g(running().mu);
+    running().hcas.erase(this);
+    stop_events();
+  }
   if (pd_ && fn().dealloc_pd(pd_) != 0) ZIP_WARN("%s: ibv_dealloc_pd failed: %s", name_.c_str(), std::strerror(errno));
   if (ctx_) fn().close_device(ctx_);
 }
 
 void IbHca::start_events() {
+  static StopEvents stop_at_exit;
+  std::lock_guard<std::mutex> g(running().mu);
   if (events_.joinable()) return;
   // Non-blocking, so the thread can wake up to see stop_ (ibv_get_async_event blocks otherwise).
   const int fd = ctx_->async_fd;
   if (fd >= 0) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  events_ = std::thread([this] { event_loop(); });
+  events_ = std::thread([this, fd] { event_loop(fd); });
+  running().hcas.insert(this);
+}
+
+void IbHca::stop_events() {
+  stop_.store(true, std::memory_order_release);
+  if (events_.joinable()) events_.join();
 }
 
 void IbHca::watch(const void* object, std::weak_ptr<StickyError> err) {
@@ -65,9 +104,9 @@ void IbHca::fail_watched(const void* object, const std::string& why) {
   }
 }
 
-void IbHca::event_loop() {
+void IbHca::event_loop(int fd) {
   while (!stop_.load(std::memory_order_acquire)) {
-    pollfd pfd{ctx_->async_fd, POLLIN, 0};
+    pollfd pfd{fd, POLLIN, 0};
     if (::poll(&pfd, 1, 100) <= 0) continue;
     ibv_async_event ev;
     if (fn().get_async_event(ctx_, &ev) != 0) continue;

@@ -32,8 +32,9 @@ class IbHca {
   const std::string& name() const { return name_; }
   const ibv_device_attr& attr() const { return attr_; }
 
-  // Starts the async event thread (once the HCA is known to be used).
+  // Starts the async event thread (once the HCA is known to be used); stops and joins it.
   void start_events();
+  void stop_events();
   // A connection's queue pairs and completion queue, so that async events on them reach its
   // sticky error. Unwatch before destroying the object.
   void watch(const void* object, std::weak_ptr<StickyError> err);
@@ -43,7 +44,7 @@ class IbHca {
 
  private:
   IbHca() = default;
-  void event_loop();
+  void event_loop(int fd);
   void handle(const ibv_async_event& ev);
   void fail_watched(const void* object, const std::string& why);
 
