@@ -252,8 +252,19 @@ Status IbConn::on_completion(const ibv_wc& wc) {
   const uint32_t qp = wr_qp(wc.wr_id);
   if (qp >= qps_.size()) return fail_with(ncclInternalError, "completion for an unknown work request");
   if (kind != kWrRecv) sq_used_[qp]--;
-  if (wc.status != IBV_WC_SUCCESS)
-    return fail_with(completion_error_code(wc.status), "work completion error: " + describe_completion_error(hca_->fn(), wc));
+  if (wc.status != IBV_WC_SUCCESS) {
+    const std::string why = "work completion error: " + describe_completion_error(hca_->fn(), wc);
+    // A credit or advertisement write, or a receive flushed: the queue pair failed, as it does
+    // when the peer closes with such writes of ours in flight (it owes us nothing more). Like the
+    // bootstrap socket closing, that fails only what is still outstanding after the grace.
+    if (kind == kWrCredit || kind == kWrAdvert || kind == kWrRecv) {
+      peer_gone(completion_error_code(wc.status), why);
+      return Status::Ok();
+    }
+    // Our data or a control record is lost. A flush only says the QP had failed before.
+    const bool flushed = wc.status == IBV_WC_WR_FLUSH_ERR && !gone_why_.empty();
+    return fail_with(flushed ? gone_code_ : completion_error_code(wc.status), flushed ? gone_why_ : why);
+  }
   switch (kind) {
     case kWrCtrl:
     case kWrAdvert:
@@ -450,17 +461,26 @@ void IbConn::complete() {
 
 // The peer sends nothing on the bootstrap socket after the handshake: reading it costs a syscall,
 // so it is looked at every kPeerCheckMs, and its end (or any byte) means the peer has gone.
+// Whatever is outstanding kGoneGraceMs after the peer went fails.
 void IbConn::check_peer() {
   const int64_t now = now_ms();
   if (fd_ >= 0 && gone_ms_ < 0 && now >= next_check_ms_) {
     next_check_ms_ = now + kPeerCheckMs;
     char b;
     const ssize_t r = ::recv(fd_, &b, 1, MSG_DONTWAIT);
-    if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) gone_ms_ = now;
+    if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      peer_gone(ncclRemoteError, "the peer closed the connection");
   }
   if (gone_ms_ >= 0 && now - gone_ms_ >= kGoneGraceMs && (!sends_.empty() || !recvs_.empty()))
-    fail_with(ncclRemoteError, "the peer closed the connection with " + std::to_string(sends_.size()) +
-                                   " sends and " + std::to_string(recvs_.size()) + " receives outstanding");
+    fail_with(gone_code_, gone_why_ + " with " + std::to_string(sends_.size()) + " sends and " +
+                              std::to_string(recvs_.size()) + " receives outstanding");
+}
+
+void IbConn::peer_gone(ncclResult_t code, const std::string& why) {
+  if (gone_ms_ >= 0) return;
+  gone_ms_ = now_ms();
+  gone_code_ = code;
+  gone_why_ = why;
 }
 
 bool IbConn::peer_closed() const {

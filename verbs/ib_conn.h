@@ -99,6 +99,7 @@ class IbConn : public Conn {
   Status issue_sends();
   void complete();
   void check_peer();
+  void peer_gone(ncclResult_t code, const std::string& why);
 
   std::shared_ptr<IbHca> hca_;
   std::shared_ptr<MrCache> mrs_;
@@ -122,7 +123,11 @@ class IbConn : public Conn {
 
   int fd_ = -1;
   int64_t next_check_ms_ = 0;
-  int64_t gone_ms_ = -1;  // when the bootstrap socket closed
+  // When and how the peer went: its bootstrap socket closed, or a queue pair failed under our
+  // credit or advertisement writes.
+  int64_t gone_ms_ = -1;
+  ncclResult_t gone_code_ = ncclSuccess;
+  std::string gone_why_;
 
   std::deque<std::string> ctrl_out_;  // records waiting for a credit
   size_t ctrl_out_bytes_ = 0;
