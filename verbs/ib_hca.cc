@@ -15,26 +15,26 @@ namespace {
 
 // HCAs whose event thread runs. At exit NCCL may leave connections open, and they keep their HCA
 // (and its thread) alive past our destructors, while libibverbs' own destructors (run after all
-// of ours) may free what the thread reads: StopEvents stops them all first. The set is never
-// destroyed, so it outlives every HCA whatever the order of static destructors.
+// of ours) may free what the thread reads. So the set, constructed at the first use (after the
+// plugin's namespace-scope statics, hence destroyed before them, at exit or at the plugin's
+// dlclose), stops every thread still running when it goes. A static destructor is bound to its
+// library; an atexit handler may not be (ThreadSanitizer's is not).
 struct Running {
   std::mutex mu;
   std::set<IbHca*> hcas;
+  ~Running();
 };
+std::atomic<bool> g_running_gone{false};  // trivially destructible: readable after ~Running
+
 Running& running() {
-  static Running* r = new Running;
-  return *r;
+  static Running r;
+  return r;
 }
 
-// Constructed at the first start_events, after the plugin's namespace-scope statics, so it is
-// destroyed before them, at exit or at the plugin's dlclose (a static destructor is bound to its
-// library; an atexit handler may not be, e.g. under ThreadSanitizer).
-struct StopEvents {
-  ~StopEvents() {
-    std::lock_guard<std::mutex> g(running().mu);
-    for (IbHca* h : running().hcas) h->stop_events();
-  }
-};
+Running::~Running() {
+  for (IbHca* h : hcas) h->stop_events();
+  g_running_gone.store(true, std::memory_order_release);
+}
 
 }  // namespace
 
@@ -61,7 +61,7 @@ std::shared_ptr<IbHca> IbHca::open(std::shared_ptr<IbvLibrary> lib, ibv_device* 
 }
 
 IbHca::~IbHca() {
-  {
+  if (!g_running_gone.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> g(running().mu);
     running().hcas.erase(this);
     stop_events();
@@ -71,7 +71,6 @@ IbHca::~IbHca() {
 }
 
 void IbHca::start_events() {
-  static StopEvents stop_at_exit;
   std::lock_guard<std::mutex> g(running().mu);
   if (events_.joinable()) return;
   // Non-blocking, so the thread can wake up to see stop_ (ibv_get_async_event blocks otherwise).
