@@ -70,19 +70,23 @@ class IbMemReg : public MemReg {
   MrRef ref_;
 };
 
-// The GID this end is addressed by, chosen as NCCL does (verbs/port_info).
+// The GID this end is addressed by, chosen as NCCL does (verbs/port_info). Each query reads
+// sysfs, so on IB only the two entries the choice looks at are read, as NCCL does.
 void choose_gid(const IbvFunctions& fn, ibv_context* ctx, const std::string& dev, int port,
                 const ibv_port_attr& attr, int* index, uint8_t gid[16]) {
+  const GidPolicy policy = gid_policy_from_env();
+  const bool roce = attr.link_layer == IBV_LINK_LAYER_ETHERNET;
   std::vector<GidEntry> table(size_t(std::max(1, attr.gid_tbl_len)));
   for (size_t i = 0; i < table.size(); ++i) {
+    table[i].roce_version = -1;
+    if (!roce && i != 0 && int(i) != policy.routable_flid_index) continue;
     ibv_gid g;
     std::memset(&g, 0, sizeof g);
     fn.query_gid(ctx, uint8_t(port), int(i), &g);  // an index that fails stays unset (skipped)
     std::memcpy(table[i].raw, g.raw, 16);
-    table[i].roce_version =
-        attr.link_layer == IBV_LINK_LAYER_ETHERNET ? gid_roce_version("", dev, port, int(i)) : -1;
+    if (roce) table[i].roce_version = gid_roce_version("", dev, port, int(i));
   }
-  *index = select_gid_index(attr.link_layer, table, gid_policy_from_env());
+  *index = select_gid_index(attr.link_layer, table, policy);
   if (*index < 0 || size_t(*index) >= table.size()) *index = 0;
   std::memcpy(gid, table[size_t(*index)].raw, 16);
 }
