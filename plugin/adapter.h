@@ -21,7 +21,7 @@ ncclResult_t fill_props_v8(int dev, P* p) {
   p->ptrSupport = q.ptr_support;
   p->regIsGlobal = 0;
   p->speed = q.speed_mbps;
-  p->port = 0;
+  p->port = q.port;
   p->latency = 0;
   p->maxComms = q.max_comms;
   p->maxRecvs = q.max_recvs;

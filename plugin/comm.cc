@@ -7,6 +7,14 @@
 
 namespace zip {
 
+void StagingPool::allocate(Buf* b, size_t bytes) {
+  b->reg.reset();
+  b->p.reset(new char[bytes]);
+  b->cap = bytes;
+  // Without a registration a transfer registers the buffer itself: slower, still correct.
+  if (!conn_->reg_mem(b->p.get(), bytes, &b->reg).ok()) b->reg.reset();
+}
+
 StagingPool::Buf StagingPool::take(size_t bytes) {
   // Best fit among the free buffers; else grow the largest one (or make a new one).
   int best = -1;
@@ -17,13 +25,14 @@ StagingPool::Buf StagingPool::take(size_t bytes) {
     for (size_t i = 1; i < free_.size(); ++i)
       if (free_[i].cap > free_[size_t(best)].cap) best = int(i);
     held_ -= free_[size_t(best)].cap;
-    free_[size_t(best)].p.reset(new char[bytes]);
-    free_[size_t(best)].cap = bytes;
+    allocate(&free_[size_t(best)], bytes);
     held_ += bytes;
   }
   if (best < 0) {
     held_ += bytes;
-    return Buf{std::unique_ptr<char[]>(new char[bytes]), bytes};
+    Buf b;
+    allocate(&b, bytes);
+    return b;
   }
   Buf b = std::move(free_[size_t(best)]);
   free_.erase(free_.begin() + best);
@@ -39,6 +48,7 @@ Comm::Comm(Kind kind, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn)
       ctx_(std::move(ctx)),
       conn_(std::move(conn)),
       cpu_codec_(acquire_cpu_codec()),
+      staging_(conn_.get()),
       stall_warn_ms_(params().stall_warn_ms) {}
 
 int64_t Comm::now_ms() {

@@ -42,20 +42,30 @@ struct Mr {
     if (!mirror || p < base || bytes > size || size_t(p - base) > size - bytes) return nullptr;
     return mirror + (p - base);
   }
+  // The transport's registration (RDMA keys) of what goes on the wire: the buffer itself, or
+  // for device memory its mirror. Null for transports that need none.
+  std::unique_ptr<MemReg> reg;
 };
 
 // Reusable host buffers for compressed bytes, so the data path does not allocate once warm.
+// Each is registered with the connection's transport while it exists.
 class StagingPool {
  public:
+  explicit StagingPool(Conn* conn) : conn_(conn) {}
   struct Buf {
     std::unique_ptr<char[]> p;
     size_t cap = 0;
+    std::unique_ptr<MemReg> reg;
   };
   Buf take(size_t bytes);
   void give(Buf b);
   size_t held_bytes() const { return held_; }
 
  private:
+  // (Re)allocates b's memory, registration first released and then renewed.
+  void allocate(Buf* b, size_t bytes);
+
+  Conn* conn_;
   std::vector<Buf> free_;
   size_t held_ = 0;  // bytes allocated, in use or free
 };
@@ -74,6 +84,7 @@ class Comm {
   virtual ~Comm();
   Kind kind() const { return kind_; }
   std::mutex& mutex() { return mu_; }
+  Conn& conn() { return *conn_; }
   virtual ncclResult_t test(Request* r, int* done, int* sizes) = 0;
   // Folds this connection's counters into its communicator's and logs its summary.
   void log_summary();

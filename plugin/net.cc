@@ -10,7 +10,7 @@
 #include "param.h"
 #include "recv_comm.h"
 #include "send_comm.h"
-#include "socket_transport.h"
+#include "transport_select.h"
 
 namespace zip::net {
 namespace {
@@ -53,16 +53,17 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
   set_logger(logger);
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_transport) {
-    g_transport = make_socket_transport();
+    g_transport = select_transport();
+    if (!g_transport) return ncclInternalError;
     g_process_ctx = std::make_shared<NetCtx>();
     std::string devs;
     for (int d = 0; d < g_transport->num_devices(); ++d) {
       const DeviceInfo& i = g_transport->device(d);
-      devs += " [" + std::to_string(d) + "]" + i.name + " (" + std::to_string(i.speed_mbps) + " Mb/s)";
+      const std::string port = i.port ? ":" + std::to_string(i.port) : "";
+      devs += " [" + std::to_string(d) + "]" + i.name + port + " (" + std::to_string(i.speed_mbps) + " Mb/s)";
     }
-    const Params& p = params();
-    ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %d socket threads x %d sockets",
-             g_transport->name(), devs.c_str(), mode_name(p.mode), p.socket_nthreads, p.nsocks_per_thread);
+    ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %s", g_transport->name(),
+             devs.c_str(), mode_name(params().mode), g_transport->settings().c_str());
     const char* why = "";
     g_cuda = gpu_codec_usable(&why);
     if (g_cuda)
@@ -105,12 +106,14 @@ ncclResult_t properties(int dev, Props* p) {
   const DeviceInfo& d = g_transport->device(dev);
   p->name = const_cast<char*>(d.name.c_str());
   p->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
-  p->guid = uint64_t(dev);
-  // A socket cannot read device memory: device buffers are offered only where the GPU engine
-  // stages them through pinned host memory.
+  p->guid = d.guid;
+  p->port = d.port;
+  // Neither transport moves device memory itself: device buffers are offered only where the GPU
+  // engine stages them through pinned mirrors, which are what the transport sends and registers.
+  // (GPUDirect RDMA would add NCCL_PTR_CUDA/DMABUF without mirrors, regMrDmaBuf and a flush.)
   p->ptr_support = g_cuda ? NCCL_PTR_HOST | NCCL_PTR_CUDA : NCCL_PTR_HOST;
   p->speed_mbps = d.speed_mbps;
-  p->max_comms = 65536;
+  p->max_comms = d.max_comms;
   p->max_recvs = int(proto::kMaxRecvs);
   p->max_p2p_bytes = size_t(1) << 30;
   p->max_coll_bytes = size_t(1) << 30;
@@ -189,7 +192,14 @@ ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandl
     mirror = alloc_pinned(size);
     if (!mirror) return ncclSystemError;  // alloc_pinned logged why
   }
-  *mhandle = new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror};
+  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror, nullptr});
+  // RDMA keys, for transports that need them, of what goes on the wire.
+  Status s = c->conn().reg_mem(mirror ? mirror : data, size, &mr->reg);
+  if (!s.ok()) {
+    if (mirror) free_pinned(mirror);
+    return s.code;
+  }
+  *mhandle = mr.release();
   ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size, kind == MemKind::kDevice ? "device" : "host",
             flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
   return ncclSuccess;
@@ -202,7 +212,9 @@ ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64
 
 ncclResult_t dereg_mr(void*, void* mhandle) {
   auto* mr = static_cast<Mr*>(mhandle);
-  if (mr && mr->mirror) free_pinned(mr->mirror);
+  if (!mr) return ncclSuccess;
+  mr->reg.reset();  // the transport's registration of the mirror goes before its memory
+  if (mr->mirror) free_pinned(mr->mirror);
   delete mr;
   return ncclSuccess;
 }

@@ -16,6 +16,7 @@ struct Props {
   char* name;
   char* pci_path;  // null for virtual interfaces
   uint64_t guid;
+  int port;
   int ptr_support;
   int speed_mbps;
   int max_comms;

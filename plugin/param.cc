@@ -32,6 +32,23 @@ std::string env_str(const char* name) {
   return s ? s : "";
 }
 
+TransportKind env_transport() {
+  const std::string s = env_str("NCCL_ZIP_TRANSPORT");
+  if (s.empty() || s == "auto") return TransportKind::kAuto;
+  if (s == "socket") return TransportKind::kSocket;
+  if (s == "ib") return TransportKind::kIb;
+  ZIP_WARN("ignoring NCCL_ZIP_TRANSPORT=%s (expected ib, socket or auto), using auto", s.c_str());
+  return TransportKind::kAuto;
+}
+
+// NCCL_IB_MTU in bytes; 0 when unset. IB MTUs are powers of two from 256 to 4096.
+int env_mtu() {
+  const int v = int(env_int("NCCL_IB_MTU", 0, 0, 4096));
+  if (v == 0 || (v >= 256 && (v & (v - 1)) == 0)) return v;
+  ZIP_WARN("ignoring NCCL_IB_MTU=%d (expected 256, 512, 1024, 2048 or 4096)", v);
+  return 0;
+}
+
 Params load() {
   Params p;
   p.mode = static_cast<ZipMode>(env_int("NCCL_ZIP_ENABLE", 1, 0, 2));
@@ -56,6 +73,15 @@ Params load() {
   }
   p.ll_buffsize = env_int("NCCL_LL_BUFFSIZE", 524288, 0, int64_t(1) << 40);
   p.ll128_buffsize = env_int("NCCL_LL128_BUFFSIZE", 4915200, 0, int64_t(1) << 40);
+  p.transport = env_transport();
+  p.ib_timeout = int(env_int("NCCL_IB_TIMEOUT", 20, 1, 31));
+  p.ib_retry_cnt = int(env_int("NCCL_IB_RETRY_CNT", 7, 0, 7));
+  p.ib_tc = int(env_int("NCCL_IB_TC", 0, 0, 255));
+  p.ib_sl = int(env_int("NCCL_IB_SL", 0, 0, 15));
+  p.ib_qps_per_conn = int(env_int("NCCL_IB_QPS_PER_CONNECTION", 1, 1, kMaxQpsPerConn));
+  p.ib_pkey_index = int(env_int("NCCL_IB_PKEY", 0, 0, 0xFFFF));
+  p.ib_mtu = env_mtu();
+  p.ib_merge_vfs = env_int("NCCL_IB_MERGE_VFS", 1, 0, 1) != 0;
   return p;
 }
 

@@ -1,5 +1,6 @@
 // Environment knobs, read once per process (like NCCL's NCCL_PARAM). NCCL_ZIP_* are ours; the
-// NCCL_SOCKET_* / NCCL_NSOCKS_PERTHREAD / buffer-size ones are NCCL's, honoured with its meaning.
+// NCCL_SOCKET_* / NCCL_NSOCKS_PERTHREAD / NCCL_IB_* / buffer-size ones are NCCL's, honoured with
+// its meaning (the IB GID knobs and NCCL_IB_HCA are read by verbs/port_info and verbs/hca_filter).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,9 @@
 namespace zip {
 
 enum class ZipMode : int { kOff = 0, kAuto = 1, kAlways = 2 };
+enum class TransportKind : int { kAuto, kSocket, kIb };
+
+constexpr int kMaxQpsPerConn = 16;
 
 struct Params {
   ZipMode mode;                 // NCCL_ZIP_ENABLE: 0 off (plain transport), 1 auto, 2 always
@@ -30,6 +34,15 @@ struct Params {
   int nsocks_per_thread;        // NCCL_NSOCKS_PERTHREAD
   int64_t ll_buffsize;          // NCCL_LL_BUFFSIZE (recognise LL receive buffers, v8)
   int64_t ll128_buffsize;       // NCCL_LL128_BUFFSIZE
+  TransportKind transport;      // NCCL_ZIP_TRANSPORT: auto (ib if a device is usable), socket, ib
+  int ib_timeout;               // NCCL_IB_TIMEOUT: local ACK timeout, 4.096 us x 2^value
+  int ib_retry_cnt;             // NCCL_IB_RETRY_CNT
+  int ib_tc;                    // NCCL_IB_TC: traffic class (RoCE GRH)
+  int ib_sl;                    // NCCL_IB_SL: service level
+  int ib_qps_per_conn;          // NCCL_IB_QPS_PER_CONNECTION: data striped over this many QPs
+  int ib_pkey_index;            // NCCL_IB_PKEY: partition key index, as NCCL uses it
+  int ib_mtu;                   // NCCL_IB_MTU: 256..4096 bytes caps the path MTU (0: the ports')
+  bool ib_merge_vfs;            // NCCL_IB_MERGE_VFS: report a VF at its PF's PCI path
 };
 
 const Params& params();

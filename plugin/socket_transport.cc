@@ -1,14 +1,10 @@
 #include "socket_transport.h"
 
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -17,6 +13,7 @@
 #include "param.h"
 #include "socket_util.h"
 #include "socket_worker.h"
+#include "tcp_handshake.h"
 
 namespace zip {
 namespace {
@@ -26,7 +23,6 @@ constexpr uint32_t kHelloMagic = 0x5A49484Cu;
 constexpr uint16_t kVersion = 1;
 constexpr int kMaxDevs = 16;
 constexpr int kMaxSockets = 64 + 1;   // data sockets + control
-constexpr size_t kMaxPending = 256;   // unauthenticated inbound sockets kept at once
 constexpr size_t kMaxCtrlRecord = 4096;
 constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
 constexpr size_t kLine = 128;
@@ -51,18 +47,6 @@ struct Hello {
   uint64_t conn_id;  // groups the sockets of one connect()
 };
 static_assert(sizeof(Hello) == 32, "hello is 32 bytes");
-
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
-uint64_t random64() {
-  uint64_t v = 0;
-  while (getrandom(&v, sizeof v, 0) != sizeof v) {
-  }
-  return v;
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -202,10 +186,8 @@ class SocketConn : public Conn {
 class SocketListener : public Listener {
  public:
   SocketListener(int fd, uint64_t nonce, std::string where)
-      : fd_(fd), nonce_(nonce), where_(std::move(where)) {}
+      : hellos_(fd, sizeof(Hello), std::move(where)), nonce_(nonce) {}
   ~SocketListener() override {
-    close(fd_);
-    for (auto& p : pending_) close(p.fd);
     for (auto& g : groups_)
       for (int fd : g.fds)
         if (fd >= 0) close(fd);
@@ -213,19 +195,22 @@ class SocketListener : public Listener {
 
   Status accept(std::unique_ptr<Conn>* out) override {
     out->reset();
-    take_new_sockets();
-    read_hellos();
+    hellos_.poll([this](int fd, const SockAddr& peer, const char* bytes) {
+      Hello h;
+      std::memcpy(&h, bytes, sizeof h);
+      return admit(fd, peer, h);
+    });
     for (size_t i = 0; i < groups_.size(); ++i) {
       Group& g = groups_[i];
       if (g.have != int(g.fds.size())) continue;
       for (int fd : g.fds) {
         if (!set_conn_options(fd, int(params().socket_timeout_ms))) {
-          ZIP_WARN("accept on %s: socket options failed: %s", where_.c_str(), std::strerror(errno));
+          ZIP_WARN("accept on %s: socket options failed: %s", hellos_.where().c_str(), std::strerror(errno));
           return fail(ncclSystemError);
         }
       }
       ZIP_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s (%zu sockets)", g.peer.c_str(),
-               where_.c_str(), g.fds.size());
+               hellos_.where().c_str(), g.fds.size());
       *out = std::make_unique<SocketConn>(g.fds, g.peer);
       groups_.erase(groups_.begin() + long(i));
       return Status::Ok();
@@ -234,13 +219,6 @@ class SocketListener : public Listener {
   }
 
  private:
-  struct Pending {
-    int fd;
-    SockAddr peer;
-    Hello h;
-    size_t got;
-    int64_t deadline;
-  };
   struct Group {
     uint64_t conn_id;
     std::vector<int> fds;
@@ -248,60 +226,8 @@ class SocketListener : public Listener {
     std::string peer;
   };
 
-  void take_new_sockets() {
-    for (;;) {
-      Pending p{};
-      socklen_t len = sizeof p.peer;
-      p.fd = accept4(fd_, &p.peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (p.fd < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-          ZIP_WARN("accept on %s: %s", where_.c_str(), std::strerror(errno));
-        return;
-      }
-      if (pending_.size() >= kMaxPending) {
-        ZIP_WARN("rejected connection from %s on %s: too many unauthenticated connections",
-                 addr_str(pending_.front().peer).c_str(), where_.c_str());
-        close(pending_.front().fd);
-        pending_.erase(pending_.begin());
-      }
-      p.deadline = now_ms() + params().handshake_timeout_ms;
-      pending_.push_back(p);
-    }
-  }
-
-  void reject(const Pending& p, const char* why) {
-    ZIP_WARN("rejected connection from %s on %s: %s", addr_str(p.peer).c_str(), where_.c_str(), why);
-    close(p.fd);
-  }
-
-  void read_hellos() {
-    const int64_t now = now_ms();
-    for (size_t i = 0; i < pending_.size();) {
-      Pending& p = pending_[i];
-      ssize_t r = ::recv(p.fd, reinterpret_cast<char*>(&p.h) + p.got, sizeof p.h - p.got, MSG_DONTWAIT);
-      if (r > 0) p.got += size_t(r);
-      const bool again = r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
-      const char* why = nullptr;
-      if (r == 0)
-        why = "closed before completing the handshake";
-      else if (r < 0 && !again)
-        why = std::strerror(errno);
-      else if (p.got < sizeof p.h && now > p.deadline)
-        why = "no handshake within NCCL_ZIP_HANDSHAKE_TIMEOUT_MS";
-      else if (p.got == sizeof p.h)
-        why = admit(p);
-      else {
-        ++i;
-        continue;
-      }
-      if (why) reject(p, why);
-      pending_.erase(pending_.begin() + long(i));
-    }
-  }
-
   // Returns why the hello is refused, or null after adding the socket to its connection.
-  const char* admit(const Pending& p) {
-    const Hello& h = p.h;
+  const char* admit(int fd, const SockAddr& peer, const Hello& h) {
     if (h.magic != kHelloMagic) return "not a zipccl handshake";
     if (h.version != kVersion) return "unsupported handshake version";
     if (h.nonce != nonce_) return "wrong nonce (not the peer this handle was given to)";
@@ -310,19 +236,17 @@ class SocketListener : public Listener {
     for (auto& x : groups_)
       if (x.conn_id == h.conn_id) g = &x;
     if (!g) {
-      groups_.push_back(Group{h.conn_id, std::vector<int>(h.nsocks, -1), 0, addr_str(p.peer)});
+      groups_.push_back(Group{h.conn_id, std::vector<int>(h.nsocks, -1), 0, addr_str(peer)});
       g = &groups_.back();
     }
     if (g->fds.size() != h.nsocks || g->fds[h.index] != -1) return "inconsistent socket group";
-    g->fds[h.index] = p.fd;
+    g->fds[h.index] = fd;
     g->have++;
     return nullptr;
   }
 
-  int fd_;
+  HelloListener hellos_;
   uint64_t nonce_;
-  std::string where_;
-  std::vector<Pending> pending_;
   std::vector<Group> groups_;
 };
 
@@ -330,38 +254,35 @@ class SocketListener : public Listener {
 
 class SocketConnector : public Connector {
  public:
-  SocketConnector(const SockAddr& addr, uint64_t nonce)
-      : addr_(addr), deadline_(now_ms() + params().handshake_timeout_ms) {
+  SocketConnector(const SockAddr& addr, uint64_t nonce) : addr_(addr) {
     const int n = 1 + params().socket_nthreads * params().nsocks_per_thread;
     const uint64_t conn_id = random64();
+    const int64_t deadline = now_ms() + params().handshake_timeout_ms;
     for (int i = 0; i < n; ++i) {
-      Sock s{};
-      s.fd = -1;
-      s.hello = Hello{kHelloMagic, kVersion, uint16_t(i), uint16_t(n), 0, 0, nonce, conn_id};
-      socks_.push_back(s);
+      const Hello h{kHelloMagic, kVersion, uint16_t(i), uint16_t(n), 0, 0, nonce, conn_id};
+      const char* b = reinterpret_cast<const char*>(&h);
+      socks_.push_back(std::make_unique<HelloConnector>(addr, std::vector<char>(b, b + sizeof h), deadline));
     }
-  }
-  ~SocketConnector() override {
-    for (auto& s : socks_)
-      if (s.fd >= 0) close(s.fd);
   }
 
   Status progress(std::unique_ptr<Conn>* out) override {
     out->reset();
     bool all = true;
-    for (Sock& s : socks_) {
-      ZIP_CHECK(step(s));
-      all &= s.state == kDone;
+    for (auto& s : socks_) {
+      bool done = false;
+      ZIP_CHECK(s->step(&done));
+      all &= done;
     }
     if (!all) return Status::Ok();
     std::vector<int> fds;
-    for (Sock& s : socks_) {
-      if (!set_conn_options(s.fd, int(params().socket_timeout_ms))) {
+    for (auto& s : socks_) fds.push_back(s->release());
+    socks_.clear();
+    for (int fd : fds) {
+      if (!set_conn_options(fd, int(params().socket_timeout_ms))) {
         ZIP_WARN("connect to %s: socket options failed: %s", addr_str(addr_).c_str(), std::strerror(errno));
+        for (int f : fds) close(f);
         return fail(ncclSystemError);
       }
-      fds.push_back(s.fd);
-      s.fd = -1;
     }
     ZIP_INFO(NCCL_NET | NCCL_INIT, "connected to %s (%zu sockets, %d helper threads)",
              addr_str(addr_).c_str(), fds.size(), std::min<int>(params().socket_nthreads, int(fds.size()) - 1));
@@ -370,62 +291,8 @@ class SocketConnector : public Connector {
   }
 
  private:
-  enum State { kStart, kConnecting, kHello, kDone };
-  struct Sock {
-    int fd;
-    State state;
-    size_t sent;
-    Hello hello;
-  };
-
-  Status retry_or_fail(Sock& s, int err) {
-    close(s.fd);
-    s.fd = -1;
-    s.state = kStart;
-    // The listener may be momentarily out of backlog; keep trying until the handshake deadline.
-    if ((err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN) && now_ms() < deadline_) return Status::Ok();
-    ZIP_WARN("connect to %s: %s", addr_str(addr_).c_str(), std::strerror(err));
-    return fail(ncclRemoteError);
-  }
-
-  Status step(Sock& s) {
-    if (s.state == kStart) {
-      s.fd = socket(addr_.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-      if (s.fd < 0) {
-        ZIP_WARN("socket(): %s", std::strerror(errno));
-        return fail(ncclSystemError);
-      }
-      if (::connect(s.fd, &addr_.sa, addr_len(addr_)) == 0) {
-        s.state = kHello;
-      } else if (errno == EINPROGRESS) {
-        s.state = kConnecting;
-      } else {
-        return retry_or_fail(s, errno);
-      }
-    }
-    if (s.state == kConnecting) {
-      pollfd pfd{s.fd, POLLOUT, 0};
-      if (poll(&pfd, 1, 0) <= 0) return Status::Ok();
-      int err = 0;
-      socklen_t len = sizeof err;
-      getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err) return retry_or_fail(s, err);
-      s.state = kHello;
-    }
-    if (s.state == kHello) {
-      ssize_t r = ::send(s.fd, reinterpret_cast<char*>(&s.hello) + s.sent, sizeof s.hello - s.sent,
-                         MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (r > 0) s.sent += size_t(r);
-      else if (!(r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
-        return retry_or_fail(s, r < 0 ? errno : ECONNRESET);
-      if (s.sent == sizeof s.hello) s.state = kDone;
-    }
-    return Status::Ok();
-  }
-
   SockAddr addr_;
-  int64_t deadline_;
-  std::vector<Sock> socks_;
+  std::vector<std::unique_ptr<HelloConnector>> socks_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -453,10 +320,15 @@ class SocketTransport : public Transport {
       d.name = i.name;
       d.pci_path = read_pci_path(i.name);
       d.speed_mbps = read_speed_mbps(i.name);
+      d.guid = devs_.size();
       devs_.push_back(d);
     }
   }
   const char* name() const override { return "socket"; }
+  std::string settings() const override {
+    return std::to_string(params().socket_nthreads) + " socket threads x " +
+           std::to_string(params().nsocks_per_thread) + " sockets";
+  }
   int num_devices() const override { return int(devs_.size()); }
   const DeviceInfo& device(int dev) const override { return devs_[dev]; }
 
@@ -464,12 +336,9 @@ class SocketTransport : public Transport {
     SockAddr a = ifaces_[dev].addr;
     if (a.sa.sa_family == AF_INET) a.sin.sin_port = 0;
     else a.sin6.sin6_port = 0;
-    int fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    socklen_t len = addr_len(a);
-    if (fd < 0 || bind(fd, &a.sa, len) != 0 || ::listen(fd, SOMAXCONN) != 0 ||
-        getsockname(fd, &a.sa, &len) != 0) {
+    const int fd = listen_socket(&a);
+    if (fd < 0) {
       ZIP_WARN("listen on %s (%s): %s", ifaces_[dev].name.c_str(), addr_str(a).c_str(), std::strerror(errno));
-      if (fd >= 0) close(fd);
       return fail(ncclSystemError);
     }
     WireHandle h{};

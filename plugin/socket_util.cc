@@ -7,6 +7,7 @@
 #include <net/if.h>
 #include <netinet/tcp.h>
 
+#include <cerrno>
 #include <cstring>
 
 namespace zip {
@@ -136,6 +137,36 @@ bool set_conn_options(int fd, int timeout_ms) {
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
   }
   return true;
+}
+
+namespace {
+bool transient(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
+}  // namespace
+
+Io send_some(int fd, const void* buf, size_t len, size_t* off) {
+  while (*off < len) {
+    ssize_t r = ::send(fd, static_cast<const char*>(buf) + *off, len - *off, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      *off += size_t(r);
+      continue;
+    }
+    if (r < 0 && transient(errno)) return Io::kAgain;
+    return r < 0 && errno != EPIPE && errno != ECONNRESET ? Io::kError : Io::kClosed;
+  }
+  return Io::kDone;
+}
+
+Io recv_some(int fd, void* buf, size_t len, size_t* off) {
+  while (*off < len) {
+    ssize_t r = ::recv(fd, static_cast<char*>(buf) + *off, len - *off, MSG_DONTWAIT);
+    if (r > 0) {
+      *off += size_t(r);
+      continue;
+    }
+    if (r < 0 && transient(errno)) return Io::kAgain;
+    return r < 0 && errno != ECONNRESET ? Io::kError : Io::kClosed;
+  }
+  return Io::kDone;
 }
 
 }  // namespace zip

@@ -34,4 +34,10 @@ std::vector<Iface> find_interfaces(const std::string& spec, const std::string& f
 bool set_conn_options(int fd, int timeout_ms);
 bool set_nonblocking(int fd);
 
+// Moves the rest of buf[*off, len) over a non-blocking socket without blocking. kClosed: the peer
+// closed (or reset) the connection; kError: any other failure, errno set.
+enum class Io { kDone, kAgain, kClosed, kError };
+Io send_some(int fd, const void* buf, size_t len, size_t* off);
+Io recv_some(int fd, void* buf, size_t len, size_t* off);
+
 }  // namespace zip

@@ -1,6 +1,6 @@
-// What the engine needs from a network transport. The socket transport implements it today; an
-// RDMA verbs transport will implement the same interface (listen/connect/accept, a framed control
-// channel, posted bulk transfers polled for completion, one sticky error per connection).
+// What the engine needs from a network transport. The socket transport (plugin/) and the ibverbs
+// transport (verbs/) implement it: listen/connect/accept, a framed control channel, posted bulk
+// transfers polled for completion, memory registration, one sticky error per connection.
 // Threading: Listener/Connector/Conn methods are called by one thread at a time per object (the
 // engine serialises them); a transport may complete transfers from its own threads.
 #pragma once
@@ -23,9 +23,19 @@ struct Xfer {
 };
 
 struct DeviceInfo {
-  std::string name;      // e.g. "lo", "eth0"
+  std::string name;      // e.g. "lo", "eth0", "mlx5_0"
   std::string pci_path;  // real /sys PCI path, empty for virtual interfaces
   int speed_mbps = 0;
+  uint64_t guid = 0;     // NCCL groups devices of one NIC by it
+  int port = 0;          // IB port number (NCCL's props.port)
+  int max_comms = 65536;
+};
+
+// A buffer registered with a transport (RDMA keys). Destroying it releases the registration,
+// whatever became of the connection it was made through.
+class MemReg {
+ public:
+  virtual ~MemReg() = default;
 };
 
 // Transport-specific part of NCCL's 128-byte connection handle.
@@ -45,6 +55,15 @@ class Conn {
   // x->done(). n may be 0.
   virtual Status post_send(const void* buf, size_t n, Xfer* x) = 0;
   virtual Status post_recv(void* buf, size_t n, Xfer* x) = 0;
+  // Registers [data, data + size) with this connection's device so transfers from or into it need
+  // no registration of their own; *out stays null where the transport needs none. A transfer of
+  // memory not registered here still works (the transport registers it for that transfer).
+  virtual Status reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) {
+    (void)data;
+    (void)size;
+    out->reset();
+    return Status::Ok();
+  }
   // Sticky error: once a connection fails, every call reports it.
   virtual Status error() const = 0;
   virtual std::string error_text() const = 0;
@@ -75,6 +94,8 @@ class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
+  // Per-connection settings for the init log line ("2 socket threads x 2 sockets").
+  virtual std::string settings() const = 0;
   virtual int num_devices() const = 0;
   virtual const DeviceInfo& device(int dev) const = 0;
   // Fills handle[0, kTransportHandleBytes) for the peer's connect().

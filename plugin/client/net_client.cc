@@ -109,6 +109,8 @@ ncclResult_t PluginNet::properties(int dev, NetProps* p) {
   auto common = [&](const auto& q) {
     p->name = q.name ? q.name : "";
     p->pci_path = q.pciPath ? q.pciPath : "";
+    p->port = q.port;
+    p->guid = q.guid;
     p->ptr_support = q.ptrSupport;
     p->speed = q.speed;
     p->max_comms = q.maxComms;

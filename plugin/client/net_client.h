@@ -16,6 +16,8 @@ namespace ztest {
 struct NetProps {
   std::string name;
   std::string pci_path;
+  int port = 0;
+  uint64_t guid = 0;
   int ptr_support = 0;
   int speed = 0;
   int max_comms = 0;

@@ -6,6 +6,7 @@
 //   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
 //            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error] [--device]
 //   zip_peer send ... --handle=HEX
+//   zip_peer probe --plugin=P --version=V   init only: the log, then the devices
 // --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
 // checked in a host copy, moved to and from the device around the plugin's calls.
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
@@ -135,6 +136,25 @@ class Arena {
 class Peer {
  public:
   explicit Peer(const Args& a) : a_(a), net_(a.plugin, a.version) {}
+
+  // Which transport and devices init chose: every log line, then RESULT with the devices as
+  // name:port,... (ok=0 when init failed).
+  int probe() {
+    const ncclResult_t r = net_.init();
+    for (const auto& l : log_lines()) printf("LOG %s\n", l.c_str());
+    if (r != ncclSuccess) return finish(false, "init", 0);
+    int ndev = 0;
+    CHECK_NCCL(net_.devices(&ndev));
+    std::string devs;
+    for (int d = 0; d < ndev; ++d) {
+      NetProps p;
+      CHECK_NCCL(net_.properties(d, &p));
+      devs += (d ? "," : "") + p.name + ":" + std::to_string(p.port);
+    }
+    printf("RESULT ok=1 ndev=%d devs=%s\n", ndev, devs.c_str());
+    CHECK_NCCL(net_.finalize());
+    return 0;
+  }
 
   int run() {
     if (net_.init() != ncclSuccess) return finish(false, "init", 0);
@@ -299,11 +319,12 @@ class Peer {
 
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
-  if ((a.role != "recv" && a.role != "send") || a.plugin.empty() || a.group < 1 || a.group > 8) {
-    fprintf(stderr, "usage: zip_peer recv|send --plugin=PATH [options]\n");
+  if ((a.role != "recv" && a.role != "send" && a.role != "probe") || a.plugin.empty() || a.group < 1 ||
+      a.group > 8) {
+    fprintf(stderr, "usage: zip_peer recv|send|probe --plugin=PATH [options]\n");
     return 2;
   }
   alarm(120);  // a hang is a failure, not a stuck CI job
   Peer p(a);
-  return p.run();
+  return a.role == "probe" ? p.probe() : p.run();
 }

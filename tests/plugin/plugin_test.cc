@@ -21,6 +21,7 @@
 
 #include "device_mem.h"
 #include "net_client.h"
+#include "pair.h"
 #include "spawn.h"
 #include "traffic.h"
 
@@ -28,82 +29,11 @@ using namespace ztest;
 
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-double now_s() {
-  using namespace std::chrono;
-  return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-long field(const std::string& line, const std::string& key) {
-  size_t p = line.find(" " + key + "=");
-  return p == std::string::npos ? -999 : atol(line.c_str() + p + key.size() + 2);
-}
-
-std::string result_line(const Proc& p) {
-  for (const auto& l : p.lines())
-    if (l.rfind("RESULT", 0) == 0) return l;
-  return "";
-}
-
-struct Pair {
-  int recv_rc = -1, send_rc = -1;
-  std::string recv_result, send_result;
-  double recv_exit_s = 0, send_exit_s = 0;  // when each was seen to exit
-};
-
-Env base_env(const std::string& zip) {
-  return Env{{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ZIP_ENABLE", zip}};
-}
-
-std::vector<std::string> peer_args(const std::string& role, int version, const std::vector<std::string>& extra) {
-  std::vector<std::string> a = {ZIP_PEER_PATH, role, std::string("--plugin=") + ZIP_PLUGIN_PATH,
-                                "--version=" + std::to_string(version)};
-  a.insert(a.end(), extra.begin(), extra.end());
-  return a;
-}
-
-// Receiver first (it listens and prints the handle), then the sender with that handle.
-// `between` runs after the handle is known and before the sender starts.
-Pair run_pair(int version, const Env& env, const std::vector<std::string>& recv_extra,
-              const std::vector<std::string>& send_extra, double timeout_s = 90,
-              const std::function<void(const std::string&)>& between = nullptr) {
-  Pair r;
-  Proc recv(peer_args("recv", version, recv_extra), env);
-  std::string h = recv.read_line(30);
-  EXPECT_EQ(h.rfind("HANDLE ", 0), 0u) << "receiver printed: " << h;
-  if (h.rfind("HANDLE ", 0) != 0) return r;
-  if (between) between(h.substr(7));
-  auto send_args = send_extra;
-  send_args.push_back("--handle=" + h.substr(7));
-  Proc send(peer_args("send", version, send_args), env);
-  const double end = now_s() + timeout_s;
-  while (now_s() < end && !(recv.exited() && send.exited())) {
-    if (recv.exited() && r.recv_exit_s == 0) r.recv_exit_s = now_s();
-    if (send.exited() && r.send_exit_s == 0) r.send_exit_s = now_s();
-    usleep(2000);
-  }
-  if (r.recv_exit_s == 0 && recv.exited()) r.recv_exit_s = now_s();
-  if (r.send_exit_s == 0 && send.exited()) r.send_exit_s = now_s();
-  r.recv_rc = recv.wait(1);
-  r.send_rc = send.wait(1);
-  r.recv_result = result_line(recv);
-  r.send_result = result_line(send);
-  return r;
-}
-
-#define SKIP_WITHOUT_CUDA()                    \
-  do {                                         \
-    std::string why_;                          \
+#define SKIP_WITHOUT_CUDA()                             \
+  do {                                                  \
+    std::string why_;                                   \
     if (!have_cuda_device(&why_)) GTEST_SKIP() << why_; \
   } while (0)
-
-void expect_ok(const Pair& p) {
-  EXPECT_EQ(p.recv_rc, 0) << p.recv_result;
-  EXPECT_EQ(p.send_rc, 0) << p.send_result;
-  EXPECT_EQ(field(p.recv_result, "ok"), 1) << p.recv_result;
-  EXPECT_EQ(field(p.send_result, "ok"), 1) << p.send_result;
-}
 
 // ---- Two-process exchanges ------------------------------------------------------------------
 
@@ -145,6 +75,7 @@ TEST(ExchangeGrouped, FourSubsMatchedByTag) {
 }
 
 TEST(ExchangeSockets, OneAndManySocketsPerConnection) {
+  if (ib_run()) GTEST_SKIP() << "socket transport only (IbExchange.QpsPerConnection is its verbs twin)";
   for (const char* cfg : {"1x1", "4x4"}) {
     Env env = base_env("2");
     env["NCCL_SOCKET_NTHREADS"] = std::string(1, cfg[0]);
@@ -381,8 +312,15 @@ TEST(InProcess, PropertiesForEveryVersion) {
     ASSERT_GE(n, 1);
     NetProps p;
     ASSERT_EQ(net.properties(0, &p), ncclSuccess);
-    EXPECT_EQ(p.name, "lo");
-    EXPECT_EQ(p.pci_path, "");  // loopback is virtual: NCCL must not see a PCI path
+    if (ib_run()) {
+      EXPECT_EQ(p.name, "emu_0");
+      EXPECT_EQ(p.port, 1);
+      EXPECT_NE(p.guid, 0u);
+      EXPECT_EQ(p.pci_path, "");  // the emulated device has no sysfs entry
+    } else {
+      EXPECT_EQ(p.name, "lo");
+      EXPECT_EQ(p.pci_path, "");  // loopback is virtual: NCCL must not see a PCI path
+    }
     std::string why;
     EXPECT_EQ(p.ptr_support, have_cuda_device(&why) ? NCCL_PTR_HOST | NCCL_PTR_CUDA : NCCL_PTR_HOST) << why;
     EXPECT_GT(p.speed, 0);
@@ -485,7 +423,8 @@ TEST(InProcess, StalledRequestsAreLogged) {
 // Many connect/close cycles with a checked message each, some closed with a receive still
 // posted. Under the ASan build LeakSanitizer checks at exit that nothing leaked.
 TEST(InProcess, ConnectCloseCycles) {
-  const int cycles = getenv("ZIP_TEST_CYCLES") ? atoi(getenv("ZIP_TEST_CYCLES")) : 1000;
+  // Fewer over the verbs emulation, where a connection costs queue pairs and a bootstrap socket.
+  const int cycles = getenv("ZIP_TEST_CYCLES") ? atoi(getenv("ZIP_TEST_CYCLES")) : ib_run() ? 100 : 1000;
   PluginNet net(ZIP_PLUGIN_PATH, 11);
   ASSERT_EQ(net.init(), ncclSuccess);
   std::vector<char> sbuf(8192), rbuf(8192);
@@ -556,6 +495,7 @@ struct EvilCase {
 class EvilPeer : public ::testing::TestWithParam<EvilCase> {};
 
 TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
+  if (ib_run()) GTEST_SKIP() << "speaks the socket transport's wire format";
   const EvilCase c = GetParam();
   if (c.device) SKIP_WITHOUT_CUDA();
   clear_log();
@@ -714,6 +654,12 @@ TEST(InProcess, ConcurrentCommunicators) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The socket transport unless the run asks for ib (the ib. copy of the suite), which uses the
+  // emulated libibverbs; the peers inherit both.
+  setenv("NCCL_ZIP_TRANSPORT", "socket", 0);
+#ifdef ZIP_IBVERBS_EMU
+  setenv("NCCL_ZIP_IBVERBS_LIB", ZIP_IBVERBS_EMU, 0);
+#endif
   // The in-process tests load the plugin into this process: loopback only, few sockets (1000
   // cycles leave their TIME_WAIT sockets behind), compression always on.
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);

@@ -1,0 +1,157 @@
+// The verbs transport through the real plugin over the emulated libibverbs (tests/verbs/emu):
+// transport selection, NCCL_IB_HCA, RoCE, several QPs per connection, injected faults. These run
+// in the ib. copy of plugin_tests (NCCL_ZIP_TRANSPORT=ib), which also runs every transport-neutral
+// test of plugin_test.cc over the verbs transport; elsewhere they are skipped.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "net_client.h"  // ncclResult_t
+#include "pair.h"
+
+using namespace ztest;
+
+namespace {
+
+#define IB_ONLY() \
+  if (!ib_run()) GTEST_SKIP() << "runs in the ib. copy of the suite (over the emulated libibverbs)"
+
+std::string devs_of(const std::string& result) {
+  const size_t p = result.find(" devs=");
+  return p == std::string::npos ? "" : result.substr(p + 6);
+}
+
+bool logged(const std::vector<std::string>& log, const std::string& needle) {
+  for (const auto& l : log)
+    if (l.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+// ---- Which transport init picks ---------------------------------------------------------------
+
+TEST(IbSelect, AutoUsesTheRdmaDevice) {
+  IB_ONLY();
+  const std::string r = probe(Env{{"NCCL_ZIP_TRANSPORT", "auto"}});
+  EXPECT_EQ(field(r, "ok"), 1) << r;
+  EXPECT_EQ(devs_of(r), "emu_0:1") << r;
+}
+
+TEST(IbSelect, AutoFallsBackToSocketsWithoutLibibverbs) {
+  IB_ONLY();
+  std::vector<std::string> log;
+  const std::string r = probe(
+      Env{{"NCCL_ZIP_TRANSPORT", "auto"}, {"NCCL_ZIP_IBVERBS_LIB", "/nonexistent/libibverbs.so.1"},
+          {"NCCL_SOCKET_IFNAME", "lo"}},
+      &log);
+  EXPECT_EQ(field(r, "ok"), 1) << r;
+  EXPECT_EQ(devs_of(r), "lo:0") << r;
+  EXPECT_TRUE(logged(log, "/nonexistent/libibverbs.so.1")) << "the INFO line says why";
+  EXPECT_TRUE(logged(log, "using the socket transport"));
+}
+
+TEST(IbSelect, IbWithoutLibibverbsFailsInit) {
+  IB_ONLY();
+  std::vector<std::string> log;
+  const std::string r = probe(Env{{"NCCL_ZIP_IBVERBS_LIB", "/nonexistent/libibverbs.so.1"}}, &log);
+  EXPECT_EQ(field(r, "ok"), 0) << r;
+  EXPECT_TRUE(logged(log, "NCCL_ZIP_TRANSPORT=ib but no RDMA device is usable"));
+}
+
+TEST(IbSelect, IbWithoutDeviceFailsInit) {
+  IB_ONLY();
+  std::vector<std::string> log;
+  const std::string r = probe(Env{{"NCCL_ZIP_EMU_DEVICES", ""}}, &log);
+  EXPECT_EQ(field(r, "ok"), 0) << r;
+  EXPECT_TRUE(logged(log, "no RDMA device found"));
+}
+
+TEST(IbSelect, DownPortsAreNotDevices) {
+  IB_ONLY();
+  std::vector<std::string> log;
+  const std::string r = probe(Env{{"NCCL_ZIP_EMU_DEVICES", "emu_d:ib:1:down"}}, &log);
+  EXPECT_EQ(field(r, "ok"), 0) << r;
+  EXPECT_TRUE(logged(log, "emu_d:1 not active"));
+}
+
+TEST(IbSelect, HcaFilterPicksPorts) {
+  IB_ONLY();
+  struct Case {
+    const char* hca;
+    const char* devs;
+  };
+  for (const Case& c : {Case{nullptr, "emu_a:1,emu_b:1,emu_b:2"}, Case{"emu_b:2", "emu_b:2"},
+                        Case{"^emu_b", "emu_a:1"}, Case{"=emu_b", "emu_b:1,emu_b:2"}, Case{"emu_a:2", ""}}) {
+    Env env{{"NCCL_ZIP_EMU_DEVICES", "emu_a,emu_b:roce:2"}};
+    if (c.hca) env["NCCL_IB_HCA"] = c.hca;
+    const std::string r = probe(env);
+    SCOPED_TRACE(c.hca ? c.hca : "(unset)");
+    EXPECT_EQ(field(r, "ok"), *c.devs ? 1 : 0) << r;
+    EXPECT_EQ(devs_of(r), c.devs) << r;
+  }
+}
+
+// ---- Exchanges the socket suite has no twin for -------------------------------------------------
+
+TEST(IbExchange, RoceLinkLayer) {
+  IB_ONLY();
+  Env env = base_env("2");
+  env["NCCL_ZIP_EMU_DEVICES"] = "emu_r:roce";
+  env["NCCL_IB_MTU"] = "1024";  // below the ports' 4096: both ends must agree on it
+  const std::vector<std::string> args = {"--msgs=100", "--max=262144", "--kind=mix", "--seed=21"};
+  expect_ok(run_pair(11, env, args, args));
+}
+
+// Parts over several QPs and 256 KiB chunks within a part; grouped receives matched by tag.
+TEST(IbExchange, QpsPerConnection) {
+  IB_ONLY();
+  for (const char* qps : {"1", "4"}) {
+    Env env = base_env("2");
+    env["NCCL_IB_QPS_PER_CONNECTION"] = qps;
+    SCOPED_TRACE(std::string(qps) + " QPs");
+    const std::vector<std::string> big = {"--msgs=60", "--max=2097152", "--kind=bf16", "--seed=5"};
+    expect_ok(run_pair(11, env, big, big));
+    const std::vector<std::string> grouped = {"--msgs=60", "--max=131072", "--group=4", "--kind=mix", "--seed=6"};
+    expect_ok(run_pair(9, env, grouped, grouped));
+  }
+}
+
+TEST(IbExchange, DelayedWorkRequestsStayExact) {
+  IB_ONLY();
+  Env env = base_env("2");
+  env["NCCL_ZIP_EMU_FAULT"] = "delay_us:300";
+  env["NCCL_IB_QPS_PER_CONNECTION"] = "2";
+  const std::vector<std::string> args = {"--msgs=80", "--max=524288", "--kind=mix", "--seed=13"};
+  expect_ok(run_pair(11, env, args, args));
+}
+
+// ---- Faults: both ends fail with an error, neither crashes nor hangs ------------------------------
+
+class IbFault : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(IbFault, BothEndsReportAnError) {
+  IB_ONLY();
+  Env env = base_env("0");
+  env["NCCL_ZIP_EMU_FAULT"] = GetParam();
+  const std::vector<std::string> args = {"--msgs=100000", "--max=262144", "--kind=bf16", "--expect-error"};
+  const double t0 = now_s();
+  Pair p = run_pair(11, env, args, args, 60);
+  EXPECT_EQ(p.recv_rc, 0) << p.recv_result;
+  EXPECT_EQ(p.send_rc, 0) << p.send_result;
+  EXPECT_EQ(field(p.recv_result, "ok"), 1) << p.recv_result;
+  EXPECT_EQ(field(p.send_result, "ok"), 1) << p.send_result;
+  for (const std::string& r : {p.recv_result, p.send_result}) {
+    const long e = field(r, "error");
+    EXPECT_TRUE(e == ncclRemoteError || e == ncclSystemError) << r;
+  }
+  EXPECT_LT(now_s() - t0, 20.0) << "the error took too long to surface";
+}
+
+INSTANTIATE_TEST_SUITE_P(Emulated, IbFault,
+                         ::testing::Values("rkey:300", "retry:300", "qp_error:300", "device_lost:300"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           return n.substr(0, n.find(':'));
+                         });
+
+}  // namespace

@@ -1,0 +1,73 @@
+// GoogleTest helpers for the emulation tests: environment overrides, a connected loopback pair
+// of endpoints, and the peer process of the cross-process tests.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "emu_harness.h"
+
+namespace zip::verbs::emu_test {
+
+using namespace std::chrono_literals;
+
+// Sets (value non-null) or unsets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+
+ private:
+  std::string name_, old_;
+  bool had_;
+};
+
+// Two endpoints of this process, connected to each other (loopback through the emulated
+// fabric).
+struct Pair {
+  std::unique_ptr<Endpoint> a, b;
+};
+// ASSERTs inside: call through ASSERT_NO_FATAL_FAILURE.
+void make_pair(Pair* pair, const EndpointOptions& a = {}, const EndpointOptions& b = {});
+
+// Polls ep until one completion comes or timeout passes; fails the test on timeout.
+ibv_wc wait_one(Endpoint& ep, std::chrono::milliseconds timeout = 5000ms);
+
+// The emulation's exports that the loader's table does not carry (completion channels, device
+// GUID), looked up in the loaded library at IBVERBS_1.1.
+struct ExtraFunctions {
+  ibv_comp_channel* (*create_comp_channel)(ibv_context*);
+  int (*destroy_comp_channel)(ibv_comp_channel*);
+  int (*get_cq_event)(ibv_comp_channel*, ibv_cq**, void**);
+  void (*ack_cq_events)(ibv_cq*, unsigned int);
+  __be64 (*get_device_guid)(ibv_device*);
+};
+const ExtraFunctions& extra();
+
+// Fills [p, p + len) with bytes from seed.
+void fill_random(char* p, size_t len, uint64_t seed);
+
+// The peer process (emu_peer), started with its stdin/stdout on pipes.
+class Peer {
+ public:
+  Peer();
+  ~Peer();  // kills it if still running
+  bool started() const { return pid_ > 0; }
+  const Address& address() const { return address_; }
+  // Sends one command line and returns the answer line ("" when none came within timeout).
+  std::string call(const std::string& command, std::chrono::milliseconds timeout = 5000ms);
+  void kill_now();
+
+ private:
+  std::string read_line(std::chrono::milliseconds timeout);
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string pending_;
+  Address address_;
+};
+
+}  // namespace zip::verbs::emu_test

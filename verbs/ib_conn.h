@@ -1,0 +1,149 @@
+// One verbs connection: a completion queue, NCCL_IB_QPS_PER_CONNECTION reliable-connected queue
+// pairs and the buffers behind the engine's Conn interface.
+//
+// Control records travel as SENDs on QP 0 into receives posted in advance. A SEND lands whole
+// and is visible exactly when its completion is polled, whereas a record RDMA-written into a
+// ring would need the reader to trust that every byte of it landed before its flag; and the
+// data path's writes-with-immediate consume posted receives anyway, so one receive queue serves
+// both. Credits bound the records in flight: the receiving end RDMA-writes how many it has
+// taken into the sender's mailbox.
+//
+// Bulk data is receiver-driven: post_recv advertises (address, rkey, length) by an RDMA write
+// into the sender's mailbox fifo; the k-th post_send waits for the k-th advertisement and
+// RDMA-writes the bytes, split into parts over the QPs and chunks within a part, the last chunk
+// of each part WRITE_WITH_IMM carrying the receive's sequence number; the receive completes when
+// every part's immediate has arrived. At most kFifoSlots receives are advertised ahead, so the
+// fifo is never overwritten before the sender has read it.
+//
+// Everything advances from the engine's calls (progress, post_*, recv_ctrl); no thread of ours
+// touches a connection except the HCA's event thread, which only sets its sticky error.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ib_devices.h"
+#include "ib_wire.h"
+#include "mr_cache.h"
+#include "transport.h"
+
+namespace zip::verbs {
+
+class IbConn : public Conn {
+ public:
+  // The completion queue, nqps queue pairs (in INIT) and the control buffers on `port`.
+  static Status create(const IbPort& port, int nqps, std::unique_ptr<IbConn>* out);
+  ~IbConn() override;
+
+  // This end's half of the exchange; magic, version and nonce are the caller's.
+  void local_info(QpInfo* info) const;
+  // Brings every queue pair to RTS towards the end `remote` describes and posts the receives.
+  Status connect_qps(const QpInfo& remote, const std::string& peer);
+  // Keeps the bootstrap socket: it closing tells that the peer has gone.
+  void attach(int fd);
+
+  Status send_ctrl(const void* rec, size_t len) override;
+  Status recv_ctrl(void* buf, size_t cap, size_t* len) override;
+  Status progress() override;
+  Status post_send(const void* buf, size_t n, Xfer* x) override;
+  Status post_recv(void* buf, size_t n, Xfer* x) override;
+  Status reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) override;
+  Status error() const override { return Status{err_->code()}; }
+  std::string error_text() const override { return err_->text(); }
+  size_t ctrl_backlog() const override { return ctrl_out_bytes_; }
+  bool peer_closed() const override;
+  std::string peer() const override { return peer_; }
+
+ private:
+  struct SendOp {
+    const char* buf;
+    size_t n;
+    Xfer* x;
+    uint32_t seq;
+    MrRef mr;
+    bool started = false;  // its advertisement has been read
+    bool issued = false;   // every work request posted
+    uint64_t raddr = 0;
+    uint32_t rkey = 0;
+    uint32_t wrs_out = 0;  // posted, not yet completed
+    size_t done[kMaxQpsPerConn] = {};  // bytes of each part posted
+  };
+  struct RecvOp {
+    char* buf;
+    size_t n;
+    Xfer* x;
+    uint32_t seq;
+    MrRef mr;
+    uint32_t parts_seen = 0;
+  };
+  struct Local;  // the outbox and control rings, registered for local access
+
+  IbConn() = default;
+  Status pump();
+  Status fail_with(ncclResult_t code, const std::string& why);
+  Status poll_cq();
+  Status on_completion(const ibv_wc& wc);
+  Status post(uint32_t qp, ibv_send_wr* wr);
+  Status post_receive(uint32_t qp, uint32_t slot);
+  // RDMA-writes [src, src + len) of our outbox into the peer's mailbox at offset, on QP 0.
+  Status write_mailbox(uint64_t id, const void* src, size_t len, size_t offset);
+  Status flush_ctrl();
+  Status send_credits();
+  Status advertise();
+  bool take_advert(SendOp* op);
+  Status issue(SendOp* op);
+  Status issue_sends();
+  void complete();
+  void check_peer();
+  void peer_gone(ncclResult_t code, const std::string& why);
+
+  std::shared_ptr<IbHca> hca_;
+  std::shared_ptr<MrCache> mrs_;
+  int port_ = 0;
+  ibv_port_attr attr_{};
+  std::string dev_;  // "mlx5_0:1"
+  std::string peer_ = "?";
+  uint8_t gid_[16] = {};
+  int gid_index_ = 0;
+  std::shared_ptr<StickyError> err_ = std::make_shared<StickyError>();
+
+  ibv_cq* cq_ = nullptr;
+  std::vector<ibv_qp*> qps_;
+  std::vector<uint32_t> sq_used_;  // send work requests posted and not completed, per QP
+  Mailbox* inbox_ = nullptr;       // written by the peer
+  ibv_mr* inbox_mr_ = nullptr;
+  Local* local_ = nullptr;
+  ibv_mr* local_mr_ = nullptr;
+  uint64_t peer_mailbox_ = 0;
+  uint32_t peer_mailbox_rkey_ = 0;
+
+  int fd_ = -1;
+  int64_t next_check_ms_ = 0;
+  // When and how the peer went: its bootstrap socket closed, or a queue pair failed under our
+  // credit or advertisement writes.
+  int64_t gone_ms_ = -1;
+  ncclResult_t gone_code_ = ncclSuccess;
+  std::string gone_why_;
+
+  std::deque<std::string> ctrl_out_;  // records waiting for a credit
+  size_t ctrl_out_bytes_ = 0;
+  uint64_t ctrl_posted_ = 0;
+  std::deque<std::string> ctrl_in_;
+  uint64_t ctrl_taken_ = 0;    // records received from the peer
+  uint64_t ctrl_credited_ = 0; // ctrl_taken_ as last written to the peer
+  bool credit_write_out_ = false;
+
+  std::deque<SendOp> sends_;  // in posting order, until completed
+  uint32_t send_seq_ = 0;
+  uint32_t issue_seq_ = 0;    // first send not fully posted
+  std::deque<RecvOp> recvs_;  // in posting order, until completed
+  uint32_t recv_seq_ = 0;
+  uint32_t advertised_ = 0;   // receives advertised so far
+  uint32_t recv_done_ = 0;
+};
+
+}  // namespace zip::verbs

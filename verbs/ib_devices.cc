@@ -1,0 +1,102 @@
+#include "ib_devices.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "hca_filter.h"
+#include "ib_qp.h"
+#include "log.h"
+#include "param.h"
+#include "port_info.h"
+#include "sysfs.h"
+
+namespace zip::verbs {
+namespace {
+
+constexpr size_t kMaxDevs = 32;  // NCCL's MAX_IB_DEVS
+
+int64_t speed_of(const IbvFunctions& fn, ibv_context* ctx, int port, const ibv_port_attr& a) {
+  uint64_t speed_100mbps = 0;
+  if (fn.query_port_speed && fn.query_port_speed(ctx, uint8_t(port), &speed_100mbps) == 0 && speed_100mbps)
+    return int64_t(speed_100mbps) * 100;
+  // active_speed_ex (XDR) is not in the rdma-core 44 headers we build with; libraries new enough
+  // to report XDR have ibv_query_port_speed, used above.
+  return port_speed_mbps(a.active_width, a.active_speed, 0);
+}
+
+std::string pci_path_of(const std::string& dev) {
+  std::string error;
+  const std::string path = ib_device_pci_path("", dev, &error);
+  if (path.empty()) {
+    ZIP_INFO(NCCL_NET | NCCL_INIT, "%s: no PCI path (%s); NCCL will place it away from the GPUs", dev.c_str(),
+             error.c_str());
+    return "";
+  }
+  return merged_pci_path(path, params().ib_merge_vfs);
+}
+
+}  // namespace
+
+std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::string* why) {
+  const IbvFunctions& fn = lib->fn();
+  std::vector<IbPort> ports;
+  int n = 0;
+  ibv_device** list = fn.get_device_list(&n);
+  if (!list) {
+    *why = std::string("ibv_get_device_list failed: ") + std::strerror(errno);
+    return ports;
+  }
+  const char* hca_env = std::getenv("NCCL_IB_HCA");
+  const HcaFilter filter = parse_hca_filter(hca_env);
+  std::string skipped;  // why each device or port was left out, for *why
+  for (int d = 0; d < n && ports.size() < kMaxDevs; ++d) {
+    std::string error;
+    std::shared_ptr<IbHca> hca = IbHca::open(lib, list[d], &error);
+    if (!hca) {
+      skipped += "; " + error;
+      continue;
+    }
+    std::shared_ptr<MrCache> mrs;
+    for (int p = 1; p <= hca->attr().phys_port_cnt; ++p) {
+      ibv_port_attr a;
+      std::memset(&a, 0, sizeof a);  // older providers leave newer fields untouched
+      const std::string where = hca->name() + ":" + std::to_string(p);
+      if (fn.query_port(hca->context(), uint8_t(p), &a) != 0) {
+        skipped += "; " + where + ": ibv_query_port failed";
+        continue;
+      }
+      if (a.state != IBV_PORT_ACTIVE) {
+        skipped += "; " + where + " not active";
+        continue;
+      }
+      if (a.link_layer != IBV_LINK_LAYER_INFINIBAND && a.link_layer != IBV_LINK_LAYER_ETHERNET) {
+        skipped += "; " + where + ": link layer " + link_layer_name(a.link_layer);
+        continue;
+      }
+      if (!filter.selects(hca->name(), p)) {
+        skipped += "; " + where + " not selected by NCCL_IB_HCA=" + (hca_env ? hca_env : "");
+        continue;
+      }
+      if (!mrs) mrs = std::make_shared<MrCache>(hca, fn, hca->pd(), hca->name());
+      IbPort ip{hca, mrs, p, a, DeviceInfo{}};
+      ip.info.name = hca->name();
+      ip.info.port = p;
+      ip.info.pci_path = pci_path_of(hca->name());
+      ip.info.speed_mbps = int(speed_of(fn, hca->context(), p, a));
+      ip.info.guid = hca->attr().sys_image_guid;
+      ip.info.max_comms = hca->attr().max_qp;
+      ZIP_INFO(NCCL_NET | NCCL_INIT, "[%zu] %s %s %d Mb/s MTU %d guid %#llx pci %s", ports.size(), where.c_str(),
+               link_layer_name(a.link_layer), ip.info.speed_mbps, mtu_bytes(a.active_mtu),
+               (unsigned long long)ip.info.guid, ip.info.pci_path.empty() ? "-" : ip.info.pci_path.c_str());
+      ports.push_back(std::move(ip));
+      hca->start_events();
+    }
+  }
+  fn.free_device_list(list);
+  if (ports.empty())
+    *why = n == 0 ? std::string("no RDMA device found") : "no usable port" + skipped;
+  return ports;
+}
+
+}  // namespace zip::verbs

@@ -1,0 +1,30 @@
+// Device discovery for the verbs transport, as NCCL's net_ib init does it: every ACTIVE port of
+// InfiniBand or Ethernet (RoCE) link layer that NCCL_IB_HCA selects becomes one plugin device.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ib_hca.h"
+#include "ibv_loader.h"
+#include "mr_cache.h"
+#include "transport.h"
+
+namespace zip::verbs {
+
+struct IbPort {
+  std::shared_ptr<IbHca> hca;
+  std::shared_ptr<MrCache> mrs;  // the registrations of the HCA's protection domain
+  int port;
+  ibv_port_attr attr;
+  DeviceInfo info;  // NCCL's properties: device name, port, PCI path, speed, guid, max QPs
+};
+
+// The usable ports in device order, their HCAs' event threads started. Empty, with the reason in
+// *why, when there is none.
+std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::string* why);
+
+}  // namespace zip::verbs

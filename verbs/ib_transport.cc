@@ -1,0 +1,98 @@
+#include "ib_transport.h"
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "ib_connect.h"
+#include "ib_devices.h"
+#include "ib_wire.h"
+#include "log.h"
+#include "param.h"
+#include "socket_util.h"
+#include "tcp_handshake.h"
+
+namespace zip::verbs {
+namespace {
+
+class IbTransport : public Transport {
+ public:
+  IbTransport(std::vector<IbPort> ports, Iface bootstrap) : ports_(std::move(ports)), bootstrap_(std::move(bootstrap)) {}
+
+  const char* name() const override { return "ib"; }
+  std::string settings() const override {
+    const Params& p = params();
+    return std::to_string(p.ib_qps_per_conn) + " QP(s) per connection, timeout " + std::to_string(p.ib_timeout) +
+           ", retry count " + std::to_string(p.ib_retry_cnt) + ", bootstrap over " + bootstrap_.name;
+  }
+  int num_devices() const override { return int(ports_.size()); }
+  const DeviceInfo& device(int dev) const override { return ports_[size_t(dev)].info; }
+
+  Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) override {
+    SockAddr a = bootstrap_.addr;
+    if (a.sa.sa_family == AF_INET) a.sin.sin_port = 0;
+    else a.sin6.sin6_port = 0;
+    const int fd = listen_socket(&a);
+    if (fd < 0) {
+      ZIP_WARN("listen on %s (%s): %s", bootstrap_.name.c_str(), addr_str(a).c_str(), std::strerror(errno));
+      return fail(ncclSystemError);
+    }
+    IbHandle h;
+    std::memset(&h, 0, sizeof h);
+    h.magic = kHandleMagic;
+    h.version = kWireVersion;
+    std::memcpy(h.addr, &a, addr_len(a));
+    h.nonce = random64();
+    std::memcpy(handle, &h, sizeof h);
+    const IbPort& port = ports_[size_t(dev)];
+    const std::string where = port.info.name + ":" + std::to_string(port.port) + " via " + addr_str(a);
+    ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
+    *out = std::make_unique<IbListener>(port, fd, h.nonce, where);
+    return Status::Ok();
+  }
+
+  Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) override {
+    IbHandle h;
+    std::memcpy(&h, handle, sizeof h);
+    if (h.magic != kHandleMagic || h.version != kWireVersion) {
+      ZIP_WARN("connect: the handle is not a zipccl verbs handle (magic %08x version %u)", h.magic, h.version);
+      return fail(ncclInvalidArgument);
+    }
+    SockAddr a{};
+    std::memcpy(&a, h.addr, sizeof h.addr);
+    if (a.sa.sa_family != AF_INET && a.sa.sa_family != AF_INET6) {
+      ZIP_WARN("connect: bad address family %d in handle", a.sa.sa_family);
+      return fail(ncclInvalidArgument);
+    }
+    std::unique_ptr<IbConn> conn;
+    ZIP_CHECK(IbConn::create(ports_[size_t(dev)], params().ib_qps_per_conn, &conn));
+    *out = std::make_unique<IbConnector>(std::move(conn), a, h.nonce);
+    return Status::Ok();
+  }
+
+ private:
+  std::vector<IbPort> ports_;
+  Iface bootstrap_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_ib_transport(std::string* why) {
+  std::string error;
+  std::shared_ptr<IbvLibrary> lib = load_ibverbs(ibverbs_library_path(), &error);
+  if (!lib) {
+    *why = error;
+    return nullptr;
+  }
+  std::vector<IbPort> ports = discover_ports(lib, why);
+  if (ports.empty()) return nullptr;
+  // NCCL's IB transport bootstraps over the same interface its socket code would pick.
+  std::vector<Iface> ifs = find_interfaces(params().socket_ifname, params().socket_family, 1);
+  if (ifs.empty()) {
+    *why = "no network interface for the bootstrap connection (NCCL_SOCKET_IFNAME=" + params().socket_ifname + ")";
+    return nullptr;
+  }
+  return std::make_unique<IbTransport>(std::move(ports), ifs[0]);
+}
+
+}  // namespace zip::verbs

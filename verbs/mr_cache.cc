@@ -1,0 +1,82 @@
+#include "mr_cache.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "log.h"
+
+namespace zip::verbs {
+
+MrRef::MrRef(MrRef&& o) noexcept : cache_(std::move(o.cache_)), mr_(o.mr_), end_(o.end_) { o.mr_ = nullptr; }
+
+MrRef& MrRef::operator=(MrRef&& o) noexcept {
+  if (this != &o) {
+    if (mr_) cache_->release(mr_, end_);
+    cache_ = std::move(o.cache_);
+    mr_ = o.mr_;
+    end_ = o.end_;
+    o.mr_ = nullptr;
+  }
+  return *this;
+}
+
+MrRef::~MrRef() {
+  if (mr_) cache_->release(mr_, end_);
+}
+
+MrCache::MrCache(std::shared_ptr<const void> keep_alive, const IbvFunctions& fn, ibv_pd* pd, std::string dev)
+    : keep_alive_(std::move(keep_alive)), fn_(fn), pd_(pd), dev_(std::move(dev)) {}
+
+MrCache::~MrCache() {
+  // Every MrRef holds the cache, so nothing is left here; this only guards against leaks.
+  for (auto& kv : by_end_) fn_.dereg_mr(kv.second.mr);
+}
+
+Status MrCache::acquire(const void* addr, size_t len, MrRef* out) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t e = a + (len ? len : 1);
+  std::lock_guard<std::mutex> g(mu_);
+  for (auto it = by_end_.lower_bound(e); it != by_end_.end(); ++it) {
+    if (it->second.start <= a) {
+      it->second.refs++;
+      *out = MrRef(shared_from_this(), it->second.mr, it->first);
+      return Status::Ok();
+    }
+  }
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t start = a & ~(page - 1);
+  const uintptr_t end = (e + page - 1) & ~(page - 1);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  ibv_mr* mr = fn_.reg_mr(pd_, reinterpret_cast<void*>(start), end - start, access);
+  if (!mr) {
+    ZIP_WARN("%s: ibv_reg_mr of %p (%zu bytes) failed: %s", dev_.c_str(), addr, len, std::strerror(errno));
+    return fail(ncclSystemError);
+  }
+  by_end_.emplace(end, Entry{start, mr, 1});
+  ZIP_TRACE("%s: registered %#lx..%#lx (lkey %#x rkey %#x)", dev_.c_str(), (unsigned long)start,
+            (unsigned long)end, mr->lkey, mr->rkey);
+  *out = MrRef(shared_from_this(), mr, end);
+  return Status::Ok();
+}
+
+void MrCache::release(ibv_mr* mr, uintptr_t end) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto range = by_end_.equal_range(end);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second.mr != mr) continue;
+    if (--it->second.refs == 0) {
+      if (fn_.dereg_mr(mr) != 0) ZIP_WARN("%s: ibv_dereg_mr failed: %s", dev_.c_str(), std::strerror(errno));
+      by_end_.erase(it);
+    }
+    return;
+  }
+}
+
+size_t MrCache::registrations() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return by_end_.size();
+}
+
+}  // namespace zip::verbs

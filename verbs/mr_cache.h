@@ -1,0 +1,77 @@
+// Memory registrations of one protection domain, shared by every connection on it: a buffer NCCL
+// registers (regMr) and every transfer inside it use one ibv_mr. Registrations cover whole pages
+// (as NCCL's), are found by interval (any registration covering a transfer serves it) and are
+// reference counted: the last reference deregisters. Nothing stays registered without an owner,
+// since memory freed and reused behind a cached registration would keep the old pages pinned
+// under the old keys (the RDMA would then miss the new data).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ibv_loader.h"
+#include "status.h"
+
+namespace zip::verbs {
+
+class MrCache;
+
+// One reference to a registration; releases it when destroyed.
+class MrRef {
+ public:
+  MrRef() = default;
+  MrRef(MrRef&& o) noexcept;
+  MrRef& operator=(MrRef&& o) noexcept;
+  ~MrRef();
+  explicit operator bool() const { return mr_ != nullptr; }
+  uint32_t lkey() const { return mr_->lkey; }
+  uint32_t rkey() const { return mr_->rkey; }
+
+ private:
+  friend class MrCache;
+  MrRef(std::shared_ptr<MrCache> cache, ibv_mr* mr, uintptr_t end)
+      : cache_(std::move(cache)), mr_(mr), end_(end) {}
+  std::shared_ptr<MrCache> cache_;
+  ibv_mr* mr_ = nullptr;
+  uintptr_t end_ = 0;  // the entry's key in the cache
+};
+
+class MrCache : public std::enable_shared_from_this<MrCache> {
+ public:
+  // keep_alive: whatever must outlive the registrations (the context that owns pd).
+  MrCache(std::shared_ptr<const void> keep_alive, const IbvFunctions& fn, ibv_pd* pd, std::string dev);
+  ~MrCache();
+  MrCache(const MrCache&) = delete;
+  MrCache& operator=(const MrCache&) = delete;
+
+  // A reference to a registration covering [addr, addr + len): an existing one, else a new one
+  // of the enclosing pages (local write, remote read and write). Logs and fails when the
+  // registration fails.
+  Status acquire(const void* addr, size_t len, MrRef* out);
+  size_t registrations() const;
+
+ private:
+  friend class MrRef;
+  struct Entry {
+    uintptr_t start;
+    ibv_mr* mr;
+    int refs;
+  };
+  void release(ibv_mr* mr, uintptr_t end);
+
+  std::shared_ptr<const void> keep_alive_;
+  const IbvFunctions& fn_;
+  ibv_pd* pd_;
+  std::string dev_;
+  mutable std::mutex mu_;
+  // Keyed by the registration's end: the first entry ending at or after a range's end is the
+  // one covering it whenever registrations do not overlap (the usual case); overlaps are scanned.
+  std::multimap<uintptr_t, Entry> by_end_;
+};
+
+}  // namespace zip::verbs
