@@ -27,14 +27,7 @@ constexpr size_t kMaxCtrlRecord = 4096;
 constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
 constexpr size_t kLine = 128;
 
-struct WireHandle {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t reserved;
-  uint8_t addr[sizeof(sockaddr_in6)];
-  uint64_t nonce;
-};
-static_assert(sizeof(WireHandle) <= kTransportHandleBytes, "handle fits");
+static_assert(sizeof(TcpHandle) <= kTransportHandleBytes, "handle fits");
 
 struct Hello {
   uint32_t magic;
@@ -333,41 +326,22 @@ class SocketTransport : public Transport {
   const DeviceInfo& device(int dev) const override { return devs_[dev]; }
 
   Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) override {
-    SockAddr a = ifaces_[dev].addr;
-    if (a.sa.sa_family == AF_INET) a.sin.sin_port = 0;
-    else a.sin6.sin6_port = 0;
-    const int fd = listen_socket(&a);
-    if (fd < 0) {
-      ZIP_WARN("listen on %s (%s): %s", ifaces_[dev].name.c_str(), addr_str(a).c_str(), std::strerror(errno));
-      return fail(ncclSystemError);
-    }
-    WireHandle h{};
-    h.magic = kHandleMagic;
-    h.version = kVersion;
-    std::memcpy(h.addr, &a, addr_len(a));
-    h.nonce = random64();
-    std::memcpy(handle, &h, sizeof h);
+    SockAddr a;
+    uint64_t nonce;
+    const int fd = listen_for_handle(ifaces_[dev].addr, ifaces_[dev].name, kHandleMagic, kVersion, handle, &a, &nonce);
+    if (fd < 0) return fail(ncclSystemError);
     const std::string where = ifaces_[dev].name + " " + addr_str(a);
     ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
-    *out = std::make_unique<SocketListener>(fd, h.nonce, where);
+    *out = std::make_unique<SocketListener>(fd, nonce, where);
     return Status::Ok();
   }
 
   // TCP routes by the handle's address; the local device does not choose anything here.
   Status connect(int, const void* handle, std::unique_ptr<Connector>* out) override {
-    WireHandle h;
-    std::memcpy(&h, handle, sizeof h);
-    if (h.magic != kHandleMagic || h.version != kVersion) {
-      ZIP_WARN("connect: the handle is not a zipccl socket handle (magic %08x version %u)", h.magic, h.version);
-      return fail(ncclInvalidArgument);
-    }
-    SockAddr a{};
-    std::memcpy(&a, h.addr, sizeof h.addr);
-    if (a.sa.sa_family != AF_INET && a.sa.sa_family != AF_INET6) {
-      ZIP_WARN("connect: bad address family %d in handle", a.sa.sa_family);
-      return fail(ncclInvalidArgument);
-    }
-    *out = std::make_unique<SocketConnector>(a, h.nonce);
+    SockAddr a;
+    uint64_t nonce;
+    ZIP_CHECK(parse_handle(handle, kHandleMagic, kVersion, "socket", &a, &nonce));
+    *out = std::make_unique<SocketConnector>(a, nonce);
     return Status::Ok();
   }
 

@@ -42,6 +42,44 @@ int listen_socket(SockAddr* a) {
   return fd;
 }
 
+int listen_for_handle(SockAddr addr, const std::string& name, uint32_t magic, uint16_t version, void* handle,
+                      SockAddr* bound, uint64_t* nonce) {
+  if (addr.sa.sa_family == AF_INET) addr.sin.sin_port = 0;
+  else addr.sin6.sin6_port = 0;
+  const int fd = listen_socket(&addr);
+  if (fd < 0) {
+    ZIP_WARN("listen on %s (%s): %s", name.c_str(), addr_str(addr).c_str(), std::strerror(errno));
+    return -1;
+  }
+  TcpHandle h{};
+  h.magic = magic;
+  h.version = version;
+  std::memcpy(h.addr, &addr, addr_len(addr));
+  h.nonce = random64();
+  std::memcpy(handle, &h, sizeof h);
+  *bound = addr;
+  *nonce = h.nonce;
+  return fd;
+}
+
+Status parse_handle(const void* handle, uint32_t magic, uint16_t version, const char* what, SockAddr* addr,
+                    uint64_t* nonce) {
+  TcpHandle h;
+  std::memcpy(&h, handle, sizeof h);
+  if (h.magic != magic || h.version != version) {
+    ZIP_WARN("connect: the handle is not a zipccl %s handle (magic %08x version %u)", what, h.magic, h.version);
+    return fail(ncclInvalidArgument);
+  }
+  *addr = SockAddr{};
+  std::memcpy(addr, h.addr, sizeof h.addr);
+  if (addr->sa.sa_family != AF_INET && addr->sa.sa_family != AF_INET6) {
+    ZIP_WARN("connect: bad address family %d in handle", addr->sa.sa_family);
+    return fail(ncclInvalidArgument);
+  }
+  *nonce = h.nonce;
+  return Status::Ok();
+}
+
 // ---------------------------------------------------------------------------------------------
 
 HelloListener::HelloListener(int fd, size_t hello_bytes, std::string where)

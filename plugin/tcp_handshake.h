@@ -21,6 +21,26 @@ uint64_t random64();
 // failure, with errno set.
 int listen_socket(SockAddr* addr);
 
+// The transport part of NCCL's handle for a transport that bootstraps over TCP: which transport
+// (magic, version), the listener's address, and the nonce every connecting socket must present.
+struct TcpHandle {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t reserved;
+  uint8_t addr[sizeof(sockaddr_in6)];
+  uint64_t nonce;
+};
+
+// Listens on addr's host at a free port and fills `handle` with magic, version, the bound address
+// and a fresh nonce. Returns the listening socket and sets *bound and *nonce; -1 on failure,
+// logged as a failure to listen on `name`.
+int listen_for_handle(SockAddr addr, const std::string& name, uint32_t magic, uint16_t version, void* handle,
+                      SockAddr* bound, uint64_t* nonce);
+// Reads a peer's handle: it must carry `magic` and `version` (what: the transport, for the log)
+// and an IPv4 or IPv6 address. Failures are logged.
+Status parse_handle(const void* handle, uint32_t magic, uint16_t version, const char* what, SockAddr* addr,
+                    uint64_t* nonce);
+
 class HelloListener {
  public:
   // Takes the listening socket. where: how log lines name it ("eth0 10.0.0.1:4000").

@@ -29,44 +29,24 @@ class IbTransport : public Transport {
   const DeviceInfo& device(int dev) const override { return ports_[size_t(dev)].info; }
 
   Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) override {
-    SockAddr a = bootstrap_.addr;
-    if (a.sa.sa_family == AF_INET) a.sin.sin_port = 0;
-    else a.sin6.sin6_port = 0;
-    const int fd = listen_socket(&a);
-    if (fd < 0) {
-      ZIP_WARN("listen on %s (%s): %s", bootstrap_.name.c_str(), addr_str(a).c_str(), std::strerror(errno));
-      return fail(ncclSystemError);
-    }
-    IbHandle h;
-    std::memset(&h, 0, sizeof h);
-    h.magic = kHandleMagic;
-    h.version = kWireVersion;
-    std::memcpy(h.addr, &a, addr_len(a));
-    h.nonce = random64();
-    std::memcpy(handle, &h, sizeof h);
+    SockAddr a;
+    uint64_t nonce;
+    const int fd = listen_for_handle(bootstrap_.addr, bootstrap_.name, kHandleMagic, kWireVersion, handle, &a, &nonce);
+    if (fd < 0) return fail(ncclSystemError);
     const IbPort& port = ports_[size_t(dev)];
     const std::string where = port.info.name + ":" + std::to_string(port.port) + " via " + addr_str(a);
     ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
-    *out = std::make_unique<IbListener>(port, fd, h.nonce, where);
+    *out = std::make_unique<IbListener>(port, fd, nonce, where);
     return Status::Ok();
   }
 
   Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) override {
-    IbHandle h;
-    std::memcpy(&h, handle, sizeof h);
-    if (h.magic != kHandleMagic || h.version != kWireVersion) {
-      ZIP_WARN("connect: the handle is not a zipccl verbs handle (magic %08x version %u)", h.magic, h.version);
-      return fail(ncclInvalidArgument);
-    }
-    SockAddr a{};
-    std::memcpy(&a, h.addr, sizeof h.addr);
-    if (a.sa.sa_family != AF_INET && a.sa.sa_family != AF_INET6) {
-      ZIP_WARN("connect: bad address family %d in handle", a.sa.sa_family);
-      return fail(ncclInvalidArgument);
-    }
+    SockAddr a;
+    uint64_t nonce;
+    ZIP_CHECK(parse_handle(handle, kHandleMagic, kWireVersion, "verbs", &a, &nonce));
     std::unique_ptr<IbConn> conn;
     ZIP_CHECK(IbConn::create(ports_[size_t(dev)], params().ib_qps_per_conn, &conn));
-    *out = std::make_unique<IbConnector>(std::move(conn), a, h.nonce);
+    *out = std::make_unique<IbConnector>(std::move(conn), a, nonce);
     return Status::Ok();
   }
 

@@ -18,16 +18,8 @@ constexpr uint32_t kInfoMagic = 0x5A49514Fu;
 constexpr uint32_t kReadyMagic = 0x5A495244u;
 constexpr uint16_t kWireVersion = 1;
 
-// Same layout as the socket transport's handle: magic, version, the bootstrap listener's
-// address, and the nonce a connector must present.
-struct IbHandle {
-  uint32_t magic;
-  uint16_t version;
-  uint16_t reserved;
-  uint8_t addr[sizeof(sockaddr_in6)];
-  uint64_t nonce;
-};
-static_assert(sizeof(IbHandle) <= kTransportHandleBytes, "handle fits");
+// The handle is a TcpHandle (plugin/tcp_handshake.h) with kHandleMagic: the bootstrap
+// listener's address and the nonce a connector must present.
 
 // One end's half of the exchange: the connector sends its own first (the listener's hello), the
 // listener answers with its own, the connector confirms with kReadyMagic once its QPs are ready
