@@ -1,7 +1,5 @@
 #include "ib_transport.h"
 
-#include <cerrno>
-#include <cstring>
 #include <vector>
 
 #include "ib_connect.h"

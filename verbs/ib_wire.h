@@ -3,8 +3,6 @@
 // each end exposes for the other's RDMA writes.
 #pragma once
 
-#include <netinet/in.h>
-
 #include <cstddef>
 #include <cstdint>
 
