@@ -2,7 +2,6 @@
 // errors, RNR, a vanished peer QP; the requester QP goes to ERR and everything outstanding
 // flushes.
 #include <arpa/inet.h>
-#include <poll.h>
 
 #include <cstring>
 #include <map>
@@ -11,16 +10,6 @@
 
 namespace zip::verbs::emu_test {
 namespace {
-
-// Waits for an async event on ep's context (poll on its fd first, so a missing event fails the
-// test instead of blocking it).
-bool next_event(Endpoint& ep, ibv_async_event* ev, std::chrono::milliseconds timeout = 2000ms) {
-  pollfd p{ep.context()->async_fd, POLLIN, 0};
-  if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) return false;
-  if (ibv().get_async_event(ep.context(), ev) != 0) return false;
-  ibv().ack_async_event(ev);
-  return true;
-}
 
 // Posts a bad write (as `corrupt` makes it) followed by a good one and a receive on the
 // requester; checks the error, the flushes, the untouched target and the target's QP.

@@ -1,6 +1,5 @@
 // NCCL_ZIP_EMU_FAULT: each injected fault, as the transport's tests will use them. The plan is
 // read when a device is opened and counts the send WRs posted on that context.
-#include <poll.h>
 
 #include <cstring>
 #include <map>
@@ -9,14 +8,6 @@
 
 namespace zip::verbs::emu_test {
 namespace {
-
-bool next_event(Endpoint& ep, ibv_async_event* ev, std::chrono::milliseconds timeout = 2000ms) {
-  pollfd p{ep.context()->async_fd, POLLIN, 0};
-  if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) return false;
-  if (ibv().get_async_event(ep.context(), ev) != 0) return false;
-  ibv().ack_async_event(ev);
-  return true;
-}
 
 // A pair whose requester (a) was opened under the fault plan; b has none.
 void faulty_pair(Pair* p, const char* plan, EndpointOptions oa = {}) {

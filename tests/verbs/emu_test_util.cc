@@ -54,6 +54,14 @@ ibv_wc wait_one(Endpoint& ep, std::chrono::milliseconds timeout) {
   return wcs[0];
 }
 
+bool next_event(Endpoint& ep, ibv_async_event* ev, std::chrono::milliseconds timeout) {
+  pollfd p{ep.context()->async_fd, POLLIN, 0};
+  if (poll(&p, 1, static_cast<int>(timeout.count())) != 1) return false;
+  if (ibv().get_async_event(ep.context(), ev) != 0) return false;
+  ibv().ack_async_event(ev);
+  return true;
+}
+
 const ExtraFunctions& extra() {
   static const ExtraFunctions fns = [] {
     ibv();  // loaded

@@ -37,6 +37,10 @@ void make_pair(Pair* pair, const EndpointOptions& a = {}, const EndpointOptions&
 // Polls ep until one completion comes or timeout passes; fails the test on timeout.
 ibv_wc wait_one(Endpoint& ep, std::chrono::milliseconds timeout = 5000ms);
 
+// Waits for an async event on ep's context and acknowledges it; false when none comes within
+// timeout (poll on its fd first, so a missing event fails the test instead of blocking it).
+bool next_event(Endpoint& ep, ibv_async_event* ev, std::chrono::milliseconds timeout = 2000ms);
+
 // The emulation's exports that the loader's table does not carry (completion channels, device
 // GUID), looked up in the loaded library at IBVERBS_1.1.
 struct ExtraFunctions {
