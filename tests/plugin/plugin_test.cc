@@ -301,6 +301,22 @@ TEST(Strangers, RejectedAndLoggedWhileTheRealConnectionWorks) {
 
 // ---- In-process -------------------------------------------------------------------------------
 
+// The plugin connected to itself: listen, then connect and accept polled by one thread, as a
+// proxy connecting to itself would. ASSERTs inside: call through ASSERT_NO_FATAL_FAILURE.
+void self_connect(PluginNet& net, void** lc, void** sc, void** rc) {
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  *lc = *sc = *rc = nullptr;
+  ASSERT_EQ(net.listen(0, handle, lc), ncclSuccess);
+  while (!*sc || !*rc) {
+    if (!*sc) {
+      ASSERT_EQ(net.connect(0, handle, sc), ncclSuccess);
+    }
+    if (!*rc) {
+      ASSERT_EQ(net.accept(*lc, rc), ncclSuccess);
+    }
+  }
+}
+
 TEST(InProcess, PropertiesForEveryVersion) {
   for (int v : {8, 9, 10, 11}) {
     SCOPED_TRACE("version " + std::to_string(v));
@@ -350,17 +366,8 @@ TEST(InProcess, ForeignHandleIsRefused) {
 TEST(InProcess, DeviceMemoryRegistrationIsRefused) {
   PluginNet net(ZIP_PLUGIN_PATH, 11);
   ASSERT_EQ(net.init(), ncclSuccess);
-  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
-  while (!sc || !rc) {
-    if (!sc) {
-      ASSERT_EQ(net.connect(0, handle, &sc), ncclSuccess);
-    }
-    if (!rc) {
-      ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
-    }
-  }
+  void *lc, *sc, *rc;
+  ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
   char buf[64];
   void* mh = nullptr;
   EXPECT_EQ(net.reg_mr(sc, buf, sizeof buf, NCCL_PTR_CUDA, &mh), ncclInvalidUsage);
@@ -378,17 +385,8 @@ TEST(InProcess, StalledRequestsAreLogged) {
   clear_log();
   PluginNet net(ZIP_PLUGIN_PATH, 11);
   ASSERT_EQ(net.init(), ncclSuccess);
-  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
-  while (!sc || !rc) {
-    if (!sc) {
-      ASSERT_EQ(net.connect(0, handle, &sc), ncclSuccess);
-    }
-    if (!rc) {
-      ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
-    }
-  }
+  void *lc, *sc, *rc;
+  ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
   std::vector<char> buf(4096);
   void *smh = nullptr, *rmh = nullptr;
   ASSERT_EQ(net.reg_mr(sc, buf.data(), buf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
@@ -430,17 +428,8 @@ TEST(InProcess, ConnectCloseCycles) {
   std::vector<char> sbuf(8192), rbuf(8192);
   const double t0 = now_s();
   for (int c = 0; c < cycles; ++c) {
-    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-    void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-    ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
-    while (!sc || !rc) {  // one thread plays both sides, as a proxy connecting to itself would
-      if (!sc) {
-      ASSERT_EQ(net.connect(0, handle, &sc), ncclSuccess);
-    }
-      if (!rc) {
-      ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
-    }
-    }
+    void *lc, *sc, *rc;
+    ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
     void *smh = nullptr, *rmh = nullptr;
     ASSERT_EQ(net.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
     ASSERT_EQ(net.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
