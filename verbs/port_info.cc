@@ -1,11 +1,13 @@
 #include "port_info.h"
 
+#include <arpa/inet.h>
 #include <infiniband/verbs.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace zip::verbs {
 namespace {
@@ -62,7 +64,28 @@ GidPolicy gid_policy_from_env() {
   p.routable_flid_index = env_int("NCCL_IB_ROUTABLE_FLID_GID_INDEX", p.routable_flid_index);
   const char* fam = std::getenv("NCCL_IB_ADDR_FAMILY");
   p.family = fam && std::strcmp(fam, "AF_INET6") == 0 ? AF_INET6 : AF_INET;
+  if (const char* range = std::getenv("NCCL_IB_ADDR_RANGE")) {
+    const char* slash = std::strchr(range, '/');
+    const std::string addr(range, slash ? size_t(slash - range) : 0);
+    const int bits = slash ? static_cast<int>(std::strtol(slash + 1, nullptr, 10)) : 0;
+    uint8_t parsed[16] = {};
+    const bool v4 = p.family == AF_INET;
+    if (slash && inet_pton(p.family, addr.c_str(), v4 ? parsed + 12 : parsed) == 1 && bits >= 0 &&
+        bits <= (v4 ? 32 : 128)) {
+      std::memcpy(p.range, parsed, sizeof parsed);
+      p.range_bits = bits;
+    }
+  }
   return p;
+}
+
+bool gid_in_range(const uint8_t raw[16], const GidPolicy& policy) {
+  const int first = policy.family == AF_INET ? 12 : 0;  // an IPv4 GID keeps its address in bytes 12-15
+  for (int bit = 0; bit < policy.range_bits; ++bit) {
+    const int byte = first + bit / 8, mask = 0x80 >> (bit % 8);
+    if ((raw[byte] ^ policy.range[byte]) & mask) return false;
+  }
+  return true;
 }
 
 int gid_family(const uint8_t raw[16]) {
@@ -95,11 +118,12 @@ int select_gid_index(int link_layer, const std::vector<GidEntry>& table, const G
     const GidEntry& cur = table[best];
     const GidEntry& cand = table[next];
     int cur_fam = gid_family(cur.raw), cand_fam = gid_family(cand.raw);
-    if (cand_fam != cur_fam && cand_fam == policy.family) {
+    const bool in_range = gid_in_range(cand.raw, policy);
+    if (cand_fam != cur_fam && cand_fam == policy.family && in_range) {
       best = next;
       continue;
     }
-    if (cand_fam != policy.family || !gid_valid(cand.raw)) continue;
+    if (cand_fam != policy.family || !gid_valid(cand.raw) || !in_range) continue;
     bool better = cur.roce_version != cand.roce_version || !gid_valid(cur.raw);
     if (better && cand.roce_version == policy.roce_version) best = next;
   }

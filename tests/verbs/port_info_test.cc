@@ -140,6 +140,18 @@ TEST(Gid, InfinibandUsesFlidIndexOnlyWithAFlid) {
   EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_INFINIBAND, with_flid, p), 0);
 }
 
+// Two IPv4 subnets and an IPv6 address, RoCE v2 each.
+std::vector<GidEntry> two_subnets() {
+  return {with_version(kLinkLocal, 2), with_version(kIpv4, 2),
+          gid({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 168, 7, 9}), with_version(kIpv6, 2)};
+}
+
+GidPolicy with_range(int family, const char* range) {
+  setenv("NCCL_IB_ADDR_FAMILY", family == AF_INET6 ? "AF_INET6" : "AF_INET", 1);
+  setenv("NCCL_IB_ADDR_RANGE", range, 1);
+  return gid_policy_from_env();
+}
+
 class EnvGuard {
  public:
   explicit EnvGuard(const char* name) : name_(name) {
@@ -178,11 +190,43 @@ TEST(Gid, PolicyFromEnvironment) {
   EXPECT_EQ(set.family, AF_INET6);
   EXPECT_EQ(set.routable_flid_index, 2);
 
+  EXPECT_EQ(set.range_bits, 0);  // no NCCL_IB_ADDR_RANGE
+
   setenv("NCCL_IB_GID_INDEX", "3x", 1);  // not a number: default
   setenv("NCCL_IB_ADDR_FAMILY", "inet6", 1);  // unknown: AF_INET
   GidPolicy bad = gid_policy_from_env();
   EXPECT_EQ(bad.gid_index, -1);
   EXPECT_EQ(bad.family, AF_INET);
+}
+
+TEST(Gid, AddressRangePicksTheSubnet) {
+  EnvGuard a("NCCL_IB_ADDR_FAMILY"), b("NCCL_IB_ADDR_RANGE"), c("NCCL_IB_GID_INDEX");
+  unsetenv("NCCL_IB_GID_INDEX");
+  const std::vector<GidEntry> t = two_subnets();
+  unsetenv("NCCL_IB_ADDR_RANGE");
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, gid_policy_from_env()), 1);  // the first IPv4 GID
+  GidPolicy p = with_range(AF_INET, "192.168.0.0/16");
+  EXPECT_EQ(p.range_bits, 16);
+  EXPECT_FALSE(gid_in_range(kIpv4.raw, p));
+  EXPECT_TRUE(gid_in_range(t[2].raw, p));
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, p), 2);
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, with_range(AF_INET, "10.0.0.0/8")), 1);
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, with_range(AF_INET, "192.168.7.9/32")), 2);
+  // No GID in the range: index 0, as NCCL.
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, with_range(AF_INET, "172.16.0.0/12")), 0);
+  // A /0 range holds everything.
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, with_range(AF_INET, "0.0.0.0/0")), 1);
+  // IPv6 ranges compare the whole GID.
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, with_range(AF_INET6, "2001:db8::/32")), 3);
+  EXPECT_EQ(select_gid_index(IBV_LINK_LAYER_ETHERNET, t, with_range(AF_INET6, "2001:db9::/32")), 0);
+}
+
+TEST(Gid, MalformedAddressRangeIsIgnored) {
+  EnvGuard a("NCCL_IB_ADDR_FAMILY"), b("NCCL_IB_ADDR_RANGE");
+  for (const char* r : {"192.168.0.0", "192.168.0.0/33", "2001:db8::/16", "not-an-address/8", "/8"})
+    EXPECT_EQ(with_range(AF_INET, r).range_bits, 0) << r;
+  EXPECT_EQ(with_range(AF_INET6, "2001:db8::/129").range_bits, 0);
+  EXPECT_EQ(with_range(AF_INET6, "2001:db8::/48").range_bits, 48);
 }
 
 }  // namespace
