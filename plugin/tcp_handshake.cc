@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <random>
 
 #include "log.h"
 #include "param.h"
@@ -24,9 +25,13 @@ int64_t now_ms() {
 
 uint64_t random64() {
   uint64_t v = 0;
-  while (getrandom(&v, sizeof v, 0) != sizeof v) {
-  }
-  return v;
+  ssize_t r;
+  do r = getrandom(&v, sizeof v, 0);
+  while (r < 0 && errno == EINTR);
+  if (r == ssize_t(sizeof v)) return v;
+  // No getrandom (old kernel, seccomp): a nonce must still differ between listeners.
+  std::random_device rd;
+  return uint64_t(rd()) << 32 ^ rd() ^ uint64_t(now_ms()) ^ uint64_t(getpid()) << 40;
 }
 
 int listen_socket(SockAddr* a) {
@@ -184,7 +189,10 @@ Status HelloConnector::step(bool* done) {
   }
   if (state_ == kConnecting) {
     pollfd pfd{fd_, POLLOUT, 0};
-    if (::poll(&pfd, 1, 0) <= 0) return Status::Ok();
+    if (::poll(&pfd, 1, 0) <= 0) {
+      // A silent (blackholed) listener would otherwise cost the kernel's SYN timeout (~2 min).
+      return now_ms() < deadline_ ? Status::Ok() : retry_or_fail(ETIMEDOUT);
+    }
     int err = 0;
     socklen_t len = sizeof err;
     getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len);

@@ -1,5 +1,6 @@
 #include "ib_devices.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +42,9 @@ std::string pci_path_of(const std::string& dev) {
 std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::string* why) {
   const IbvFunctions& fn = lib->fn();
   std::vector<IbPort> ports;
+  // As NCCL: registered memory must stay with the NIC when the application forks later (data
+  // loader workers); without it a kernel lacking RDMA copy-on-fork hands the parent fresh pages.
+  if (fn.fork_init() != 0) ZIP_WARN("ibv_fork_init failed: %s", std::strerror(errno));
   int n = 0;
   ibv_device** list = fn.get_device_list(&n);
   if (!list) {
@@ -85,7 +89,7 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
       ip.info.pci_path = pci_path_of(hca->name());
       ip.info.speed_mbps = int(speed_of(fn, hca->context(), p, a));
       ip.info.guid = hca->attr().sys_image_guid;
-      ip.info.max_comms = hca->attr().max_qp;
+      ip.info.max_comms = hca->attr().max_qp / std::max(1, params().ib_qps_per_conn);  // QPs per connection
       ZIP_INFO(NCCL_NET | NCCL_INIT, "[%zu] %s %s %d Mb/s MTU %d guid %#llx pci %s", ports.size(), where.c_str(),
                link_layer_name(a.link_layer), ip.info.speed_mbps, mtu_bytes(a.active_mtu),
                (unsigned long long)ip.info.guid, ip.info.pci_path.empty() ? "-" : ip.info.pci_path.c_str());

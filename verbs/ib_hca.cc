@@ -32,8 +32,13 @@ Running& running() {
 }
 
 Running::~Running() {
-  for (IbHca* h : hcas) h->stop_events();
-  g_running_gone.store(true, std::memory_order_release);
+  std::set<IbHca*> left;
+  {
+    std::lock_guard<std::mutex> g(mu);  // an HCA closing on another thread now erases under it
+    left.swap(hcas);
+    g_running_gone.store(true, std::memory_order_release);
+  }
+  for (IbHca* h : left) h->stop_events();
 }
 
 }  // namespace
@@ -107,6 +112,7 @@ void IbHca::event_loop(int fd) {
   while (!stop_.load(std::memory_order_acquire)) {
     pollfd pfd{fd, POLLIN, 0};
     if (::poll(&pfd, 1, 100) <= 0) continue;
+    if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) return;  // the device is gone: nothing more will come
     ibv_async_event ev;
     if (fn().get_async_event(ctx_, &ev) != 0) continue;
     handle(ev);
