@@ -271,6 +271,8 @@ Status IbConn::on_completion(const ibv_wc& wc) {
   }
   switch (kind) {
     case kWrCtrl:
+      ctrl_acked_++;
+      return Status::Ok();
     case kWrAdvert:
       return Status::Ok();
     case kWrCredit:
@@ -475,7 +477,7 @@ void IbConn::check_peer() {
     if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
       peer_gone(ncclRemoteError, "the peer closed the connection");
   }
-  if (gone_ms_ >= 0 && now - gone_ms_ >= kGoneGraceMs && (!sends_.empty() || !recvs_.empty()))
+  if (gone_ms_ >= 0 && now - gone_ms_ >= kGoneGraceMs && (!sends_.empty() || !recvs_.empty() || ctrl_backlog()))
     fail_with(gone_code_, gone_why_ + " with " + std::to_string(sends_.size()) + " sends and " +
                               std::to_string(recvs_.size()) + " receives outstanding");
 }

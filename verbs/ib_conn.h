@@ -54,7 +54,9 @@ class IbConn : public Conn {
   Status reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) override;
   Status error() const override { return Status{err_->code()}; }
   std::string error_text() const override { return err_->text(); }
-  size_t ctrl_backlog() const override { return ctrl_out_bytes_; }
+  // Records posted but not yet acknowledged count too: a QP destroyed at close drops its
+  // unexecuted sends, where a closed socket would still deliver them.
+  size_t ctrl_backlog() const override { return ctrl_out_bytes_ + size_t(ctrl_posted_ - ctrl_acked_); }
   bool peer_closed() const override;
   std::string peer() const override { return peer_; }
 
@@ -132,6 +134,7 @@ class IbConn : public Conn {
   std::deque<std::string> ctrl_out_;  // records waiting for a credit
   size_t ctrl_out_bytes_ = 0;
   uint64_t ctrl_posted_ = 0;
+  uint64_t ctrl_acked_ = 0;  // control sends completed
   std::deque<std::string> ctrl_in_;
   uint64_t ctrl_taken_ = 0;    // records received from the peer
   uint64_t ctrl_credited_ = 0; // ctrl_taken_ as last written to the peer
