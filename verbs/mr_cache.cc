@@ -34,16 +34,25 @@ MrCache::~MrCache() {
   for (auto& kv : by_end_) fn_.dereg_mr(kv.second.mr);
 }
 
-Status MrCache::acquire(const void* addr, size_t len, MrRef* out) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
-  const uintptr_t e = a + (len ? len : 1);
-  std::lock_guard<std::mutex> g(mu_);
+bool MrCache::take_existing(uintptr_t a, uintptr_t e, MrRef* out) {
   for (auto it = by_end_.lower_bound(e); it != by_end_.end(); ++it) {
     if (it->second.start <= a) {
       it->second.refs++;
       *out = MrRef(shared_from_this(), it->second.mr, it->first);
-      return Status::Ok();
+      return true;
     }
+  }
+  return false;
+}
+
+// Pinning memory can take long (large buffers): ibv_reg_mr and ibv_dereg_mr run outside the
+// lock, which progress threads of every connection on this HCA take for each transfer.
+Status MrCache::acquire(const void* addr, size_t len, MrRef* out) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+  const uintptr_t e = a + (len ? len : 1);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (take_existing(a, e, out)) return Status::Ok();
   }
   static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t start = a & ~(page - 1);
@@ -54,24 +63,34 @@ Status MrCache::acquire(const void* addr, size_t len, MrRef* out) {
     ZIP_WARN("%s: ibv_reg_mr of %p (%zu bytes) failed: %s", dev_.c_str(), addr, len, std::strerror(errno));
     return fail(ncclSystemError);
   }
-  by_end_.emplace(end, Entry{start, mr, 1});
-  ZIP_TRACE("%s: registered %#lx..%#lx (lkey %#x rkey %#x)", dev_.c_str(), (unsigned long)start,
-            (unsigned long)end, mr->lkey, mr->rkey);
-  *out = MrRef(shared_from_this(), mr, end);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!take_existing(a, e, out)) {  // else another thread registered it meanwhile: ours goes
+      by_end_.emplace(end, Entry{start, mr, 1});
+      ZIP_TRACE("%s: registered %#lx..%#lx (lkey %#x rkey %#x)", dev_.c_str(), (unsigned long)start,
+                (unsigned long)end, mr->lkey, mr->rkey);
+      *out = MrRef(shared_from_this(), mr, end);
+      return Status::Ok();
+    }
+  }
+  dereg(mr);
   return Status::Ok();
 }
 
 void MrCache::release(ibv_mr* mr, uintptr_t end) {
-  std::lock_guard<std::mutex> g(mu_);
-  auto range = by_end_.equal_range(end);
-  for (auto it = range.first; it != range.second; ++it) {
-    if (it->second.mr != mr) continue;
-    if (--it->second.refs == 0) {
-      if (fn_.dereg_mr(mr) != 0) ZIP_WARN("%s: ibv_dereg_mr failed: %s", dev_.c_str(), std::strerror(errno));
-      by_end_.erase(it);
-    }
-    return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    auto range = by_end_.equal_range(end);
+    auto it = range.first;
+    while (it != range.second && it->second.mr != mr) ++it;
+    if (it == range.second || --it->second.refs > 0) return;
+    by_end_.erase(it);
   }
+  dereg(mr);
+}
+
+void MrCache::dereg(ibv_mr* mr) {
+  if (fn_.dereg_mr(mr) != 0) ZIP_WARN("%s: ibv_dereg_mr failed: %s", dev_.c_str(), std::strerror(errno));
 }
 
 size_t MrCache::registrations() const {

@@ -63,6 +63,9 @@ class MrCache : public std::enable_shared_from_this<MrCache> {
     int refs;
   };
   void release(ibv_mr* mr, uintptr_t end);
+  // A reference to a registration covering [a, e), if there is one; call with mu_ held.
+  bool take_existing(uintptr_t a, uintptr_t e, MrRef* out);
+  void dereg(ibv_mr* mr);
 
   std::shared_ptr<const void> keep_alive_;
   const IbvFunctions& fn_;
