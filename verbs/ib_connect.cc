@@ -53,7 +53,7 @@ const char* IbListener::admit(int fd, const SockAddr& peer, const QpInfo& hello)
   std::unique_ptr<IbConn> conn;
   if (!IbConn::create(port_, hello.nqps, &conn).ok() || !conn->connect_qps(hello, addr_str(peer)).ok())
     return "could not set up its queue pairs";
-  Accepting a{fd, peer, std::move(conn), {}, 0, 0, 0};
+  Accepting a{fd, peer, std::move(conn), {}, 0, 0, 0, now_ms() + params().handshake_timeout_ms};
   a.reply = make_info(*a.conn, nonce_);
   accepting_.push_back(std::move(a));
   return nullptr;
@@ -70,8 +70,9 @@ Status IbListener::accept(std::unique_ptr<Conn>* out) {
     Accepting& a = accepting_[i];
     Io io = send_some(a.fd, &a.reply, sizeof a.reply, &a.sent);
     if (io == Io::kDone) io = recv_some(a.fd, &a.ready, sizeof a.ready, &a.got);
-    if (io == Io::kAgain) continue;
-    const char* why = io != Io::kDone ? "closed before completing the handshake"
+    if (io == Io::kAgain && now_ms() < a.deadline_ms) continue;
+    const char* why = io == Io::kAgain  ? "silent past NCCL_ZIP_HANDSHAKE_TIMEOUT_MS"
+                      : io != Io::kDone ? "closed before completing the handshake"
                       : a.ready != kReadyMagic ? "bad ready word" : nullptr;
     if (why) {
       hellos_.reject(a.fd, a.peer, why);

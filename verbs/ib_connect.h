@@ -33,6 +33,7 @@ class IbListener : public Listener {
     size_t sent;
     uint32_t ready;
     size_t got;
+    int64_t deadline_ms;  // a connector that stalls after its hello is dropped then
   };
   const char* admit(int fd, const SockAddr& peer, const QpInfo& hello);
 
