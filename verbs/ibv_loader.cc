@@ -30,7 +30,9 @@ std::string ibverbs_library_path() {
 
 std::unique_ptr<IbvLibrary> load_ibverbs(const std::string& path, std::string* error) {
   // RTLD_LOCAL: libibverbs' symbols must not satisfy lookups of other libraries in the process.
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: never unmapped, as under NCCL (which never closes it): ibv_fork_init and the
+  // providers keep state in it for the life of the process.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!handle) {
     const char* why = dlerror();
     *error = "cannot load " + path + ": " + (why ? why : "unknown dlopen error");
