@@ -54,10 +54,8 @@ __device__ __forceinline__ uint32_t spread4(uint32_t n) {
 // Fast path of a full coded bf16/fp16 block: four elements at a time as byte lanes (the
 // decoder, like the encoder, is instruction-bound). Returns false on an escape byte > exp_max.
 template <Codec C>
-__device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP16 ? 6 : 3], uint4 res,
-                                             uint32_t base, const uint8_t* chunk, uint32_t k_esc,
-                                             uint8_t* dst) {
-  constexpr uint32_t kExpMax = C == Codec::FP16 ? 31 : 255;
+__device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[Geom<C>::K], uint4 res, uint32_t base,
+                                             const uint8_t* chunk, uint32_t k_esc, uint8_t* dst) {
   const uint32_t escm = ~(p[0] | p[1] | p[2]) & 0xFFFFu;
   const uint32_t r4[4] = {res.x, res.y, res.z, res.w};
   // Exponent bytes of elements 4i..4i+3; escapes count as code 1 until patched, so that
@@ -72,7 +70,7 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP1
   bool bad = false;
   for (uint32_t m = escm; m; m &= m - 1) {
     const uint32_t t = __ffs(m) - 1, x = chunk[k_esc++];
-    bad |= x > kExpMax;
+    bad |= x > Geom<C>::kExpMax;
     const uint32_t sh = 8 * (t & 3), keep = ~(0xFFu << sh), put = x << sh;
 #pragma unroll
     for (int i = 0; i < 4; ++i) e4[i] = (t >> 2) == uint32_t(i) ? (e4[i] & keep) | put : e4[i];
@@ -103,15 +101,12 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[C == Codec::FP1
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
                                             uint32_t u, DecShared& sh, uint4* data) {
+  using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
-  constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
-  constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
-  constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
-  constexpr uint32_t kExpMax = C == Codec::FP16 ? 31 : 255;
   constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
-  constexpr uint32_t kPlanes0 = R * M * kResChunks;  // first chunk of the staged planes
-  static_assert(16 * (kPlanes0 + K * M * kPlaneChunks) <= decode_stage_bytes<MU>(), "staging fits");
+  constexpr uint32_t kPlanes0 = G::R * M * kResChunks;  // first chunk of the staged planes
+  static_assert(16 * (kPlanes0 + G::K * M * kPlaneChunks) <= decode_stage_bytes<MU>(), "staging fits");
   const uint8_t* msg = it.in;
   const uint32_t b0 = u * M;
   const uint32_t e0 = threadIdx.x * kPerThread;
@@ -132,7 +127,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       s = Status::kBadBlock;
     else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != nb[m] - raw_plane_bytes(L, nb[m])))
       s = Status::kBadBlock;
-    else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > kExpMax))
+    else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > G::kExpMax))
       s = Status::kBadBlock;
     ok[m] = nb[m] && s == Status::kOk;
     if (nb[m] && s != Status::kOk && threadIdx.x == 0) report(P, item, b0 + m + 1, s);
@@ -140,9 +135,9 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       report(P, item, b0 + m + 2, Status::kBadBlock);
     if (ok[m]) {
       const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
-      for (uint32_t r = 0; r < R; ++r)
+      for (uint32_t r = 0; r < G::R; ++r)
         stage(data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first, nb[m], in_vec);
-      for (uint32_t k = 0; k < K; ++k)
+      for (uint32_t k = 0; k < G::K; ++k)
         stage(data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
               (nb[m] + 7) / 8, in_vec);
     }
@@ -180,18 +175,18 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     const uint8_t* chunk = msg + L.off_esc + e.esc_offset;
     if constexpr (C != Codec::FP32) {
       if (e.mode == kBlockCoded && out_vec && valid[m] == kPerThread) {
-        uint32_t pb[K];
+        uint32_t pb[G::K];
 #pragma unroll
-        for (uint32_t k = 0; k < K; ++k) pb[k] = plane_of(m, k);
+        for (uint32_t k = 0; k < G::K; ++k) pb[k] = plane_of(m, k);
         if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[0],
-                             it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB))
+                             it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * G::EB))
           report(P, item, b0 + m + 1, Status::kBadEscapes);
         continue;
       }
     }
-    uint8_t res[R][kPerThread];
+    uint8_t res[G::R][kPerThread];
 #pragma unroll
-    for (uint32_t r = 0; r < R; ++r) {
+    for (uint32_t r = 0; r < G::R; ++r) {
       const uint4 x = res_of(m, r);
       memcpy(res[r], &x, 16);
     }
@@ -206,40 +201,40 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
           top = i < in_planes ? plane_byte(m, i / groups, i % groups) : chunk[i - in_planes];
         uint8_t rb[3];
 #pragma unroll
-        for (uint32_t r = 0; r < R; ++r) rb[r] = res[r][j];
+        for (uint32_t r = 0; r < G::R; ++r) rb[r] = res[r][j];
         v[j] = elem_join_top(C, top, rb);
       }
     } else {
-      uint32_t pb[K];
+      uint32_t pb[G::K];
 #pragma unroll
-      for (uint32_t k = 0; k < K; ++k) pb[k] = plane_of(m, k);
+      for (uint32_t k = 0; k < G::K; ++k) pb[k] = plane_of(m, k);
       uint32_t k_esc = esc[0];
       bool bad = false;
 #pragma unroll
       for (int j = 0; j < kPerThread; ++j) {
         uint32_t sym = 0;
 #pragma unroll
-        for (uint32_t k = 0; k < K; ++k) sym |= ((pb[k] >> j) & 1u) << k;
+        for (uint32_t k = 0; k < G::K; ++k) sym |= ((pb[k] >> j) & 1u) << k;
         uint32_t exp = e.base + (sym & 7) - 1;
         if (uint32_t(j) < valid[m] && (sym & 7) == 0) {
           exp = chunk[k_esc++];
-          bad |= exp > kExpMax;
+          bad |= exp > G::kExpMax;
         }
         uint8_t rb[3];
 #pragma unroll
-        for (uint32_t r = 0; r < R; ++r) rb[r] = res[r][j];
+        for (uint32_t r = 0; r < G::R; ++r) rb[r] = res[r][j];
         v[j] = elem_join(C, exp, rb, sym >> 3);
       }
       if (bad) report(P, item, b0 + m + 1, Status::kBadEscapes);
     }
-    uint8_t* dst = it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * EB;
+    uint8_t* dst = it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * G::EB;
     if (out_vec && valid[m] == kPerThread) {
 #pragma unroll
-      for (int q = 0; q < int(kPerThread * EB / 16); ++q) {
+      for (int q = 0; q < int(kPerThread * G::EB / 16); ++q) {
         uint32_t w[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          if constexpr (EB == 4)
+          if constexpr (G::EB == 4)
             w[i] = v[q * 4 + i];
           else
             w[i] = v[q * 8 + 2 * i] | v[q * 8 + 2 * i + 1] << 16;
@@ -250,7 +245,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 #pragma unroll
       for (int j = 0; j < kPerThread; ++j)
         if (uint32_t(j) < valid[m])
-          for (uint32_t i = 0; i < EB; ++i) dst[j * EB + i] = static_cast<uint8_t>(v[j] >> (8 * i));
+          for (uint32_t i = 0; i < G::EB; ++i) dst[j * G::EB + i] = static_cast<uint8_t>(v[j] >> (8 * i));
     }
   }
 }

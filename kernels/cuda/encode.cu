@@ -164,7 +164,7 @@ __device__ uint64_t look_back(unsigned long long* st, uint32_t b) {
 // A thread's 16 elements of block m of the staged tile, as words (2 bf16/fp16 or 1 fp32 each).
 template <Codec C, int W>
 __device__ __forceinline__ void read_words(const uint4* data, int m, uint32_t (&w)[W]) {
-  constexpr uint32_t kBlockChunks = kBlockElems * (C == Codec::FP32 ? 4 : 2) / 16;
+  constexpr uint32_t kBlockChunks = kBlockElems * Geom<C>::EB / 16;
 #pragma unroll
   for (int q = 0; q < W / 4; ++q) {
     const uint4 x = data[swz(m * kBlockChunks + (W / 4) * threadIdx.x + q)];
@@ -186,17 +186,16 @@ __device__ __forceinline__ uint32_t elem_at(const uint32_t (&w)[W], int j) {
 // Element i of block m of the staged tile.
 template <Codec C>
 __device__ __forceinline__ uint32_t staged_elem(const uint4* data, int m, uint32_t i) {
-  constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
-  const uint32_t off = (m * kBlockElems + i) * EB;
+  const uint32_t off = (m * kBlockElems + i) * Geom<C>::EB;
   const uint8_t* p = reinterpret_cast<const uint8_t*>(data + swz(off / 16)) + off % 16;
-  return EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
+  return Geom<C>::EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
 }
 
 // window_base() of format.h for one block (exp_sum < 2^21, exp_count <= 4096): the same
 // result with 32-bit arithmetic, as 64-bit division costs ~100 instructions on the GPU.
 template <Codec C>
 __device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t exp_count) {
-  constexpr uint32_t kMaxBase = (C == Codec::FP16 ? 31 : 255) - (kWindow - 1);
+  constexpr uint32_t kMaxBase = Geom<C>::kExpMax - (kWindow - 1);
   if (exp_count == 0) return 0;
   const int32_t num = int32_t(exp_sum * 1024) - int32_t(kWindowOffsetQ10) * int32_t(exp_count);
   if (num < 0) return 0;
@@ -249,12 +248,10 @@ __device__ __forceinline__ uint32_t gather16(const uint32_t (&q)[4], int p) {
 template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
                                             uint32_t u, EncShared& sh, uint4* data) {
+  using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
-  constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
-  constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
-  constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
-  constexpr int W = kPerThread * EB / 4;  // words per thread and block
+  constexpr int W = kPerThread * G::EB / 4;  // words per thread and block
   const uint32_t b0 = u * M;
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
@@ -262,8 +259,8 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   // Stage the tile one block per copy group, so that block m is coded while the blocks after
   // it are still arriving.
   {
-    constexpr uint32_t kBB = kBlockElems * EB;
-    const uint64_t end = L.n_elems * EB;  // the tail bytes are not staged
+    constexpr uint32_t kBB = kBlockElems * G::EB;
+    const uint64_t end = L.n_elems * G::EB;  // the tail bytes are not staged
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const uint64_t begin = (uint64_t(u) * M + m) * kBB;
@@ -347,7 +344,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     }
     if (!done) {
 #pragma unroll
-      for (uint32_t r = 0; r < R; ++r) {
+      for (uint32_t r = 0; r < G::R; ++r) {
         uint8_t* dst = out + L.off_res + r * L.res_stride + first + e0;
         if (out_vec && valid[m] == kPerThread) {
           uint32_t x[4];
@@ -376,7 +373,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         if (C == Codec::FP16) sym[j] |= fp16_extra(v) << 3;
       }
 #pragma unroll
-      for (uint32_t k = 0; k < K; ++k) {
+      for (uint32_t k = 0; k < G::K; ++k) {
         uint32_t bits = 0;  // group 2t in bits 0-7, group 2t+1 in bits 8-15
 #pragma unroll
         for (int j = 0; j < kPerThread; ++j) bits |= ((sym[j] >> k) & 1) << j;
@@ -441,7 +438,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       // past nb), the rest form the chunk.
       const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
       uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
-      for (uint32_t i = threadIdx.x; i < K * groups; i += kThreads)
+      for (uint32_t i = threadIdx.x; i < G::K * groups; i += kThreads)
         planes[(i / groups) * L.bit_stride + i % groups] =
             i < nb[m] ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
       for (uint32_t i = in_planes + threadIdx.x; i < nb[m]; i += kThreads)
