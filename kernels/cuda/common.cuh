@@ -141,6 +141,7 @@ __device__ __forceinline__ void cta_sums(uint64_t (&x)[M], uint64_t (*sh)[kMaxUn
 }
 
 // M independent exclusive prefix sums over the CTA in thread order; total[m] gets the sums.
+// One barrier: sh is written once per tile (callers scan once), so no barrier after the reads.
 template <int M>
 __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M],
                                           uint32_t (*sh)[kMaxUnitBlocks]) {
@@ -168,7 +169,6 @@ __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M]
     total[m] = all;
     x[m] = before + inc[m] - x[m];
   }
-  __syncthreads();
 }
 
 // Shared-memory slot of 16-byte chunk g of a staged tile. Threads read 16-byte vectors at a

@@ -19,17 +19,28 @@ struct DecShared {
   int status;
   Layout L;
   Header header;
-  BlockEntry entry[kMaxUnitBlocks + 1];  // entry[m + 1] is block u*M+m's, entry[0] the one before
+  // Block entries of the tile, for both tile shapes (bf16/fp16: MU blocks, fp32: MU/2), read
+  // before the codec is known: entry[s][m + 1] is block u*M+m's, entry[s][0] the one before.
+  BlockEntry entry[2][kMaxUnitBlocks + 1];
   CrcShared crc;
 };
 
+// Escape chunks of coded blocks up to this length are staged in shared memory with the
+// planes; longer ones (raw blocks' spills, escape-heavy blocks) are read from global memory.
+constexpr uint32_t kEscStage = 512;
+
 // Dynamic shared memory of a decode tile: the staged residual and bit-plane bytes of its
-// blocks (the largest codec decides: fp32 residuals for MU <= 2, fp16 planes above).
+// blocks (the largest codec decides: fp32 residuals for MU <= 2, fp16 planes above), then
+// kEscStage bytes per block for its escape chunk.
 template <int MU>
-constexpr uint32_t decode_stage_bytes() {
+constexpr uint32_t decode_sections_bytes() {
   constexpr uint32_t f16 = MU * (kBlockElems + 6 * kBlockElems / 8);
   constexpr uint32_t f32 = unit_blocks<Codec::FP32, MU>() * (3 * kBlockElems + 3 * kBlockElems / 8);
   return f16 > f32 ? f16 : f32;
+}
+template <int MU>
+constexpr uint32_t decode_stage_bytes() {
+  return decode_sections_bytes<MU>() + MU * kEscStage;
 }
 
 // Record an error at position order (0 header, b+1 block b, n_blocks+1 final tiling); the
@@ -94,18 +105,38 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[Geom<C>::K], ui
   return !bad;
 }
 
+// Copy the K bit-plane slices of block m (bytes ceil(nb/8) each) to the staging area: a full
+// block's K x 32 16-byte chunks in one step of the CTA.
+template <uint32_t K, int M>
+__device__ __forceinline__ void stage_planes(uint4* data, uint32_t planes0, int m, const uint8_t* src,
+                                             uint64_t bit_stride, uint32_t nb, bool vec) {
+  constexpr uint32_t kPlaneChunks = kBlockElems / 8 / 16;
+  if (vec && nb == kBlockElems) {
+    const uint32_t k = threadIdx.x / kPlaneChunks, c = threadIdx.x % kPlaneChunks;
+    if (k < K) cp_async16(data + swz(planes0 + (k * M + m) * kPlaneChunks + c), src + k * bit_stride + 16 * c);
+  } else {
+    for (uint32_t k = 0; k < K; ++k)
+      stage(data, planes0 + (k * M + m) * kPlaneChunks, src + k * bit_stride, (nb + 7) / 8, vec);
+  }
+}
+
 // Decode one tile: blocks u*M .. u*M+M-1. Residual and bit-plane bytes of all M blocks are
-// staged in shared memory with asynchronous copies (in flight together, one group per block);
-// each block's checks run before any of its escape bytes is read.
+// staged in shared memory with asynchronous copies, all in flight together: the first copy
+// group holds every block's planes and block 0's residuals, so that one scan gives the escape
+// counts and positions of all blocks; group m > 0 holds block m's residuals. Short escape
+// chunks are staged too (bytes within the checked chunk bounds, used only once the block's
+// code-0 count equals its chunk length).
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
                                             uint32_t u, DecShared& sh, uint4* data) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
-  static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
+  static_assert(M <= kMaxUnitBlocks && M <= MU, "shared arrays, copy-group waits and escape staging");
   constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
   constexpr uint32_t kPlanes0 = G::R * M * kResChunks;  // first chunk of the staged planes
-  static_assert(16 * (kPlanes0 + G::K * M * kPlaneChunks) <= decode_stage_bytes<MU>(), "staging fits");
+  static_assert(16 * (kPlanes0 + G::K * M * kPlaneChunks) <= decode_sections_bytes<MU>(), "staging fits");
+  const BlockEntry* ent = sh.entry[M == MU ? 0 : 1];
+  uint8_t* esc_staged = reinterpret_cast<uint8_t*>(data) + decode_sections_bytes<MU>();
   const uint8_t* msg = it.in;
   const uint32_t b0 = u * M;
   const uint32_t e0 = threadIdx.x * kPerThread;
@@ -119,8 +150,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   for (int m = 0; m < M; ++m) {
     nb[m] = b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
     valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
-    const BlockEntry& e = sh.entry[m + 1];
-    const uint64_t expect = b0 + m == 0 ? 0 : uint64_t(sh.entry[m].esc_offset) + sh.entry[m].esc_count;
+    const BlockEntry& e = ent[m + 1];
+    const uint64_t expect = b0 + m == 0 ? 0 : uint64_t(ent[m].esc_offset) + ent[m].esc_count;
     Status s = Status::kOk;
     if (e.esc_offset != expect || expect + e.esc_count > esc_bytes)
       s = Status::kBadBlock;
@@ -132,15 +163,40 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     if (nb[m] && s != Status::kOk && threadIdx.x == 0) report(P, item, b0 + m + 1, s);
     if (b0 + m == L.n_blocks - 1 && threadIdx.x == 0 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes)
       report(P, item, b0 + m + 2, Status::kBadBlock);
-    if (ok[m]) {
-      const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
+  }
+  const uint64_t first = uint64_t(b0) * kBlockElems;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    if (m == 0)
+#pragma unroll
+      for (int mm = 0; mm < M; ++mm)
+        if (ok[mm])
+          stage_planes<G::K, M>(data, kPlanes0, mm, msg + L.off_bits + (first + mm * kBlockElems) / 8,
+                                L.bit_stride, nb[mm], in_vec);
+    if (ok[m])
       for (uint32_t r = 0; r < G::R; ++r)
-        stage(data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first, nb[m], in_vec);
-      for (uint32_t k = 0; k < G::K; ++k)
-        stage(data, kPlanes0 + (k * M + m) * kPlaneChunks, msg + L.off_bits + k * L.bit_stride + first / 8,
-              (nb[m] + 7) / 8, in_vec);
+        stage(data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first + m * kBlockElems, nb[m],
+              in_vec);
+    cp_async_commit();
+  }
+  {  // short escape chunks: every load is issued before the first store waits for one
+    constexpr uint32_t kJ = kEscStage / kThreads;
+    uint8_t x[M][kJ];
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const BlockEntry& e = ent[m + 1];
+      const bool staged = ok[m] && e.mode == kBlockCoded && e.esc_count <= kEscStage;
+      const uint8_t* chunk = msg + L.off_esc + e.esc_offset;
+#pragma unroll
+      for (uint32_t j = 0; j < kJ; ++j) {
+        const uint32_t i = threadIdx.x + j * kThreads;
+        x[m][j] = staged && i < e.esc_count ? chunk[i] : 0;
+      }
     }
-    cp_async_commit();  // one copy group per block: block m is decoded while later ones arrive
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (uint32_t j = 0; j < kJ; ++j) esc_staged[m * kEscStage + threadIdx.x + j * kThreads] = x[m][j];
   }
 
   // This thread's residual bytes and plane bytes of block m.
@@ -154,30 +210,39 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
                                             swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
   };
 
+  cp_async_wait(M - 1);
+  __syncthreads();
+  // Each coded block's code-0 count must equal its chunk length before a chunk byte is used.
+  uint32_t esc[M], escapes[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    cp_async_wait(M - 1 - m);
-    __syncthreads();
-    const BlockEntry& e = sh.entry[m + 1];
-    // The escape count must equal the chunk length before any chunk byte is read.
-    uint32_t esc[1] = {0}, escapes[1];
-    if (ok[m] && e.mode == kBlockCoded) {
+    esc[m] = 0;
+    if (ok[m] && ent[m + 1].mode == kBlockCoded) {
       const uint32_t coded = plane_of(m, 0) | plane_of(m, 1) | plane_of(m, 2);
-      esc[0] = __popc(~coded & ((1u << valid[m]) - 1));
+      esc[m] = __popc(~coded & ((1u << valid[m]) - 1));
     }
-    cta_scans<1>(esc, escapes, sh.scan);
+  }
+  cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape of block m
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    if (m > 0) {
+      cp_async_wait(M - 1 - m);
+      __syncthreads();
+    }
     if (!ok[m]) continue;
-    if (e.mode == kBlockCoded && escapes[0] != e.esc_count) {
+    const BlockEntry& e = ent[m + 1];
+    if (e.mode == kBlockCoded && escapes[m] != e.esc_count) {
       if (threadIdx.x == 0) report(P, item, b0 + m + 1, Status::kBadEscapes);
       continue;
     }
-    const uint8_t* chunk = msg + L.off_esc + e.esc_offset;
+    const uint8_t* chunk = e.mode == kBlockCoded && e.esc_count <= kEscStage ? esc_staged + m * kEscStage
+                                                                             : msg + L.off_esc + e.esc_offset;
     if constexpr (C != Codec::FP32) {
       if (e.mode == kBlockCoded && out_vec && valid[m] == kPerThread) {
         uint32_t pb[G::K];
 #pragma unroll
         for (uint32_t k = 0; k < G::K; ++k) pb[k] = plane_of(m, k);
-        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[0],
+        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[m],
                              it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * G::EB))
           report(P, item, b0 + m + 1, Status::kBadEscapes);
         continue;
@@ -207,7 +272,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       uint32_t pb[G::K];
 #pragma unroll
       for (uint32_t k = 0; k < G::K; ++k) pb[k] = plane_of(m, k);
-      uint32_t k_esc = esc[0];
+      uint32_t k_esc = esc[m];
       bool bad = false;
 #pragma unroll
       for (int j = 0; j < kPerThread; ++j) {
@@ -271,8 +336,21 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
+  // The header and the block entries of this tile (and the one before it, for the tiling
+  // check) in one round trip: the table of a coded message starts at byte 128 whatever its
+  // codec, so the entries of both tile shapes are read before the codec is known (the same
+  // blocks when MU = 1). Reads stay within the bytes received; entries past the table are
+  // never used.
   if (threadIdx.x < kHeaderBytes) {
     reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = it.bytes >= kHeaderBytes ? it.in[threadIdx.x] : 0;
+  } else if (threadIdx.x < kHeaderBytes + 2 * (kMaxUnitBlocks + 1)) {
+    const uint32_t j = threadIdx.x - kHeaderBytes, shape = j / (kMaxUnitBlocks + 1), m = j % (kMaxUnitBlocks + 1);
+    const uint32_t M = shape == 0 ? MU : unit_blocks<Codec::FP32, MU>();
+    const int64_t blk = int64_t(b) * M - 1 + m;
+    BlockEntry e{};
+    if (m <= M && blk >= 0 && kHeaderBytes + uint64_t(blk + 1) * kBlockEntryBytes <= it.bytes)
+      e = load_entry(it.in + kHeaderBytes + uint64_t(blk) * kBlockEntryBytes);
+    sh.entry[shape][m] = e;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -282,16 +360,6 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
     if (s != Status::kOk && b == 0) report(P, item, 0, s);
     sh.status = static_cast<int>(s);
     sh.L = L;
-  }
-  __syncthreads();
-  // Block entries of this tile and the one before it (for the tiling check).
-  {
-    const Layout& L = sh.L;
-    const int M = L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
-    const int64_t blk = int64_t(b) * M - 1 + threadIdx.x;
-    if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x <= M &&
-        blk >= 0 && blk < L.n_blocks)
-      sh.entry[threadIdx.x] = load_entry(it.in + L.off_table + uint64_t(blk) * kBlockEntryBytes);
   }
   __syncthreads();
   if (static_cast<Status>(sh.status) == Status::kOk) {
