@@ -210,27 +210,18 @@ __device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const ui
   }
 }
 
-// Count this tile as finished. Returns true in the item's last tile (in grid order), once every
-// other tile of the item has finished: it then sees all their writes. The other tiles add to the
-// counter without waiting for the reply and leave. The last tile's wait relies on what the
-// encoder's look-back already relies on: CTAs start in grid order, so when it runs, the tiles
-// before it have started, and none of them waits for a later tile.
-__device__ __forceinline__ bool finish_tile(const Launch& P, int item) {
-  const uint32_t tiles = P.items[item].tiles;
+// Count this tile as finished; true in every thread of the CTA that finishes the item last,
+// which then sees all other tiles' writes.
+__device__ __forceinline__ bool finish_tile(const Launch& P, int item, int* sh_flag) {
   __syncthreads();
-  if (blockIdx.x - P.items[item].tile0 != tiles - 1) {
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(&P.item_done[item], 1u);
-    }
-    return false;
-  }
   if (threadIdx.x == 0) {
-    while (*reinterpret_cast<volatile uint32_t*>(&P.item_done[item]) != tiles - 1) __nanosleep(32);
     __threadfence();
+    *sh_flag = atomicAdd(&P.item_done[item], 1u) == P.items[item].tiles - 1;
   }
   __syncthreads();
-  return true;
+  const bool last = *sh_flag;
+  if (last) __threadfence();
+  return last;
 }
 
 // Publish the item's result, system-wide visible, done flag last.

@@ -16,6 +16,7 @@ namespace {
 
 struct DecShared {
   uint32_t scan[kWarps][kMaxUnitBlocks];
+  int flag;
   int status;
   Layout L;
   Header header;
@@ -386,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
         }
     }
   }
-  if (finish_tile(P, item)) finalize(P, item, sh);
+  if (finish_tile(P, item, &sh.flag)) finalize(P, item, sh);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // a single-pass decoupled look-back scan (Merrill & Garland) over per-tile escape bytes: a tile
 // publishes its escape bytes as soon as it has counted them, with its residual and bit-plane
 // bytes already written, then resolves its offset and writes its block entries and escape
-// chunks. The item's last tile, once the others have finished, writes the header (or falls
-// back to a Raw message, as the CPU does) and publishes the size.
+// chunks. The CTA that completes an item last writes the header (or falls back to a Raw
+// message, as the CPU does) and publishes the size.
 #include <algorithm>
 #include <cstring>
 
@@ -30,6 +30,7 @@ struct EncShared {
   uint64_t red[kWarps][kMaxUnitBlocks];
   uint32_t scan[kWarps][kMaxUnitBlocks];
   uint64_t bcast;
+  int flag;
   int codec;
   union {
     Header header;
@@ -553,7 +554,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
         break;
     }
   }
-  if (finish_tile(P, item)) finalize<MU>(P, item, p, st, sh);
+  if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, p, st, sh);
 }
 
 }  // namespace
