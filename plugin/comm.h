@@ -36,6 +36,9 @@ struct Mr {
   // never allocates pinned memory: cudaHostAlloc may synchronise the device, and NCCL's kernel
   // may be waiting for this very message.
   char* mirror;
+  // Device memory the transport moves itself (GPUDirect RDMA): no mirror, always raw, and
+  // receives into it are flushed when NCCL asks (iflush).
+  bool direct;
   // The staging of a message of `bytes` at `data`, or null when it lies outside this buffer.
   char* mirror_of(const void* data, size_t bytes) const {
     const char* p = static_cast<const char*>(data);
@@ -73,6 +76,7 @@ class StagingPool {
 class Comm;
 struct Request {
   Comm* comm;
+  bool flush = false;  // a receive side's iflush, not a transfer
   int64_t posted_ms = 0;  // when isend/irecv returned it
   bool stall_logged = false;
 };

@@ -153,6 +153,9 @@ ncclResult_t PluginNet::accept(void* lc, void** rc) {
 }
 
 ncclResult_t PluginNet::reg_mr(void* c, void* d, size_t s, int type, void** mh) { ZT_SAME(regMr(c, d, s, type, mh)) }
+ncclResult_t PluginNet::reg_mr_dmabuf(void* c, void* d, size_t s, int type, uint64_t off, int fd, void** mh) {
+  ZT_SAME(regMrDmaBuf(c, d, s, type, off, fd, mh))
+}
 ncclResult_t PluginNet::dereg_mr(void* c, void* mh) { ZT_SAME(deregMr(c, mh)) }
 
 ncclResult_t PluginNet::isend(void* sc, void* d, size_t s, int tag, void* mh, void** req) {
@@ -169,6 +172,9 @@ ncclResult_t PluginNet::irecv(void* rc, int n, void** d, size_t* s, int* tags, v
           t->irecv(rc, n, d, s, tags, mhs, ph, req), t->irecv(rc, n, d, s, tags, mhs, ph, req))
 }
 
+ncclResult_t PluginNet::iflush(void* rc, int n, void** d, int* s, void** mhs, void** req) {
+  ZT_SAME(iflush(rc, n, d, s, mhs, req))
+}
 ncclResult_t PluginNet::test(void* req, int* done, int* sizes) { ZT_SAME(test(req, done, sizes)) }
 ncclResult_t PluginNet::close_send(void* sc) { ZT_SAME(closeSend(sc)) }
 ncclResult_t PluginNet::close_recv(void* rc) { ZT_SAME(closeRecv(rc)) }

@@ -41,11 +41,13 @@ class PluginNet {
   ncclResult_t connect(int dev, void* handle, void** sc);
   ncclResult_t accept(void* lc, void** rc);
   ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mh);
+  ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mh);
   ncclResult_t dereg_mr(void* comm, void* mh);
   ncclResult_t isend(void* sc, void* data, size_t size, int tag, void* mh, void** req);
   // flag_polled: preset *request to the LL/LL128 hint as NCCL 2.24+ does (ignored for v8).
   ncclResult_t irecv(void* rc, int n, void** data, size_t* sizes, int* tags, void** mhs, bool flag_polled,
                      void** req);
+  ncclResult_t iflush(void* rc, int n, void** data, int* sizes, void** mhs, void** req);
   ncclResult_t test(void* req, int* done, int* sizes);
   ncclResult_t close_send(void* sc);
   ncclResult_t close_recv(void* rc);
