@@ -18,6 +18,7 @@ namespace zip {
 // One per NCCL communicator (v11 init), or one for the process (v8-v10, which have no context).
 struct NetCtx {
   uint64_t comm_id = 0;
+  int traffic_class = -1;  // v11 init config: the communicator's connections' traffic class
   // v11 setNetAttr: the collective being progressed now uses LL or LL128 (NCCL polls flags in
   // the receive buffer), so its receives must not get compressed bytes.
   std::atomic<bool> attr_flag_polled{false};

@@ -70,7 +70,7 @@ const char* mode_name(ZipMode m) {
 
 }  // namespace
 
-ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
+ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int traffic_class) {
   set_logger(logger);
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_transport) {
@@ -107,6 +107,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
   if (ctx) {
     auto* ref = new CtxRef{std::make_shared<NetCtx>()};
     ref->ctx->comm_id = comm_id;
+    ref->ctx->traffic_class = traffic_class;
     *ctx = ref;
   }
   return ncclSuccess;
@@ -160,13 +161,13 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
   return ncclSuccess;
 }
 
-ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm) {
+ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm, int traffic_class) {
   *send_comm = nullptr;
   if (dev < 0 || dev >= g_transport->num_devices()) return ncclInvalidArgument;
   auto* h = static_cast<Handle*>(handle);
   if (!h->connecting) {
     std::unique_ptr<Connector> c;
-    Status s = g_transport->connect(dev, h->transport, &c);
+    Status s = g_transport->connect(dev, h->transport, traffic_class >= 0 ? traffic_class : ctx_of(ctx)->traffic_class, &c);
     if (!s.ok()) return s.code;
     h->connecting = c.release();
   }

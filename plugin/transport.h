@@ -119,7 +119,9 @@ class Transport {
   virtual const DeviceInfo& device(int dev) const = 0;
   // Fills handle[0, kTransportHandleBytes) for the peer's connect().
   virtual Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) = 0;
-  virtual Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) = 0;
+  // traffic_class: NCCL's per-communicator setting (v10 connect config, v11 init config), -1 for
+  // the transport's default.
+  virtual Status connect(int dev, const void* handle, int traffic_class, std::unique_ptr<Connector>* out) = 0;
 };
 
 }  // namespace zip

@@ -104,8 +104,9 @@ struct IbConn::Local {
 
 // ---- setup --------------------------------------------------------------------------------------
 
-Status IbConn::create(const IbPort& port, int nqps, std::unique_ptr<IbConn>* out) {
+Status IbConn::create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out) {
   std::unique_ptr<IbConn> c(new IbConn);
+  c->traffic_class_ = traffic_class;
   c->hca_ = port.hca;
   c->mrs_ = port.mrs;
   c->port_ = port.port;
@@ -184,6 +185,7 @@ void IbConn::local_info(QpInfo* info) const {
   info->gid_index = uint32_t(gid_index_);
   info->mailbox_addr = reinterpret_cast<uintptr_t>(inbox_);
   info->mailbox_rkey = inbox_mr_->rkey;
+  info->traffic_class = uint32_t(traffic_class_ + 1);
 }
 
 Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
@@ -196,7 +198,7 @@ Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
   }
   int mtu = std::min(int(attr_.active_mtu), int(remote.mtu));
   if (params().ib_mtu) mtu = std::min(mtu, int(mtu_from_bytes(params().ib_mtu)));
-  const QpPath path{port_, attr_.link_layer, gid_index_, gid_, ibv_mtu(mtu)};
+  const QpPath path{port_, attr_.link_layer, gid_index_, gid_, ibv_mtu(mtu), traffic_class_};
   for (size_t q = 0; q < qps_.size(); ++q) {
     QpPeer p{remote.qpn[q], remote.lid, {}};
     std::memcpy(p.gid, remote.gid, 16);
@@ -205,9 +207,10 @@ Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
   }
   peer_mailbox_ = remote.mailbox_addr;
   peer_mailbox_rkey_ = remote.mailbox_rkey;
-  ZIP_INFO(NCCL_NET | NCCL_INIT, "%s: %zu QP%s to %s, MTU %d, %s, GID index %d (peer's %u)", dev, qps_.size(),
-           qps_.size() > 1 ? "s" : "", peer.c_str(), mtu_bytes(ibv_mtu(mtu)), link_layer_name(attr_.link_layer),
-           gid_index_, remote.gid_index);
+  ZIP_INFO(NCCL_NET | NCCL_INIT, "%s: %zu QP%s to %s, MTU %d, %s, GID index %d (peer's %u), traffic class %d", dev,
+           qps_.size(), qps_.size() > 1 ? "s" : "", peer.c_str(), mtu_bytes(ibv_mtu(mtu)),
+           link_layer_name(attr_.link_layer), gid_index_, remote.gid_index,
+           traffic_class_ >= 0 ? traffic_class_ : params().ib_tc);
   return Status::Ok();
 }
 
@@ -245,7 +248,7 @@ Status IbConn::create_flush_qp() {
   if (!flush_qp_) return fail(ncclSystemError);
   hca_->watch(flush_qp_, err_);
   ZIP_CHECK(qp_to_init(fn, flush_qp_, port_, dev));
-  const QpPath path{port_, attr_.link_layer, gid_index_, gid_, attr_.active_mtu};
+  const QpPath path{port_, attr_.link_layer, gid_index_, gid_, attr_.active_mtu, traffic_class_};
   QpPeer self{flush_qp_->qp_num, attr_.lid, {}};
   std::memcpy(self.gid, gid_, 16);
   return qp_to_rts(fn, flush_qp_, path, self, dev);

@@ -36,7 +36,8 @@ namespace zip::verbs {
 class IbConn : public Conn {
  public:
   // The completion queue, nqps queue pairs (in INIT) and the control buffers on `port`.
-  static Status create(const IbPort& port, int nqps, std::unique_ptr<IbConn>* out);
+  // traffic_class: this connection's (NCCL's per-communicator setting), -1 for NCCL_IB_TC.
+  static Status create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out);
   ~IbConn() override;
 
   // This end's half of the exchange; magic, version and nonce are the caller's.
@@ -120,6 +121,7 @@ class IbConn : public Conn {
   std::string peer_ = "?";
   uint8_t gid_[16] = {};
   int gid_index_ = 0;
+  int traffic_class_ = -1;
   std::shared_ptr<StickyError> err_ = std::make_shared<StickyError>();
 
   ibv_cq* cq_ = nullptr;

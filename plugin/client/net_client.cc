@@ -71,7 +71,8 @@ bool last_summary(const std::string& side, CommSummary* out) {
   return false;
 }
 
-PluginNet::PluginNet(const std::string& path, int version) : version_(version) {
+PluginNet::PluginNet(const std::string& path, int version, int traffic_class)
+    : version_(version), traffic_class_(traffic_class) {
   lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib_) die(std::string("dlopen: ") + dlerror());
   const std::string sym = "ncclNetPlugin_v" + std::to_string(version);
@@ -94,8 +95,9 @@ PluginNet::~PluginNet() { dlclose(lib_); }
 const char* PluginNet::name() const { ZT_SAME(name) }
 
 ncclResult_t PluginNet::init(uint64_t comm_id) {
+  ncclNetCommConfig_t cfg{traffic_class_};
   ZT_CALL(t->init(logger), t->init(logger), t->init(logger, nullptr),
-          t->init(&ctx_, comm_id, nullptr, logger, nullptr))
+          t->init(&ctx_, comm_id, &cfg, logger, nullptr))
 }
 
 ncclResult_t PluginNet::finalize() {
@@ -142,7 +144,7 @@ ncclResult_t PluginNet::listen(int dev, void* h, void** lc) {
 
 ncclResult_t PluginNet::connect(int dev, void* h, void** sc) {
   ncclNetDeviceHandle_t* dh = nullptr;
-  ncclNetCommConfig_t cfg{-1};
+  ncclNetCommConfig_t cfg{traffic_class_};
   ZT_CALL(t->connect(dev, h, sc, &dh), t->connect(dev, h, sc, &dh), t->connect(dev, &cfg, h, sc, &dh),
           t->connect(ctx_, dev, h, sc, &dh))
 }

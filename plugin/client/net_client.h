@@ -28,7 +28,8 @@ struct NetProps {
 class PluginNet {
  public:
   // Loads `path` and looks up ncclNetPlugin_v<version>. Aborts with a message on failure.
-  PluginNet(const std::string& path, int version);
+  // traffic_class: the v10 connect / v11 init config's (-1: undefined, as NCCL passes by default).
+  PluginNet(const std::string& path, int version, int traffic_class = -1);
   ~PluginNet();
 
   int version() const { return version_; }
@@ -57,6 +58,7 @@ class PluginNet {
 
  private:
   int version_;
+  int traffic_class_;
   void* lib_ = nullptr;
   const void* table_ = nullptr;
   void* ctx_ = nullptr;

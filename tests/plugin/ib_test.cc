@@ -117,6 +117,27 @@ TEST(IbExchange, QpsPerConnection) {
   }
 }
 
+// NCCL's per-communicator traffic class (v10 connect config, v11 init config) overrides
+// NCCL_IB_TC on the connector's queue pairs, and the listener adopts it; v9 has no config.
+TEST(IbExchange, TrafficClassPerCommunicator) {
+  IB_ONLY();
+  Env env = base_env("0");
+  env["NCCL_IB_TC"] = "32";
+  const std::vector<std::string> args = {"--msgs=20", "--max=65536", "--kind=mix", "--seed=2"};
+  for (int v : {9, 10, 11}) {
+    for (const char* tc : {"", "96"}) {
+      SCOPED_TRACE("v" + std::to_string(v) + " tc " + tc);
+      auto send_args = args;
+      if (*tc) send_args.push_back(std::string("--tc=") + tc);
+      Pair p = run_pair(v, env, args, send_args);
+      expect_ok(p);
+      const long want = *tc && v >= 10 ? 96 : 32;
+      EXPECT_EQ(field(p.send_result, "tclass"), want) << p.send_result;
+      EXPECT_EQ(field(p.recv_result, "tclass"), want) << p.recv_result;
+    }
+  }
+}
+
 TEST(IbExchange, DelayedWorkRequestsStayExact) {
   IB_ONLY();
   Env env = base_env("2");

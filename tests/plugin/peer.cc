@@ -5,13 +5,15 @@
 //
 //   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
 //            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error] [--device]
-//            [--dmabuf] [--flush]
+//            [--dmabuf] [--flush] [--tc=N]
 //   zip_peer send ... --handle=HEX
 //   zip_peer probe --plugin=P --version=V   init only: the log, then the devices
 // --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
 // checked in a host copy, moved to and from the device around the plugin's calls. --dmabuf:
 // registered by regMrDmaBuf with an fd CUDA exports. --flush (recv): iflush after every
-// completed receive, as NCCL does with GPUDirect RDMA.
+// completed receive, as NCCL does with GPUDirect RDMA. --tc: the communicator's traffic class
+// (v10 connect / v11 init config); RESULT's tclass= is what the verbs transport logged for its
+// connection (-1 if nothing).
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
 #include <signal.h>
@@ -35,7 +37,7 @@ namespace {
 
 struct Args {
   std::string role, plugin, handle;
-  int version = 11, group = 1;
+  int version = 11, group = 1, tc = -1;
   long msgs = 200, die_after = -1;
   size_t max = 256 << 10;
   Kind kind = Kind::kMix;
@@ -57,6 +59,7 @@ Args parse(int argc, char** argv) {
     else if (auto v = val("--handle=")) a.handle = v;
     else if (auto v = val("--version=")) a.version = atoi(v);
     else if (auto v = val("--group=")) a.group = atoi(v);
+    else if (auto v = val("--tc=")) a.tc = atoi(v);
     else if (auto v = val("--msgs=")) a.msgs = atol(v);
     else if (auto v = val("--max=")) a.max = size_t(atol(v));
     else if (auto v = val("--kind=")) a.kind = parse_kind(v);
@@ -100,9 +103,18 @@ long compressed_from_log() {
 
 long g_flushes = 0;  // iflush calls that returned a request (--flush)
 
+// The traffic class of the verbs transport's connection log line, -1 without one.
+long traffic_class_from_log() {
+  for (const auto& l : log_lines()) {
+    const size_t p = l.find("traffic class ");
+    if (p != std::string::npos) return atol(l.c_str() + p + 14);
+  }
+  return -1;
+}
+
 int finish(bool ok, const char* what, long done) {
-  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d flushes=%ld what=%s\n", ok ? 1 : 0, done,
-         compressed_from_log(), count_log("rejected connection"), g_flushes, what);
+  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d flushes=%ld tclass=%ld what=%s\n", ok ? 1 : 0, done,
+         compressed_from_log(), count_log("rejected connection"), g_flushes, traffic_class_from_log(), what);
   fflush(stdout);
   return ok ? 0 : 1;
 }
@@ -143,7 +155,7 @@ class Arena {
 
 class Peer {
  public:
-  explicit Peer(const Args& a) : a_(a), net_(a.plugin, a.version) {}
+  explicit Peer(const Args& a) : a_(a), net_(a.plugin, a.version, a.tc) {}
 
   // Which transport and devices init chose: every log line, then RESULT with the devices as
   // name:port,... (ok=0 when init failed).

@@ -59,7 +59,7 @@ class IbConnGdr : public ::testing::Test {
     std::unique_ptr<Listener> l;
     std::unique_ptr<Connector> c;
     ASSERT_TRUE(t_->listen(0, handle, &l).ok());
-    ASSERT_TRUE(t_->connect(0, handle, &c).ok());
+    ASSERT_TRUE(t_->connect(0, handle, -1, &c).ok());
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while ((!send_ || !recv_) && std::chrono::steady_clock::now() < end) {
       if (!send_) ASSERT_TRUE(c->progress(&send_).ok());
