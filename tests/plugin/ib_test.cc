@@ -149,7 +149,7 @@ TEST(IbExchange, DelayedWorkRequestsStayExact) {
 
 // ---- GPUDirect RDMA ----------------------------------------------------------------------------
 
-// ptrSupport offers DMA-BUF (the emulated kernel supports it) unless NCCL_ZIP_GDR or forced
+// ptrSupport offers DMA-BUF where the (emulated) kernel supports it, unless NCCL_ZIP_GDR or forced
 // compression keeps device buffers in host staging. NCCL_PTR_CUDA would come from nvidia-peermem,
 // read from the real /sys: not asserted here.
 TEST(IbGdr, PtrSupportFollowsTheSettings) {
@@ -157,15 +157,19 @@ TEST(IbGdr, PtrSupportFollowsTheSettings) {
   struct Case {
     const char* gdr;
     const char* zip;
+    const char* emu;  // NCCL_ZIP_EMU_GDR: what the emulated host supports
     bool dmabuf;
   };
-  for (const Case& c : {Case{"", "1", true}, Case{"", "0", true}, Case{"", "2", false}, Case{"0", "1", false},
-                        Case{"1", "2", true}}) {
-    Env env{{"NCCL_ZIP_ENABLE", c.zip}, {"NCCL_ZIP_GPU", "0"}};
+  for (const Case& c : {Case{"", "1", "dmabuf", true}, Case{"", "0", "dmabuf", true}, Case{"", "2", "dmabuf", false},
+                        Case{"0", "1", "dmabuf", false}, Case{"1", "2", "dmabuf", true}, Case{"", "1", "none", false},
+                        Case{"1", "1", "none", false}}) {
+    Env env{{"NCCL_ZIP_ENABLE", c.zip}, {"NCCL_ZIP_GPU", "0"}, {"NCCL_ZIP_EMU_GDR", c.emu}};
     if (*c.gdr) env["NCCL_ZIP_GDR"] = c.gdr;
     std::vector<std::string> log;
     const std::string r = probe(env, &log);
-    SCOPED_TRACE(std::string("NCCL_ZIP_GDR=") + c.gdr + " NCCL_ZIP_ENABLE=" + c.zip);
+    SCOPED_TRACE(std::string("NCCL_ZIP_GDR=") + c.gdr + " NCCL_ZIP_ENABLE=" + c.zip + " NCCL_ZIP_EMU_GDR=" + c.emu);
+    EXPECT_EQ(logged(log, "NCCL_ZIP_GDR=1 ignored: no device supports GPUDirect RDMA"),
+              std::string(c.gdr) == "1" && std::string(c.emu) == "none");
     ASSERT_EQ(field(r, "ok"), 1) << r;
     const long ptr = field(r, "ptr");
     EXPECT_EQ(ptr & 1, 1) << r;  // host memory always
