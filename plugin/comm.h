@@ -18,6 +18,7 @@ namespace zip {
 // One per NCCL communicator (v11 init), or one for the process (v8-v10, which have no context).
 struct NetCtx {
   uint64_t comm_id = 0;
+  int traffic_class = -1;  // v11 init config: the communicator's connections' traffic class
   // v11 setNetAttr: the collective being progressed now uses LL or LL128 (NCCL polls flags in
   // the receive buffer), so its receives must not get compressed bytes.
   std::atomic<bool> attr_flag_polled{false};
@@ -36,6 +37,9 @@ struct Mr {
   // never allocates pinned memory: cudaHostAlloc may synchronise the device, and NCCL's kernel
   // may be waiting for this very message.
   char* mirror;
+  // Device memory the transport moves itself (GPUDirect RDMA): no mirror, always raw, and
+  // receives into it are flushed when NCCL asks (iflush).
+  bool direct;
   // The staging of a message of `bytes` at `data`, or null when it lies outside this buffer.
   char* mirror_of(const void* data, size_t bytes) const {
     const char* p = static_cast<const char*>(data);
@@ -73,6 +77,7 @@ class StagingPool {
 class Comm;
 struct Request {
   Comm* comm;
+  bool flush = false;  // a receive side's iflush, not a transfer
   int64_t posted_ms = 0;  // when isend/irecv returned it
   bool stall_logged = false;
 };

@@ -37,10 +37,31 @@ struct ListenComm {
 std::mutex g_mu;
 std::unique_ptr<Transport> g_transport;  // created by the first init, kept for the process
 std::shared_ptr<NetCtx> g_process_ctx;
-bool g_cuda = false;  // device buffers offered to NCCL (NCCL_PTR_CUDA): decided by the first init
+bool g_cuda = false;  // device buffers staged by the GPU codec engine: decided by the first init
+bool g_gdr = false;   // device buffers moved by the transport itself (GPUDirect RDMA): likewise
 
 std::shared_ptr<NetCtx> ctx_of(void* ctx) {
   return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
+}
+
+bool device_has_gdr(const DeviceInfo& d) { return d.gdr_peermem || d.gdr_dmabuf; }
+
+// NCCL_ZIP_GDR: GPUDirect RDMA where a device supports it. Auto leaves device buffers to host
+// staging (where the codecs reach them) when compression is forced, and to the GPU engine when it
+// stages them.
+bool decide_gdr(bool gpu_engine) {
+  const int want = params().gdr;
+  if (want == 0) return false;
+  bool any = false;
+  for (int d = 0; d < g_transport->num_devices(); ++d) any |= device_has_gdr(g_transport->device(d));
+  if (!any || gpu_engine) {
+    if (want == 1)
+      ZIP_WARN("NCCL_ZIP_GDR=1 ignored: %s", gpu_engine ? "NCCL_ZIP_GPU=1 stages device buffers through the GPU codec"
+                                                       : "no device supports GPUDirect RDMA (neither nvidia-peermem "
+                                                         "nor DMA-BUF registration)");
+    return false;
+  }
+  return want == 1 || params().mode != ZipMode::kAlways;
 }
 
 const char* mode_name(ZipMode m) {
@@ -49,7 +70,7 @@ const char* mode_name(ZipMode m) {
 
 }  // namespace
 
-ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
+ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int traffic_class) {
   set_logger(logger);
   std::lock_guard<std::mutex> g(g_mu);
   if (!g_transport) {
@@ -66,10 +87,14 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
              devs.c_str(), mode_name(params().mode), g_transport->settings().c_str());
     const char* why = "";
     g_cuda = gpu_codec_usable(&why);
+    g_gdr = decide_gdr(g_cuda);
     if (g_cuda)
       ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: ptrSupport HOST|CUDA, staged through pinned memory, "
                "coded by the GPU codec (NCCL_ZIP_GPU=1, experimental: can deadlock when the application "
                "blocks in CUDA while a collective runs)");
+    else if (g_gdr)
+      ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: GPUDirect RDMA, sent raw (compression applies to what NCCL "
+               "stages through host memory; NCCL_ZIP_GDR=0 stages everything there)");
     else
       ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: ptrSupport HOST only (%s); NCCL stages through host memory",
                why);
@@ -82,6 +107,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx) {
   if (ctx) {
     auto* ref = new CtxRef{std::make_shared<NetCtx>()};
     ref->ctx->comm_id = comm_id;
+    ref->ctx->traffic_class = traffic_class;
     *ctx = ref;
   }
   return ncclSuccess;
@@ -108,10 +134,12 @@ ncclResult_t properties(int dev, Props* p) {
   p->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
   p->guid = d.guid;
   p->port = d.port;
-  // Neither transport moves device memory itself: device buffers are offered only where the GPU
-  // engine stages them through pinned mirrors, which are what the transport sends and registers.
-  // (GPUDirect RDMA would add NCCL_PTR_CUDA/DMABUF without mirrors, regMrDmaBuf and a flush.)
-  p->ptr_support = g_cuda ? NCCL_PTR_HOST | NCCL_PTR_CUDA : NCCL_PTR_HOST;
+  // Device buffers: staged by the GPU engine through pinned mirrors (what the transport then sends
+  // and registers), or moved by the HCA (GPUDirect RDMA) the ways it supports, as NCCL's net_ib.
+  p->ptr_support = NCCL_PTR_HOST;
+  if (g_cuda) p->ptr_support |= NCCL_PTR_CUDA;
+  if (g_gdr && d.gdr_peermem) p->ptr_support |= NCCL_PTR_CUDA;
+  if (g_gdr && d.gdr_dmabuf) p->ptr_support |= NCCL_PTR_DMABUF;
   p->speed_mbps = d.speed_mbps;
   p->max_comms = d.max_comms;
   p->max_recvs = int(proto::kMaxRecvs);
@@ -133,13 +161,13 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
   return ncclSuccess;
 }
 
-ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm) {
+ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm, int traffic_class) {
   *send_comm = nullptr;
   if (dev < 0 || dev >= g_transport->num_devices()) return ncclInvalidArgument;
   auto* h = static_cast<Handle*>(handle);
   if (!h->connecting) {
     std::unique_ptr<Connector> c;
-    Status s = g_transport->connect(dev, h->transport, &c);
+    Status s = g_transport->connect(dev, h->transport, traffic_class >= 0 ? traffic_class : ctx_of(ctx)->traffic_class, &c);
     if (!s.ok()) return s.code;
     h->connecting = c.release();
   }
@@ -167,7 +195,11 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
   return ncclSuccess;
 }
 
-ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+namespace {
+
+// regMr and regMrDmaBuf (dmabuf_fd >= 0: device memory exported by CUDA).
+ncclResult_t register_mr(void* comm, void* data, size_t size, int type, int dmabuf_fd, uint64_t offset,
+                         void** mhandle) {
   *mhandle = nullptr;
   auto* c = static_cast<Comm*>(comm);
   int device = -1;
@@ -176,7 +208,8 @@ ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandl
     ZIP_WARN("regMr: %p (%zu bytes) announced as device memory, but CUDA does not know it as such", data, size);
     return ncclInvalidUsage;
   }
-  if (kind == MemKind::kDevice) {
+  const bool direct = kind == MemKind::kDevice && g_gdr;
+  if (kind == MemKind::kDevice && !direct) {
     std::lock_guard<std::mutex> g(c->mutex());  // the progress thread may be polling this comm
     if (!g_cuda || !c->use_device(device)) {
       ZIP_WARN("regMr: %p (%zu bytes) is memory of GPU %d, which this plugin cannot move%s", data, size, device,
@@ -188,26 +221,35 @@ ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandl
   const bool flag_polled = c->kind() == Comm::kRecv &&
                            (int64_t(size) == p.ll_buffsize || int64_t(size) == p.ll128_buffsize);
   char* mirror = nullptr;
-  if (kind == MemKind::kDevice && size > 0) {  // NCCL's service thread: allocating here is safe
+  if (kind == MemKind::kDevice && !direct && size > 0) {  // NCCL's service thread: allocating here is safe
     mirror = alloc_pinned(size);
     if (!mirror) return ncclSystemError;  // alloc_pinned logged why
   }
-  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror, nullptr});
+  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror, direct, nullptr});
   // RDMA keys, for transports that need them, of what goes on the wire.
-  Status s = c->conn().reg_mem(mirror ? mirror : data, size, &mr->reg);
+  Status s = direct ? c->conn().reg_device_mem(data, size, dmabuf_fd, offset,
+                                               c->kind() == Comm::kRecv && !p.ib_gdr_flush_disable, &mr->reg)
+                    : c->conn().reg_mem(mirror ? mirror : data, size, &mr->reg);
   if (!s.ok()) {
     if (mirror) free_pinned(mirror);
     return s.code;
   }
   *mhandle = mr.release();
-  ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size, kind == MemKind::kDevice ? "device" : "host",
+  ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size,
+            !direct ? (kind == MemKind::kDevice ? "device" : "host") : dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)"
+                                                                                  : "device, GPUDirect",
             flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
   return ncclSuccess;
 }
 
-ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t, int, void** mhandle) {
-  // The socket path never needs the dma-buf fd: the buffer is registered like regMr's.
-  return reg_mr(comm, data, size, type, mhandle);
+}  // namespace
+
+ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return register_mr(comm, data, size, type, -1, 0, mhandle);
+}
+
+ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
+  return register_mr(comm, data, size, type, fd, offset, mhandle);
 }
 
 ncclResult_t dereg_mr(void*, void* mhandle) {
@@ -233,11 +275,19 @@ ncclResult_t irecv(void* recv_comm, int n, void** data, size_t* sizes, int* tags
   return c->irecv(n, data, sizes, tags, mhandles, flag_polled, request);
 }
 
-ncclResult_t iflush(void*, int, void**, int*, void**, void** request) {
-  // Host memory was written by the CPU, device memory by the GPU engine's stream, whose work is
-  // complete before test() reports the receive: nothing to flush.
+ncclResult_t iflush(void* recv_comm, int n, void** data, int* sizes, void** mhandles, void** request) {
+  // Host memory was written by the CPU and mirrored device memory by the GPU engine's stream,
+  // complete before test() reports the receive; GPUDirect writes need a flush (as NCCL's net_ib:
+  // one, for the last non-empty receive).
   *request = nullptr;
-  return ncclSuccess;
+  int last = -1;
+  for (int i = 0; i < n; ++i)
+    if (sizes[i]) last = i;
+  const Mr* mr = last >= 0 && mhandles ? static_cast<const Mr*>(mhandles[last]) : nullptr;
+  if (!mr || !mr->direct || params().ib_gdr_flush_disable) return ncclSuccess;
+  auto* c = static_cast<RecvComm*>(recv_comm);
+  std::lock_guard<std::mutex> g(c->mutex());
+  return c->iflush(data[last], request);
 }
 
 ncclResult_t test(void* request, int* done, int* sizes) {

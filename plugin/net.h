@@ -25,12 +25,13 @@ struct Props {
   size_t max_coll_bytes;
 };
 
-ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx);
+// traffic_class: the v11 init config's (-1: none); v10 passes one per connect instead.
+ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int traffic_class = -1);
 ncclResult_t finalize(void* ctx);
 ncclResult_t devices(int* ndev);
 ncclResult_t properties(int dev, Props* props);
 ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm);
-ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm);
+ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm, int traffic_class = -1);
 ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t** dev_comm);
 ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle);
 ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,

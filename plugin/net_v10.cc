@@ -1,5 +1,6 @@
-// ncclNet_v10 (NCCL 2.26-2.27): profiler callback at init, a connect config (traffic class, which
-// TCP ignores), profiler handles on isend/irecv (no profiler events emitted yet).
+// ncclNet_v10 (NCCL 2.26-2.27): profiler callback at init, a connect config (traffic class: the
+// verbs transport's QPs use it, TCP ignores it), profiler handles on isend/irecv (no profiler
+// events emitted yet).
 #include "adapter.h"
 
 namespace zip::net {
@@ -7,8 +8,8 @@ namespace {
 
 ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t) { return init(logger, 0, nullptr); }
 ncclResult_t props_v10(int dev, ncclNetProperties_v10_t* p) { return fill_props_v9(dev, p); }
-ncclResult_t connect_v10(int dev, ncclNetCommConfig_t*, void* handle, void** sc, ncclNetDeviceHandle_t** dc) {
-  return connect_noctx(dev, handle, sc, dc);
+ncclResult_t connect_v10(int dev, ncclNetCommConfig_t* config, void* handle, void** sc, ncclNetDeviceHandle_t**) {
+  return connect(nullptr, dev, handle, sc, config ? config->trafficClass : -1);
 }
 ncclResult_t isend_v10(void* sc, void* data, size_t size, int tag, void* mh, void*, void** req) {
   return isend(sc, data, size, tag, mh, req);

@@ -1,13 +1,14 @@
 // ncclNet_v11 (NCCL 2.28-2.29): a context per communicator (init/finalize, joined on commId) and
-// setNetAttr saying which protocol the current collective uses. Profiler handles are ignored.
+// setNetAttr saying which protocol the current collective uses; the init config's traffic class
+// applies to the communicator's connections. Profiler handles are ignored.
 #include "adapter.h"
 
 namespace zip::net {
 namespace {
 
-ncclResult_t init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_t*, ncclDebugLogger_t logger,
+ncclResult_t init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_t* config, ncclDebugLogger_t logger,
                       ncclProfilerCallback_t) {
-  return init(logger, comm_id, ctx);
+  return init(logger, comm_id, ctx, config ? config->trafficClass : -1);
 }
 ncclResult_t props_v11(int dev, ncclNetProperties_v11_t* p) {
   ncclResult_t r = fill_props_v9(dev, p);

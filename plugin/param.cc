@@ -82,6 +82,8 @@ Params load() {
   p.ib_pkey_index = int(env_int("NCCL_IB_PKEY", 0, 0, 0xFFFF));
   p.ib_mtu = env_mtu();
   p.ib_merge_vfs = env_int("NCCL_IB_MERGE_VFS", 1, 0, 1) != 0;
+  p.gdr = int(env_int("NCCL_ZIP_GDR", -1, -1, 1));
+  p.ib_gdr_flush_disable = env_int("NCCL_IB_GDR_FLUSH_DISABLE", 0, 0, 1) != 0;
   return p;
 }
 

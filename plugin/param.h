@@ -43,6 +43,11 @@ struct Params {
   int ib_pkey_index;            // NCCL_IB_PKEY: partition key index, as NCCL uses it
   int ib_mtu;                   // NCCL_IB_MTU: 256..4096 bytes caps the path MTU (0: the ports')
   bool ib_merge_vfs;            // NCCL_IB_MERGE_VFS: report a VF at its PF's PCI path
+  // NCCL_ZIP_GDR: device buffers moved by the HCA itself (GPUDirect RDMA, raw: no codec reaches
+  // them). -1 auto: where the HCA supports it, unless compression is forced (NCCL_ZIP_ENABLE=2) or
+  // the GPU codec stages device buffers (NCCL_ZIP_GPU=1). docs/verbs.md, "GPUDirect RDMA".
+  int gdr;
+  bool ib_gdr_flush_disable;    // NCCL_IB_GDR_FLUSH_DISABLE: no RDMA-read flush after GDR receives
 };
 
 const Params& params();

@@ -10,6 +10,10 @@ namespace zip {
 
 RecvComm::RecvComm(std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn) : Comm(kRecv, std::move(ctx), std::move(conn)) {
   for (Req& r : reqs_) r.comm = this;
+  for (FlushReq& f : flushes_) {
+    f.comm = this;
+    f.flush = true;
+  }
 }
 
 RecvComm::~RecvComm() {
@@ -52,10 +56,11 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
     // memory a codec engine can decode into.
     s.kind = mr ? mr->kind : MemKind::kHost;
-    s.mirror = s.kind == MemKind::kDevice ? mr->mirror_of(s.data, s.capacity) : nullptr;
-    if (s.kind == MemKind::kDevice && !s.mirror)
+    const bool staged = s.kind == MemKind::kDevice && !mr->direct;
+    s.mirror = staged ? mr->mirror_of(s.data, s.capacity) : nullptr;
+    if (staged && !s.mirror)
       return fail(ncclInvalidUsage, "irecv of " + std::to_string(s.capacity) + " bytes outside its registered buffer");
-    s.engine = mr ? engine_for(mr->kind) : nullptr;
+    s.engine = mr && !mr->direct ? engine_for(mr->kind) : nullptr;
     s.compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
                     s.capacity > 0 && zipccl::max_compressed_bytes(s.capacity) <= s.engine->max_message_bytes();
     // A device buffer's compressed message must fit its mirror slot.
@@ -169,10 +174,35 @@ ncclResult_t RecvComm::progress() {
   return ncclSuccess;
 }
 
+ncclResult_t RecvComm::iflush(const void* data, void** request) {
+  *request = nullptr;
+  if (ncclResult_t e = progress()) return e;
+  FlushReq* f = flushes_;
+  while (f != flushes_ + proto::kMaxRequests && f->in_use) ++f;
+  if (f == flushes_ + proto::kMaxRequests) return fail(ncclInternalError, "more flushes in flight than NCCL has requests");
+  if (!conn_->flush(data, &f->xfer).ok()) return check_conn();
+  f->in_use = true;
+  f->posted_ms = now_ms();
+  f->stall_logged = false;
+  *request = f;
+  return ncclSuccess;
+}
+
 ncclResult_t RecvComm::test(Request* req, int* done, int* sizes) {
-  Req* r = static_cast<Req*>(req);
   *done = 0;
   if (ncclResult_t e = progress()) return e;
+  if (req->flush) {
+    auto* f = static_cast<FlushReq*>(req);
+    if (!f->xfer.done()) {
+      log_if_stalled(f, [] { return std::string("GPUDirect flush not completed"); });
+      return ncclSuccess;
+    }
+    *done = 1;
+    if (sizes) sizes[0] = 0;
+    f->in_use = false;
+    return ncclSuccess;
+  }
+  Req* r = static_cast<Req*>(req);
   bool waiting_header = false, all = true;
   for (uint32_t i = 0; i < r->n; ++i) {
     all &= r->subs[i].state == kDone;

@@ -3,7 +3,7 @@
 // payload goes: straight into NCCL's buffer (raw) or into staging, decoded into NCCL's buffer on
 // the codec engine before the receive completes with the uncompressed size. Device buffers
 // receive into their pinned mirror (Mr::mirror_of); the GPU engine decodes from there into them
-// or copies raw bytes.
+// or copies raw bytes; GPUDirect buffers (Mr::direct) receive raw bytes in place.
 #pragma once
 
 #include "comm.h"
@@ -20,6 +20,8 @@ class RecvComm : public Comm {
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                      bool flag_polled, void** request);
   ncclResult_t test(Request* r, int* done, int* sizes) override;
+  // A GPUDirect flush of the device buffer holding `data` (registered direct).
+  ncclResult_t iflush(const void* data, void** request);
 
  private:
   enum SubState { kWaitHeader, kReceiving, kDecoding, kDone };  // kDecoding: any engine job
@@ -49,7 +51,14 @@ class RecvComm : public Comm {
   ncclResult_t on_header(const proto::DataHeader& h);
   ncclResult_t advance(Req* r);
 
+  struct FlushReq : Request {
+    bool in_use = false;
+    Xfer xfer;
+  };
+
   Req reqs_[proto::kMaxRequests];  // slot = seq % kMaxRequests
+  // NCCL flushes a receive after test() freed its request: no more than kMaxRequests at once.
+  FlushReq flushes_[proto::kMaxRequests];
   uint32_t next_seq_ = 0;
   uint32_t awaiting_headers_ = 0;  // subs in kWaitHeader: read the control channel only then
 };

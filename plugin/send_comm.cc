@@ -139,10 +139,11 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
                                       std::to_string(e.capacity) + " bytes");
   const bool device = mr && mr->kind == MemKind::kDevice;
-  char* mirror = device ? mr->mirror_of(data, size) : nullptr;
-  if (device && !mirror)
+  const bool staged = device && !mr->direct;  // through the GPU engine and the pinned mirror
+  char* mirror = staged ? mr->mirror_of(data, size) : nullptr;
+  if (staged && !mirror)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes outside its registered buffer");
-  CodecEngine* engine = mr ? engine_for(mr->kind) : nullptr;
+  CodecEngine* engine = mr && !mr->direct ? engine_for(mr->kind) : nullptr;
   const bool compress = engine && (e.flags & proto::kCompressOk) &&
                         zipccl::max_compressed_bytes(size) <= engine->max_message_bytes() &&
                         policy_.should_compress(size, *engine);
@@ -158,9 +159,9 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   r->wire_bytes = size;
   r->staging_cap = e.staging_bytes;
   r->mirror = mirror;
-  // Device memory, even raw, goes through the GPU engine to its pinned mirror: a socket cannot
-  // read device memory.
-  if (compress || (device && size > 0)) {
+  // Staged device memory, even raw, goes through the GPU engine to its pinned mirror: a socket
+  // cannot read device memory.
+  if (compress || (staged && size > 0)) {
     if (!device) r->stage = staging_.take(zipccl::max_compressed_bytes(size));
     CodecJob& j = r->job;
     j.state.store(CodecJob::kIdle, std::memory_order_relaxed);

@@ -337,7 +337,8 @@ class SocketTransport : public Transport {
   }
 
   // TCP routes by the handle's address; the local device does not choose anything here.
-  Status connect(int, const void* handle, std::unique_ptr<Connector>* out) override {
+  // The traffic class is an RDMA setting; NCCL's socket transport ignores it too.
+  Status connect(int, const void* handle, int, std::unique_ptr<Connector>* out) override {
     SockAddr a;
     uint64_t nonce;
     ZIP_CHECK(parse_handle(handle, kHandleMagic, kVersion, "socket", &a, &nonce));

@@ -29,6 +29,9 @@ struct DeviceInfo {
   uint64_t guid = 0;     // NCCL groups devices of one NIC by it
   int port = 0;          // IB port number (NCCL's props.port)
   int max_comms = 65536;
+  // GPUDirect RDMA: device memory registered by pointer (nvidia-peermem) or by DMA-BUF fd.
+  bool gdr_peermem = false;
+  bool gdr_dmabuf = false;
 };
 
 // A buffer registered with a transport (RDMA keys). Destroying it releases the registration,
@@ -63,6 +66,22 @@ class Conn {
     (void)size;
     out->reset();
     return Status::Ok();
+  }
+  // GPUDirect RDMA (devices with gdr_peermem or gdr_dmabuf): registers device memory
+  // [data, data + size) for the transport to move itself, through the DMA-BUF dmabuf_fd (data at
+  // `offset` in it) when dmabuf_fd >= 0, else by pointer. for_receives: receives into it will be
+  // flushed (flush() below), so the means to flush are set up now, outside the data path.
+  // Transports whose devices have neither flag are never asked (the default fails).
+  virtual Status reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
+                                std::unique_ptr<MemReg>* out) {
+    (void)data, (void)size, (void)dmabuf_fd, (void)offset, (void)for_receives, (void)out;
+    return fail(ncclInternalError);
+  }
+  // Makes the bytes of completed receives into device memory registered for_receives visible
+  // to the GPU's later reads (NCCL's iflush); x completes when they are. data: a byte inside.
+  virtual Status flush(const void* data, Xfer* x) {
+    (void)data, (void)x;
+    return fail(ncclInternalError);
   }
   // Sticky error: once a connection fails, every call reports it.
   virtual Status error() const = 0;
@@ -100,7 +119,9 @@ class Transport {
   virtual const DeviceInfo& device(int dev) const = 0;
   // Fills handle[0, kTransportHandleBytes) for the peer's connect().
   virtual Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) = 0;
-  virtual Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) = 0;
+  // traffic_class: NCCL's per-communicator setting (v10 connect config, v11 init config), -1 for
+  // the transport's default.
+  virtual Status connect(int dev, const void* handle, int traffic_class, std::unique_ptr<Connector>* out) = 0;
 };
 
 }  // namespace zip

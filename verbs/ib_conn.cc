@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "ib_errors.h"
 #include "ib_qp.h"
@@ -27,6 +28,7 @@ constexpr size_t kChunk = 256 << 10;  // bytes per RDMA write
 constexpr size_t kMinPart = 64 << 10; // a transfer spreads over QPs only in parts this large
 constexpr size_t kLine = 128;         // parts are whole LL128 lines
 constexpr int kPollBatch = 32;
+constexpr uint32_t kFlushDepth = 64;  // flushes in flight (NCCL has at most 32 requests per comm)
 constexpr int64_t kPeerCheckMs = 20;  // how often the bootstrap socket is looked at
 // After the peer's socket closes, completions it caused may still be on their way (its close
 // does not wait for them); whatever is still outstanding after this fails.
@@ -95,14 +97,16 @@ void choose_gid(const IbvFunctions& fn, ibv_context* ctx, const std::string& dev
 
 struct IbConn::Local {
   Mailbox outbox;  // sources of the RDMA writes into the peer's mailbox
+  uint64_t flush_sink;  // where flush reads land
   char ctrl_tx[kCtrlSlots][kCtrlRecord];
   char ctrl_rx[kCtrlSlots + kFifoSlots][kCtrlRecord];
 };
 
 // ---- setup --------------------------------------------------------------------------------------
 
-Status IbConn::create(const IbPort& port, int nqps, std::unique_ptr<IbConn>* out) {
+Status IbConn::create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out) {
   std::unique_ptr<IbConn> c(new IbConn);
+  c->traffic_class_ = traffic_class;
   c->hca_ = port.hca;
   c->mrs_ = port.mrs;
   c->port_ = port.port;
@@ -155,9 +159,14 @@ IbConn::~IbConn() {
     hca_->unwatch(qp);
     fn.destroy_qp(qp);
   }
-  if (cq_) {
-    hca_->unwatch(cq_);
-    fn.destroy_cq(cq_);
+  if (flush_qp_) {
+    hca_->unwatch(flush_qp_);
+    fn.destroy_qp(flush_qp_);
+  }
+  for (ibv_cq* cq : {cq_, flush_cq_}) {
+    if (!cq) continue;
+    hca_->unwatch(cq);
+    fn.destroy_cq(cq);
   }
   if (inbox_mr_) fn.dereg_mr(inbox_mr_);
   if (local_mr_) fn.dereg_mr(local_mr_);
@@ -176,6 +185,7 @@ void IbConn::local_info(QpInfo* info) const {
   info->gid_index = uint32_t(gid_index_);
   info->mailbox_addr = reinterpret_cast<uintptr_t>(inbox_);
   info->mailbox_rkey = inbox_mr_->rkey;
+  info->traffic_class = uint32_t(traffic_class_ + 1);
 }
 
 Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
@@ -188,7 +198,7 @@ Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
   }
   int mtu = std::min(int(attr_.active_mtu), int(remote.mtu));
   if (params().ib_mtu) mtu = std::min(mtu, int(mtu_from_bytes(params().ib_mtu)));
-  const QpPath path{port_, attr_.link_layer, gid_index_, gid_, ibv_mtu(mtu)};
+  const QpPath path{port_, attr_.link_layer, gid_index_, gid_, ibv_mtu(mtu), traffic_class_};
   for (size_t q = 0; q < qps_.size(); ++q) {
     QpPeer p{remote.qpn[q], remote.lid, {}};
     std::memcpy(p.gid, remote.gid, 16);
@@ -197,9 +207,10 @@ Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
   }
   peer_mailbox_ = remote.mailbox_addr;
   peer_mailbox_rkey_ = remote.mailbox_rkey;
-  ZIP_INFO(NCCL_NET | NCCL_INIT, "%s: %zu QP%s to %s, MTU %d, %s, GID index %d (peer's %u)", dev, qps_.size(),
-           qps_.size() > 1 ? "s" : "", peer.c_str(), mtu_bytes(ibv_mtu(mtu)), link_layer_name(attr_.link_layer),
-           gid_index_, remote.gid_index);
+  ZIP_INFO(NCCL_NET | NCCL_INIT, "%s: %zu QP%s to %s, MTU %d, %s, GID index %d (peer's %u), traffic class %d", dev,
+           qps_.size(), qps_.size() > 1 ? "s" : "", peer.c_str(), mtu_bytes(ibv_mtu(mtu)),
+           link_layer_name(attr_.link_layer), gid_index_, remote.gid_index,
+           traffic_class_ >= 0 ? traffic_class_ : params().ib_tc);
   return Status::Ok();
 }
 
@@ -209,13 +220,78 @@ void IbConn::attach(int fd) {
 }
 
 Status IbConn::reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) {
-  // Host memory only: GPU buffers (ptrSupport CUDA/DMABUF) would register here through
-  // reg_dmabuf_mr (or nvidia-peermem), and iflush would then need NCCL's 1-byte RDMA read on a
-  // loopback QP to make GPUDirect writes visible to the GPU.
   MrRef r;
   ZIP_CHECK(mrs_->acquire(data, size, &r));
   *out = std::make_unique<IbMemReg>(std::move(r));
   return Status::Ok();
+}
+
+Status IbConn::reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
+                              std::unique_ptr<MemReg>* out) {
+  MrRef r;
+  ZIP_CHECK(mrs_->acquire(data, size, &r, DmaBuf{dmabuf_fd, offset}));
+  if (for_receives && !flush_qp_) ZIP_CHECK(create_flush_qp());
+  *out = std::make_unique<IbMemReg>(std::move(r));
+  return Status::Ok();
+}
+
+Status IbConn::create_flush_qp() {
+  const IbvFunctions& fn = hca_->fn();
+  const char* dev = dev_.c_str();
+  flush_cq_ = fn.create_cq(hca_->context(), int(kFlushDepth), nullptr, nullptr, 0);
+  if (!flush_cq_) {
+    ZIP_WARN("%s: ibv_create_cq(%u) for the GPUDirect flush failed: %s", dev, kFlushDepth, std::strerror(errno));
+    return fail(ncclSystemError);
+  }
+  hca_->watch(flush_cq_, err_);
+  flush_qp_ = create_rc_qp(fn, hca_->pd(), flush_cq_, kFlushDepth, 1, dev);
+  if (!flush_qp_) return fail(ncclSystemError);
+  hca_->watch(flush_qp_, err_);
+  ZIP_CHECK(qp_to_init(fn, flush_qp_, port_, dev));
+  const QpPath path{port_, attr_.link_layer, gid_index_, gid_, attr_.active_mtu, traffic_class_};
+  QpPeer self{flush_qp_->qp_num, attr_.lid, {}};
+  std::memcpy(self.gid, gid_, 16);
+  return qp_to_rts(fn, flush_qp_, path, self, dev);
+}
+
+Status IbConn::flush(const void* data, Xfer* x) {
+  ZIP_CHECK(pump());
+  if (!flush_qp_ || flushes_.size() >= kFlushDepth)
+    return fail_with(ncclInternalError, flush_qp_ ? "too many flushes in flight" : "flush of memory not registered for it");
+  MrRef mr;
+  ZIP_CHECK(mrs_->acquire(data, 1, &mr));  // the buffer's registration, held until the read is done
+  ibv_sge sge{reinterpret_cast<uintptr_t>(&local_->flush_sink), 1, local_mr_->lkey};
+  ibv_send_wr wr;
+  std::memset(&wr, 0, sizeof wr);
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = reinterpret_cast<uintptr_t>(data);
+  wr.wr.rdma.rkey = mr.rkey();
+  ibv_send_wr* bad = nullptr;
+  if (const int e = ibv_post_send(flush_qp_, &wr, &bad))
+    return fail_with(ncclSystemError, std::string("ibv_post_send (flush) failed: ") + std::strerror(e));
+  x->pending.store(1, std::memory_order_relaxed);
+  flushes_.push_back(FlushOp{x, std::move(mr)});
+  return Status::Ok();
+}
+
+Status IbConn::poll_flushes() {
+  ibv_wc wcs[kPollBatch];
+  for (;;) {
+    const int n = ibv_poll_cq(flush_cq_, kPollBatch, wcs);
+    if (n < 0) return fail_with(ncclSystemError, "ibv_poll_cq (flush) failed");
+    for (int i = 0; i < n; ++i) {
+      if (wcs[i].status != IBV_WC_SUCCESS)
+        return fail_with(completion_error_code(wcs[i].status),
+                         "GPUDirect flush failed: " + describe_completion_error(hca_->fn(), wcs[i]));
+      if (flushes_.empty()) return fail_with(ncclInternalError, "completion for no flush");
+      flushes_.front().x->pending.store(0, std::memory_order_release);
+      flushes_.pop_front();
+    }
+    if (n < kPollBatch) return Status::Ok();
+  }
 }
 
 // ---- progress -----------------------------------------------------------------------------------
@@ -229,6 +305,7 @@ Status IbConn::pump() {
   if (err_->code() != ncclSuccess) return fail(err_->code());
   if (hca_->fatal()) return fail_with(ncclSystemError, "the device failed (fatal asynchronous event)");
   ZIP_CHECK(poll_cq());
+  if (flush_cq_) ZIP_CHECK(poll_flushes());
   check_peer();
   ZIP_CHECK(flush_ctrl());
   ZIP_CHECK(send_credits());

@@ -36,7 +36,8 @@ namespace zip::verbs {
 class IbConn : public Conn {
  public:
   // The completion queue, nqps queue pairs (in INIT) and the control buffers on `port`.
-  static Status create(const IbPort& port, int nqps, std::unique_ptr<IbConn>* out);
+  // traffic_class: this connection's (NCCL's per-communicator setting), -1 for NCCL_IB_TC.
+  static Status create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out);
   ~IbConn() override;
 
   // This end's half of the exchange; magic, version and nonce are the caller's.
@@ -52,6 +53,9 @@ class IbConn : public Conn {
   Status post_send(const void* buf, size_t n, Xfer* x) override;
   Status post_recv(void* buf, size_t n, Xfer* x) override;
   Status reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) override;
+  Status reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
+                        std::unique_ptr<MemReg>* out) override;
+  Status flush(const void* data, Xfer* x) override;
   Status error() const override { return Status{err_->code()}; }
   std::string error_text() const override { return err_->text(); }
   // Records posted but not yet acknowledged count too: a QP destroyed at close drops its
@@ -82,6 +86,10 @@ class IbConn : public Conn {
     MrRef mr;
     uint32_t parts_seen = 0;
   };
+  struct FlushOp {
+    Xfer* x;
+    MrRef mr;  // the device buffer read
+  };
   struct Local;  // the outbox and control rings, registered for local access
 
   IbConn() = default;
@@ -91,6 +99,8 @@ class IbConn : public Conn {
   Status on_completion(const ibv_wc& wc);
   Status post(uint32_t qp, ibv_send_wr* wr);
   Status post_receive(uint32_t qp, uint32_t slot);
+  Status create_flush_qp();
+  Status poll_flushes();
   // RDMA-writes [src, src + len) of our outbox into the peer's mailbox at offset, on QP 0.
   Status write_mailbox(uint64_t id, const void* src, size_t len, size_t offset);
   Status flush_ctrl();
@@ -111,6 +121,7 @@ class IbConn : public Conn {
   std::string peer_ = "?";
   uint8_t gid_[16] = {};
   int gid_index_ = 0;
+  int traffic_class_ = -1;
   std::shared_ptr<StickyError> err_ = std::make_shared<StickyError>();
 
   ibv_cq* cq_ = nullptr;
@@ -120,6 +131,11 @@ class IbConn : public Conn {
   ibv_mr* inbox_mr_ = nullptr;
   Local* local_ = nullptr;
   ibv_mr* local_mr_ = nullptr;
+  // GPUDirect flush: a QP connected to itself, whose 1-byte RDMA reads of a device buffer
+  // complete only after the HCA's earlier writes into it have reached GPU memory (as NCCL's).
+  ibv_cq* flush_cq_ = nullptr;
+  ibv_qp* flush_qp_ = nullptr;
+  std::deque<FlushOp> flushes_;  // posted, in completion order
   uint64_t peer_mailbox_ = 0;
   uint32_t peer_mailbox_rkey_ = 0;
 

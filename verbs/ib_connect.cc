@@ -33,6 +33,7 @@ const char* invalid(const QpInfo& i, uint64_t nonce) {
   if (i.version != kWireVersion) return "unsupported handshake version";
   if (i.nonce != nonce) return "wrong nonce (not the peer this handle was given to)";
   if (i.nqps < 1 || i.nqps > kMaxQpsPerConn) return "bad queue pair count";
+  if (i.traffic_class > 256) return "bad traffic class";
   return nullptr;
 }
 
@@ -51,7 +52,7 @@ const char* IbListener::admit(int fd, const SockAddr& peer, const QpInfo& hello)
   if (const char* why = invalid(hello, nonce_)) return why;
   if (!set_conn_options(fd, int(params().socket_timeout_ms))) return "socket options failed";
   std::unique_ptr<IbConn> conn;
-  if (!IbConn::create(port_, hello.nqps, &conn).ok() || !conn->connect_qps(hello, addr_str(peer)).ok())
+  if (!IbConn::create(port_, hello.nqps, int(hello.traffic_class) - 1, &conn).ok() || !conn->connect_qps(hello, addr_str(peer)).ok())
     return "could not set up its queue pairs";
   Accepting a{fd, peer, std::move(conn), {}, 0, 0, 0, now_ms() + params().handshake_timeout_ms};
   a.reply = make_info(*a.conn, nonce_);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gdr.h"
 #include "hca_filter.h"
 #include "ib_qp.h"
 #include "log.h"
@@ -54,6 +55,7 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
   const char* hca_env = std::getenv("NCCL_IB_HCA");
   const HcaFilter filter = parse_hca_filter(hca_env);
   std::string skipped;  // why each device or port was left out, for *why
+  const bool peermem = peermem_loaded("");
   for (int d = 0; d < n && ports.size() < kMaxDevs; ++d) {
     std::string error;
     std::shared_ptr<IbHca> hca = IbHca::open(lib, list[d], &error);
@@ -62,6 +64,7 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
       continue;
     }
     std::shared_ptr<MrCache> mrs;
+    int dmabuf = -1;  // probed once per HCA, when it has a usable port
     for (int p = 1; p <= hca->attr().phys_port_cnt; ++p) {
       ibv_port_attr a;
       std::memset(&a, 0, sizeof a);  // older providers leave newer fields untouched
@@ -90,9 +93,14 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
       ip.info.speed_mbps = int(speed_of(fn, hca->context(), p, a));
       ip.info.guid = hca->attr().sys_image_guid;
       ip.info.max_comms = hca->attr().max_qp / std::max(1, params().ib_qps_per_conn);  // QPs per connection
-      ZIP_INFO(NCCL_NET | NCCL_INIT, "[%zu] %s %s %d Mb/s MTU %d guid %#llx pci %s", ports.size(), where.c_str(),
-               link_layer_name(a.link_layer), ip.info.speed_mbps, mtu_bytes(a.active_mtu),
-               (unsigned long long)ip.info.guid, ip.info.pci_path.empty() ? "-" : ip.info.pci_path.c_str());
+      if (dmabuf < 0) dmabuf = dmabuf_supported(fn, hca->pd());
+      ip.info.gdr_peermem = peermem;
+      ip.info.gdr_dmabuf = dmabuf == 1;
+      ZIP_INFO(NCCL_NET | NCCL_INIT, "[%zu] %s %s %d Mb/s MTU %d guid %#llx pci %s, GPUDirect RDMA: %s",
+               ports.size(), where.c_str(), link_layer_name(a.link_layer), ip.info.speed_mbps,
+               mtu_bytes(a.active_mtu), (unsigned long long)ip.info.guid,
+               ip.info.pci_path.empty() ? "-" : ip.info.pci_path.c_str(),
+               peermem ? (dmabuf == 1 ? "peermem, dmabuf" : "peermem") : dmabuf == 1 ? "dmabuf" : "no");
       ports.push_back(std::move(ip));
       hca->start_events();
     }

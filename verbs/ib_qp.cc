@@ -68,7 +68,7 @@ Status qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, const Q
     std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
     a.ah_attr.grh.sgid_index = uint8_t(path.gid_index);
     a.ah_attr.grh.hop_limit = 255;
-    a.ah_attr.grh.traffic_class = uint8_t(p.ib_tc);
+    a.ah_attr.grh.traffic_class = uint8_t(path.traffic_class >= 0 ? path.traffic_class : p.ib_tc);
   }
   a.ah_attr.sl = uint8_t(p.ib_sl);
   a.ah_attr.port_num = uint8_t(path.port);

@@ -26,6 +26,7 @@ struct QpPath {
   int gid_index;
   const uint8_t* gid;  // the local GID at gid_index
   ibv_mtu mtu;         // already the minimum of both ends
+  int traffic_class;   // RoCE/GRH traffic class; -1: NCCL_IB_TC
 };
 
 // A QP on cq (send and receive), single-SGE work requests. Logs and returns null on failure.

@@ -38,12 +38,12 @@ class IbTransport : public Transport {
     return Status::Ok();
   }
 
-  Status connect(int dev, const void* handle, std::unique_ptr<Connector>* out) override {
+  Status connect(int dev, const void* handle, int traffic_class, std::unique_ptr<Connector>* out) override {
     SockAddr a;
     uint64_t nonce;
     ZIP_CHECK(parse_handle(handle, kHandleMagic, kWireVersion, "verbs", &a, &nonce));
     std::unique_ptr<IbConn> conn;
-    ZIP_CHECK(IbConn::create(ports_[size_t(dev)], params().ib_qps_per_conn, &conn));
+    ZIP_CHECK(IbConn::create(ports_[size_t(dev)], params().ib_qps_per_conn, traffic_class, &conn));
     *out = std::make_unique<IbConnector>(std::move(conn), a, nonce);
     return Status::Ok();
   }

@@ -35,7 +35,9 @@ struct QpInfo {
   uint32_t gid_index;
   uint64_t mailbox_addr;  // where the other end RDMA-writes its advertisements and credits
   uint32_t mailbox_rkey;
-  uint32_t reserved;
+  // The connector's traffic class + 1 (NCCL's per-communicator trafficClass), which the listener
+  // adopts; 0 leaves both ends at NCCL_IB_TC.
+  uint32_t traffic_class;
 };
 
 constexpr uint32_t kFifoSlots = 128;  // receives advertised ahead of their sends

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "log.h"
 
@@ -47,7 +48,7 @@ bool MrCache::take_existing(uintptr_t a, uintptr_t e, MrRef* out) {
 
 // Pinning memory can take long (large buffers): ibv_reg_mr and ibv_dereg_mr run outside the
 // lock, which progress threads of every connection on this HCA take for each transfer.
-Status MrCache::acquire(const void* addr, size_t len, MrRef* out) {
+Status MrCache::acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   const uintptr_t e = a + (len ? len : 1);
   {
@@ -58,9 +59,20 @@ Status MrCache::acquire(const void* addr, size_t len, MrRef* out) {
   const uintptr_t start = a & ~(page - 1);
   const uintptr_t end = (e + page - 1) & ~(page - 1);
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  ibv_mr* mr = fn_.reg_mr(pd_, reinterpret_cast<void*>(start), end - start, access);
+  ibv_mr* mr = nullptr;
+  if (dmabuf.fd < 0) {
+    mr = fn_.reg_mr(pd_, reinterpret_cast<void*>(start), end - start, access);
+  } else if (dmabuf.offset < a - start) {  // the fd does not reach back to the page start
+    errno = EINVAL;
+  } else if (fn_.reg_dmabuf_mr) {
+    mr = fn_.reg_dmabuf_mr(pd_, dmabuf.offset - (a - start), end - start, start, dmabuf.fd, access);
+  } else {
+    errno = EOPNOTSUPP;
+  }
   if (!mr) {
-    ZIP_WARN("%s: ibv_reg_mr of %p (%zu bytes) failed: %s", dev_.c_str(), addr, len, std::strerror(errno));
+    ZIP_WARN("%s: %s of %p (%zu bytes%s) failed: %s", dev_.c_str(), dmabuf.fd < 0 ? "ibv_reg_mr" : "ibv_reg_dmabuf_mr",
+             addr, len, dmabuf.fd < 0 ? "" : (", fd " + std::to_string(dmabuf.fd) + " offset " +
+                                             std::to_string(dmabuf.offset)).c_str(), std::strerror(errno));
     return fail(ncclSystemError);
   }
   {

@@ -41,6 +41,12 @@ class MrRef {
   uintptr_t end_ = 0;  // the entry's key in the cache
 };
 
+// A DMA-BUF exported for device memory, as NCCL hands it to regMrDmaBuf.
+struct DmaBuf {
+  int fd;
+  uint64_t offset;
+};
+
 class MrCache : public std::enable_shared_from_this<MrCache> {
  public:
   // keep_alive: whatever must outlive the registrations (the context that owns pd).
@@ -52,7 +58,9 @@ class MrCache : public std::enable_shared_from_this<MrCache> {
   // A reference to a registration covering [addr, addr + len): an existing one, else a new one
   // of the enclosing pages (local write, remote read and write). Logs and fails when the
   // registration fails.
-  Status acquire(const void* addr, size_t len, MrRef* out);
+  // With a DMA-BUF (fd >= 0, addr at `offset` in it) a new registration is ibv_reg_dmabuf_mr of
+  // the same pages, at their addresses (GPU memory without nvidia-peermem).
+  Status acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf = DmaBuf{-1, 0});
   size_t registrations() const;
 
  private:

@@ -15,5 +15,8 @@ void dev_free(void* p);
 void to_device(void* dst, const void* src, size_t bytes);
 void from_device(void* dst, const void* src, size_t bytes);
 void dev_fill(void* p, int byte, size_t bytes);
+// A DMA-BUF fd for [p, p + bytes) of device memory (page-aligned p), as NCCL exports one for
+// regMrDmaBuf; -1 with *why where the driver or GPU cannot. The caller closes it.
+int dev_dmabuf_fd(void* p, size_t bytes, std::string* why);
 
 }  // namespace ztest

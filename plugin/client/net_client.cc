@@ -71,7 +71,8 @@ bool last_summary(const std::string& side, CommSummary* out) {
   return false;
 }
 
-PluginNet::PluginNet(const std::string& path, int version) : version_(version) {
+PluginNet::PluginNet(const std::string& path, int version, int traffic_class)
+    : version_(version), traffic_class_(traffic_class) {
   lib_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib_) die(std::string("dlopen: ") + dlerror());
   const std::string sym = "ncclNetPlugin_v" + std::to_string(version);
@@ -94,8 +95,9 @@ PluginNet::~PluginNet() { dlclose(lib_); }
 const char* PluginNet::name() const { ZT_SAME(name) }
 
 ncclResult_t PluginNet::init(uint64_t comm_id) {
+  ncclNetCommConfig_t cfg{traffic_class_};
   ZT_CALL(t->init(logger), t->init(logger), t->init(logger, nullptr),
-          t->init(&ctx_, comm_id, nullptr, logger, nullptr))
+          t->init(&ctx_, comm_id, &cfg, logger, nullptr))
 }
 
 ncclResult_t PluginNet::finalize() {
@@ -142,7 +144,7 @@ ncclResult_t PluginNet::listen(int dev, void* h, void** lc) {
 
 ncclResult_t PluginNet::connect(int dev, void* h, void** sc) {
   ncclNetDeviceHandle_t* dh = nullptr;
-  ncclNetCommConfig_t cfg{-1};
+  ncclNetCommConfig_t cfg{traffic_class_};
   ZT_CALL(t->connect(dev, h, sc, &dh), t->connect(dev, h, sc, &dh), t->connect(dev, &cfg, h, sc, &dh),
           t->connect(ctx_, dev, h, sc, &dh))
 }
@@ -153,6 +155,9 @@ ncclResult_t PluginNet::accept(void* lc, void** rc) {
 }
 
 ncclResult_t PluginNet::reg_mr(void* c, void* d, size_t s, int type, void** mh) { ZT_SAME(regMr(c, d, s, type, mh)) }
+ncclResult_t PluginNet::reg_mr_dmabuf(void* c, void* d, size_t s, int type, uint64_t off, int fd, void** mh) {
+  ZT_SAME(regMrDmaBuf(c, d, s, type, off, fd, mh))
+}
 ncclResult_t PluginNet::dereg_mr(void* c, void* mh) { ZT_SAME(deregMr(c, mh)) }
 
 ncclResult_t PluginNet::isend(void* sc, void* d, size_t s, int tag, void* mh, void** req) {
@@ -169,6 +174,9 @@ ncclResult_t PluginNet::irecv(void* rc, int n, void** d, size_t* s, int* tags, v
           t->irecv(rc, n, d, s, tags, mhs, ph, req), t->irecv(rc, n, d, s, tags, mhs, ph, req))
 }
 
+ncclResult_t PluginNet::iflush(void* rc, int n, void** d, int* s, void** mhs, void** req) {
+  ZT_SAME(iflush(rc, n, d, s, mhs, req))
+}
 ncclResult_t PluginNet::test(void* req, int* done, int* sizes) { ZT_SAME(test(req, done, sizes)) }
 ncclResult_t PluginNet::close_send(void* sc) { ZT_SAME(closeSend(sc)) }
 ncclResult_t PluginNet::close_recv(void* rc) { ZT_SAME(closeRecv(rc)) }

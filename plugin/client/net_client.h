@@ -28,7 +28,8 @@ struct NetProps {
 class PluginNet {
  public:
   // Loads `path` and looks up ncclNetPlugin_v<version>. Aborts with a message on failure.
-  PluginNet(const std::string& path, int version);
+  // traffic_class: the v10 connect / v11 init config's (-1: undefined, as NCCL passes by default).
+  PluginNet(const std::string& path, int version, int traffic_class = -1);
   ~PluginNet();
 
   int version() const { return version_; }
@@ -41,11 +42,13 @@ class PluginNet {
   ncclResult_t connect(int dev, void* handle, void** sc);
   ncclResult_t accept(void* lc, void** rc);
   ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mh);
+  ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mh);
   ncclResult_t dereg_mr(void* comm, void* mh);
   ncclResult_t isend(void* sc, void* data, size_t size, int tag, void* mh, void** req);
   // flag_polled: preset *request to the LL/LL128 hint as NCCL 2.24+ does (ignored for v8).
   ncclResult_t irecv(void* rc, int n, void** data, size_t* sizes, int* tags, void** mhs, bool flag_polled,
                      void** req);
+  ncclResult_t iflush(void* rc, int n, void** data, int* sizes, void** mhs, void** req);
   ncclResult_t test(void* req, int* done, int* sizes);
   ncclResult_t close_send(void* sc);
   ncclResult_t close_recv(void* rc);
@@ -55,6 +58,7 @@ class PluginNet {
 
  private:
   int version_;
+  int traffic_class_;
   void* lib_ = nullptr;
   const void* table_ = nullptr;
   void* ctx_ = nullptr;

@@ -4,6 +4,7 @@
 // test of plugin_test.cc over the verbs transport; elsewhere they are skipped.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,27 @@ TEST(IbExchange, QpsPerConnection) {
   }
 }
 
+// NCCL's per-communicator traffic class (v10 connect config, v11 init config) overrides
+// NCCL_IB_TC on the connector's queue pairs, and the listener adopts it; v9 has no config.
+TEST(IbExchange, TrafficClassPerCommunicator) {
+  IB_ONLY();
+  Env env = base_env("0");
+  env["NCCL_IB_TC"] = "32";
+  const std::vector<std::string> args = {"--msgs=20", "--max=65536", "--kind=mix", "--seed=2"};
+  for (int v : {9, 10, 11}) {
+    for (const char* tc : {"", "96"}) {
+      SCOPED_TRACE("v" + std::to_string(v) + " tc " + tc);
+      auto send_args = args;
+      if (*tc) send_args.push_back(std::string("--tc=") + tc);
+      Pair p = run_pair(v, env, args, send_args);
+      expect_ok(p);
+      const long want = *tc && v >= 10 ? 96 : 32;
+      EXPECT_EQ(field(p.send_result, "tclass"), want) << p.send_result;
+      EXPECT_EQ(field(p.recv_result, "tclass"), want) << p.recv_result;
+    }
+  }
+}
+
 TEST(IbExchange, DelayedWorkRequestsStayExact) {
   IB_ONLY();
   Env env = base_env("2");
@@ -124,6 +146,76 @@ TEST(IbExchange, DelayedWorkRequestsStayExact) {
   const std::vector<std::string> args = {"--msgs=80", "--max=524288", "--kind=mix", "--seed=13"};
   expect_ok(run_pair(11, env, args, args));
 }
+
+// ---- GPUDirect RDMA ----------------------------------------------------------------------------
+
+// ptrSupport offers DMA-BUF where the (emulated) kernel supports it, unless NCCL_ZIP_GDR or forced
+// compression keeps device buffers in host staging. NCCL_PTR_CUDA would come from nvidia-peermem,
+// read from the real /sys: not asserted here.
+TEST(IbGdr, PtrSupportFollowsTheSettings) {
+  IB_ONLY();
+  struct Case {
+    const char* gdr;
+    const char* zip;
+    const char* emu;  // NCCL_ZIP_EMU_GDR: what the emulated host supports
+    bool dmabuf;
+  };
+  for (const Case& c : {Case{"", "1", "dmabuf", true}, Case{"", "0", "dmabuf", true}, Case{"", "2", "dmabuf", false},
+                        Case{"0", "1", "dmabuf", false}, Case{"1", "2", "dmabuf", true}, Case{"", "1", "none", false},
+                        Case{"1", "1", "none", false}}) {
+    Env env{{"NCCL_ZIP_ENABLE", c.zip}, {"NCCL_ZIP_GPU", "0"}, {"NCCL_ZIP_EMU_GDR", c.emu}};
+    if (*c.gdr) env["NCCL_ZIP_GDR"] = c.gdr;
+    std::vector<std::string> log;
+    const std::string r = probe(env, &log);
+    SCOPED_TRACE(std::string("NCCL_ZIP_GDR=") + c.gdr + " NCCL_ZIP_ENABLE=" + c.zip + " NCCL_ZIP_EMU_GDR=" + c.emu);
+    EXPECT_EQ(logged(log, "NCCL_ZIP_GDR=1 ignored: no device supports GPUDirect RDMA"),
+              std::string(c.gdr) == "1" && std::string(c.emu) == "none");
+    ASSERT_EQ(field(r, "ok"), 1) << r;
+    const long ptr = field(r, "ptr");
+    EXPECT_EQ(ptr & 1, 1) << r;  // host memory always
+    EXPECT_EQ((ptr & 4) != 0, c.dmabuf) << r;
+    EXPECT_EQ(logged(log, "device buffers: GPUDirect RDMA"), c.dmabuf);
+  }
+}
+
+// Device buffers moved by the HCA: raw, every byte checked, receives into GPU memory flushed
+// (one iflush per receive returns a request). Registered by pointer (nvidia-peermem) or by a
+// DMA-BUF fd, between device and host memory both ways.
+struct GdrCase {
+  const char* name;
+  bool send_device, recv_device, dmabuf;
+};
+class IbGdrExchange : public ::testing::TestWithParam<GdrCase> {};
+
+TEST_P(IbGdrExchange, RawEveryByteCheckedReceivesFlushed) {
+  IB_ONLY();
+  SKIP_WITHOUT_CUDA();
+  const GdrCase c = GetParam();
+  Env env = base_env("2");
+  env["NCCL_ZIP_GPU"] = "0";
+  env["NCCL_ZIP_GDR"] = "1";
+  env["NCCL_ZIP_EMU_GDR"] = c.dmabuf ? "dmabuf" : "dmabuf,peermem";
+  const std::vector<std::string> args = {"--msgs=200", "--max=262144", "--kind=bf16", "--seed=17"};
+  auto recv_args = args, send_args = args;
+  recv_args.push_back("--flush");
+  for (auto* a : {c.recv_device ? &recv_args : nullptr, c.send_device ? &send_args : nullptr}) {
+    if (!a) continue;
+    a->push_back("--device");
+    if (c.dmabuf) a->push_back("--dmabuf");
+  }
+  Pair p = run_pair(11, env, recv_args, send_args);
+  expect_ok(p);
+  // A device sender's bytes are not reachable by a codec, and a device receiver takes raw bytes only.
+  EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
+  EXPECT_EQ(field(p.recv_result, "flushes"), c.recv_device ? 200 : 0) << p.recv_result;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, IbGdrExchange,
+                         ::testing::Values(GdrCase{"PeermemBoth", true, true, false},
+                                           GdrCase{"DmaBufBoth", true, true, true},
+                                           GdrCase{"DeviceToHost", true, false, true},
+                                           GdrCase{"HostToDevice", false, true, false}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // ---- Faults: both ends fail with an error, neither crashes nor hangs ------------------------------
 

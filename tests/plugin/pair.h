@@ -7,7 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "device_mem.h"
 #include "spawn.h"
+
+#define SKIP_WITHOUT_CUDA()                                    \
+  do {                                                         \
+    std::string why_;                                          \
+    if (!::ztest::have_cuda_device(&why_)) GTEST_SKIP() << why_; \
+  } while (0)
 
 namespace ztest {
 

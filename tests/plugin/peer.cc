@@ -5,10 +5,15 @@
 //
 //   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
 //            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error] [--device]
+//            [--dmabuf] [--flush] [--tc=N]
 //   zip_peer send ... --handle=HEX
 //   zip_peer probe --plugin=P --version=V   init only: the log, then the devices
 // --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
-// checked in a host copy, moved to and from the device around the plugin's calls.
+// checked in a host copy, moved to and from the device around the plugin's calls. --dmabuf:
+// registered by regMrDmaBuf with an fd CUDA exports. --flush (recv): iflush after every
+// completed receive, as NCCL does with GPUDirect RDMA. --tc: the communicator's traffic class
+// (v10 connect / v11 init config); RESULT's tclass= is what the verbs transport logged for its
+// connection (-1 if nothing).
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
 #include <signal.h>
@@ -32,12 +37,13 @@ namespace {
 
 struct Args {
   std::string role, plugin, handle;
-  int version = 11, group = 1;
+  int version = 11, group = 1, tc = -1;
   long msgs = 200, die_after = -1;
   size_t max = 256 << 10;
   Kind kind = Kind::kMix;
   uint64_t seed = 1;
   bool ll = false, ll_reg = false, attr_ll = false, expect_error = false, device = false;
+  bool dmabuf = false, flush = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -53,6 +59,7 @@ Args parse(int argc, char** argv) {
     else if (auto v = val("--handle=")) a.handle = v;
     else if (auto v = val("--version=")) a.version = atoi(v);
     else if (auto v = val("--group=")) a.group = atoi(v);
+    else if (auto v = val("--tc=")) a.tc = atoi(v);
     else if (auto v = val("--msgs=")) a.msgs = atol(v);
     else if (auto v = val("--max=")) a.max = size_t(atol(v));
     else if (auto v = val("--kind=")) a.kind = parse_kind(v);
@@ -63,6 +70,8 @@ Args parse(int argc, char** argv) {
     else if (s == "--attr-ll") a.attr_ll = true;
     else if (s == "--expect-error") a.expect_error = true;
     else if (s == "--device") a.device = true;
+    else if (s == "--dmabuf") a.dmabuf = true;
+    else if (s == "--flush") a.flush = true;
     else {
       fprintf(stderr, "unknown argument %s\n", s.c_str());
       exit(2);
@@ -92,9 +101,20 @@ long compressed_from_log() {
   return -1;
 }
 
+long g_flushes = 0;  // iflush calls that returned a request (--flush)
+
+// The traffic class of the verbs transport's connection log line, -1 without one.
+long traffic_class_from_log() {
+  for (const auto& l : log_lines()) {
+    const size_t p = l.find("traffic class ");
+    if (p != std::string::npos) return atol(l.c_str() + p + 14);
+  }
+  return -1;
+}
+
 int finish(bool ok, const char* what, long done) {
-  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d what=%s\n", ok ? 1 : 0, done,
-         compressed_from_log(), count_log("rejected connection"), what);
+  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d flushes=%ld tclass=%ld what=%s\n", ok ? 1 : 0, done,
+         compressed_from_log(), count_log("rejected connection"), g_flushes, traffic_class_from_log(), what);
   fflush(stdout);
   return ok ? 0 : 1;
 }
@@ -135,7 +155,7 @@ class Arena {
 
 class Peer {
  public:
-  explicit Peer(const Args& a) : a_(a), net_(a.plugin, a.version) {}
+  explicit Peer(const Args& a) : a_(a), net_(a.plugin, a.version, a.tc) {}
 
   // Which transport and devices init chose: every log line, then RESULT with the devices as
   // name:port,... (ok=0 when init failed).
@@ -146,12 +166,14 @@ class Peer {
     int ndev = 0;
     CHECK_NCCL(net_.devices(&ndev));
     std::string devs;
+    int ptr = 0;
     for (int d = 0; d < ndev; ++d) {
       NetProps p;
       CHECK_NCCL(net_.properties(d, &p));
       devs += (d ? "," : "") + p.name + ":" + std::to_string(p.port);
+      if (d == 0) ptr = p.ptr_support;
     }
-    printf("RESULT ok=1 ndev=%d devs=%s\n", ndev, devs.c_str());
+    printf("RESULT ok=1 ndev=%d ptr=%d devs=%s\n", ndev, ptr, devs.c_str());
     CHECK_NCCL(net_.finalize());
     return 0;
   }
@@ -179,6 +201,30 @@ class Peer {
     if (a_.die_after >= 0 && done_ >= a_.die_after) raise(SIGKILL);
   }
 
+  // regMr, or with --dmabuf regMrDmaBuf of an fd exported for the device arena, as NCCL does.
+  int reg(void* comm, Arena& arena, void** mh) {
+    if (!a_.dmabuf) {
+      CHECK_NCCL(net_.reg_mr(comm, arena.nccl(), arena.size(), arena.type(), mh));
+      return 0;
+    }
+    std::string why;
+    const int fd = dev_dmabuf_fd(arena.nccl(), arena.size(), &why);
+    if (fd < 0) return finish(false, why.c_str(), 0);
+    const ncclResult_t r = net_.reg_mr_dmabuf(comm, arena.nccl(), arena.size(), arena.type(), 0, fd, mh);
+    close(fd);  // the registration keeps what it needs, as with NCCL
+    if (r != ncclSuccess) return on_error("reg_mr_dmabuf", r);
+    return 0;
+  }
+
+  // NCCL's flush after a completed receive into GPU memory (Simple protocol, GDR).
+  int flush(void* rc, void** data, int* sizes, void** mhs) {
+    void* req = nullptr;
+    CHECK_NCCL(net_.iflush(rc, a_.group, data, sizes, mhs, &req));
+    if (req) ++g_flushes;
+    for (int done = 0; req && !done;) CHECK_NCCL(net_.test(req, &done, nullptr));
+    return 0;
+  }
+
   int run_recv() {
     unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
     void* lc = nullptr;
@@ -195,7 +241,7 @@ class Peer {
     if (a_.ll_reg && slots * a_.max > arena_bytes) return finish(false, "arena too small for --ll-reg", 0);
     Arena arena(arena_bytes, a_.device);
     void* mh = nullptr;
-    CHECK_NCCL(net_.reg_mr(rc, arena.nccl(), arena.size(), arena.type(), &mh));
+    if (int e = reg(rc, arena, &mh)) return e;
     std::deque<std::pair<void*, long>> inflight;  // request, group index
     long posted = 0;
     std::vector<char> want(a_.max);
@@ -223,6 +269,15 @@ class Peer {
       if (!done) continue;
       const long g = inflight.front().second;
       inflight.pop_front();
+      if (a_.flush) {
+        void* data[8];
+        void* mhs[8];
+        for (int j = 0; j < a_.group; ++j) {
+          data[j] = arena.nccl() + (size_t(g % 32) * a_.group + j) * a_.max;
+          mhs[j] = mh;
+        }
+        if (int e = flush(rc, data, sizes, mhs)) return e;
+      }
       for (int j = 0; j < a_.group; ++j) {
         const size_t n = msg_size(a_.seed, uint64_t(g), uint32_t(j), a_.max);
         const size_t off = (size_t(g % 32) * a_.group + j) * a_.max;
@@ -253,7 +308,7 @@ class Peer {
     const size_t slots = 32 * size_t(a_.group);
     Arena arena(slots * a_.max, a_.device);
     void* mh = nullptr;
-    CHECK_NCCL(net_.reg_mr(sc, arena.nccl(), arena.size(), arena.type(), &mh));
+    if (int e = reg(sc, arena, &mh)) return e;
     // Each group's subs go out in a scrambled tag order: the plugin matches them by tag.
     struct Pending {
       void* req;

@@ -29,12 +29,6 @@ using namespace ztest;
 
 namespace {
 
-#define SKIP_WITHOUT_CUDA()                             \
-  do {                                                  \
-    std::string why_;                                   \
-    if (!have_cuda_device(&why_)) GTEST_SKIP() << why_; \
-  } while (0)
-
 // ---- Two-process exchanges ------------------------------------------------------------------
 
 struct ExchangeCase {

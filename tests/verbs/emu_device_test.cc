@@ -298,5 +298,25 @@ TEST(EmuConfig, FaultPlans) {
   }
 }
 
+TEST(EmuConfig, GdrSupport) {
+  emu::GdrSupport g;
+  std::string error;
+  struct Case {
+    const char* env;
+    bool dmabuf, peermem;
+  };
+  for (const Case& c : {Case{nullptr, true, false}, Case{"dmabuf", true, false},
+                        Case{"peermem", false, true}, Case{"peermem,dmabuf", true, true},
+                        Case{"dmabuf,dmabuf", true, false}, Case{"none", false, false}}) {
+    ASSERT_TRUE(emu::parse_gdr_support(c.env, &g, &error)) << (c.env ? c.env : "unset") << error;
+    EXPECT_EQ(g.dmabuf, c.dmabuf) << (c.env ? c.env : "unset");
+    EXPECT_EQ(g.peermem, c.peermem) << (c.env ? c.env : "unset");
+  }
+  for (const char* bad : {"", ",", "dmabuf,", "none,dmabuf", "peermem,none", "DMABUF", "gdr"}) {
+    EXPECT_FALSE(emu::parse_gdr_support(bad, &g, &error)) << bad;
+    EXPECT_NE(error.find("NCCL_ZIP_EMU_GDR"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace zip::verbs::emu_test

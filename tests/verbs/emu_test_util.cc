@@ -87,6 +87,22 @@ void fill_random(char* p, size_t len, uint64_t seed) {
   for (size_t i = 0; i < len; ++i) p[i] = static_cast<char>(rng());
 }
 
+int post_sge(ibv_qp* qp, ibv_wr_opcode op, uint64_t wr_id, const ibv_sge& sge,
+             uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
+  ibv_sge s = sge;
+  ibv_send_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = &s;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = imm;
+  wr.wr.rdma.remote_addr = remote_addr;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &wr, &bad);
+}
+
 Peer::Peer() {
   int to[2], from[2];
   if (pipe2(to, O_CLOEXEC) != 0) return;

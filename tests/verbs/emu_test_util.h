@@ -55,6 +55,11 @@ const ExtraFunctions& extra();
 // Fills [p, p + len) with bytes from seed.
 void fill_random(char* p, size_t len, uint64_t seed);
 
+// One signaled WR on qp over sge, for buffers other than an endpoint's own (READ: the landing
+// range); 0 or post_send's errno.
+int post_sge(ibv_qp* qp, ibv_wr_opcode op, uint64_t wr_id, const ibv_sge& sge,
+             uint64_t remote_addr = 0, uint32_t rkey = 0, uint32_t imm = 0);
+
 // The peer process (emu_peer), started with its stdin/stdout on pipes.
 class Peer {
  public:

@@ -114,8 +114,10 @@ ZIP_EMU_EXPORT __be64 ibv_get_device_guid(ibv_device* device) {
 
 ZIP_EMU_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   FaultPlan faults;
+  GdrSupport gdr;
   std::string error;
-  if (!parse_fault_plan(std::getenv("NCCL_ZIP_EMU_FAULT"), &faults, &error)) {
+  if (!parse_fault_plan(std::getenv("NCCL_ZIP_EMU_FAULT"), &faults, &error) ||
+      !parse_gdr_support(std::getenv("NCCL_ZIP_EMU_GDR"), &gdr, &error)) {
     report(error);
     return fail_null<ibv_context>(EINVAL);
   }
@@ -128,6 +130,7 @@ ZIP_EMU_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
   auto c = std::make_unique<Context>();
   c->device = dev->second.get();
   c->faults = faults;
+  c->gdr = gdr;
   c->async_signal_fd = fds[1];
   ibv_context& v = c->verbs;
   v.device = device;

@@ -1,5 +1,6 @@
 // Protection domains and memory regions. Nothing is pinned: an MR records where its iova range
-// lands in this process, and keys are only honoured while it is registered.
+// lands in this process (host memory, or CUDA device memory for GPUDirect RDMA), and keys are
+// only honoured while it is registered.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "api.h"
+#include "cuda.h"
 #include "state.h"
 
 using namespace zip::verbs::emu;
@@ -27,12 +29,26 @@ bool mapped(const void* addr, size_t length) {
   return mincore(reinterpret_cast<void*>(start), end - start, vec.data()) == 0;
 }
 
-ibv_mr* register_mr(ibv_pd* pd, char* host, size_t length, uint64_t iova, unsigned access) {
+// How the memory is handed to the HCA: a virtual address it pins (ibv_reg_mr, _iova2), or a
+// DMA-BUF fd (ibv_reg_dmabuf_mr).
+struct Source {
+  bool dmabuf = false;
+  int fd = -1;
+};
+
+ibv_mr* register_mr(ibv_pd* pd, char* host, size_t length, uint64_t iova, unsigned access,
+                    Source source = {}) {
   Emu& e = emu();
   std::lock_guard<std::mutex> lock(e.mu);
   Pd* p = find(e, pd);
   if (!p) return fail_null<ibv_mr>(EINVAL);
   if (p->ctx->lost) return fail_null<ibv_mr>(EIO);
+  // Without kernel support rdma-core refuses before looking at anything; with it the fd comes
+  // first. NCCL's probe (fd -1, length 0) tells the two apart by EBADF vs EOPNOTSUPP.
+  if (source.dmabuf && !p->ctx->gdr.dmabuf) return fail_null<ibv_mr>(EOPNOTSUPP);
+  if (source.dmabuf && (source.fd < 0 || fcntl(source.fd, F_GETFD) < 0)) {
+    return fail_null<ibv_mr>(EBADF);
+  }
   // Access bits beyond the optional range must be known; remote write (and atomics) need local
   // write, as the kernel insists.
   unsigned mandatory = access & ~static_cast<unsigned>(IBV_ACCESS_OPTIONAL_RANGE);
@@ -42,8 +58,13 @@ ibv_mr* register_mr(ibv_pd* pd, char* host, size_t length, uint64_t iova, unsign
     return fail_null<ibv_mr>(EINVAL);
   }
   if (length == 0 || length > kMaxMsg * 512 || iova + length < iova) return fail_null<ibv_mr>(EINVAL);
-  if (!mapped(host, length)) return fail_null<ibv_mr>(EFAULT);
+  // Device memory is asked about once, here, so transfers do not query CUDA. Pinning it through
+  // a virtual address needs nvidia-peermem; without it the pin fails as on any unmapped page.
+  int device = cuda_device_of(host, length);
+  if (device >= 0 && !source.dmabuf && !p->ctx->gdr.peermem) return fail_null<ibv_mr>(EFAULT);
+  if (device < 0 && !mapped(host, length)) return fail_null<ibv_mr>(EFAULT);
   auto mr = std::make_unique<Mr>();
+  mr->device = device;
   mr->pd = p;
   mr->iova = iova;
   mr->host = host;
@@ -101,13 +122,12 @@ ZIP_EMU_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, u
 }
 
 // The emulation cannot map a DMA-BUF: it checks that fd is open and takes iova as the address of
-// the memory in this process (what a caller registering a buffer it also maps passes; offset
-// is ignored).
+// the memory in this process (what a caller registering a buffer it also maps passes, a CUDA
+// device pointer included; offset is ignored).
 ZIP_EMU_EXPORT ibv_mr* ibv_reg_dmabuf_mr(ibv_pd* pd, uint64_t /*offset*/, size_t length,
                                          uint64_t iova, int fd, int access) {
-  if (fd < 0 || fcntl(fd, F_GETFD) < 0) return fail_null<ibv_mr>(EBADF);
   return register_mr(pd, reinterpret_cast<char*>(static_cast<uintptr_t>(iova)), length, iova,
-                     static_cast<unsigned>(access));
+                     static_cast<unsigned>(access), Source{true, fd});
 }
 
 ZIP_EMU_EXPORT int ibv_dereg_mr(ibv_mr* mr) {

@@ -122,4 +122,30 @@ bool parse_fault_plan(const char* env, FaultPlan* out, std::string* error) {
   return true;
 }
 
+bool parse_gdr_support(const char* env, GdrSupport* out, std::string* error) {
+  *out = GdrSupport{};
+  if (!env) return true;
+  GdrSupport g{false, false};
+  bool none = false;
+  std::vector<std::string> words = split(env, ',');
+  for (const std::string& w : words) {
+    if (w == "dmabuf") {
+      g.dmabuf = true;
+    } else if (w == "peermem") {
+      g.peermem = true;
+    } else if (w == "none") {
+      none = true;
+    } else {
+      *error = "NCCL_ZIP_EMU_GDR: unknown '" + w + "' (dmabuf, peermem or none)";
+      return false;
+    }
+  }
+  if (none && words.size() > 1) {
+    *error = "NCCL_ZIP_EMU_GDR: 'none' cannot be combined with other values";
+    return false;
+  }
+  *out = g;
+  return true;
+}
+
 }  // namespace zip::verbs::emu

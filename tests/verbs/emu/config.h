@@ -1,5 +1,6 @@
-// The emulation's two environment knobs, parsed into plain structs (no verbs objects), so the
-// parsers are unit-tested on their own: NCCL_ZIP_EMU_DEVICES and NCCL_ZIP_EMU_FAULT.
+// The emulation's environment knobs, parsed into plain structs (no verbs objects), so the
+// parsers are unit-tested on their own: NCCL_ZIP_EMU_DEVICES, NCCL_ZIP_EMU_FAULT and
+// NCCL_ZIP_EMU_GDR.
 #pragma once
 
 #include <cstdint>
@@ -33,5 +34,15 @@ struct FaultPlan {
 // `kind:N` comma list over rkey, retry, qp_error, device_lost, delay_us. Null or empty: no
 // faults. Unknown kinds or bad numbers fail with the reason in *error.
 bool parse_fault_plan(const char* env, FaultPlan* out, std::string* error);
+
+// How the emulated host's kernel can register CUDA device memory with the HCA (GPUDirect RDMA).
+struct GdrSupport {
+  bool dmabuf = true;    // ibv_reg_dmabuf_mr works (else every call fails with EOPNOTSUPP)
+  bool peermem = false;  // nvidia-peermem loaded: ibv_reg_mr takes device pointers (else EFAULT)
+};
+
+// Comma list of `dmabuf`, `peermem`, or just `none`. Null (unset) gives dmabuf only. Empty,
+// unknown words and `none` with anything else fail with the reason in *error.
+bool parse_gdr_support(const char* env, GdrSupport* out, std::string* error);
 
 }  // namespace zip::verbs::emu

@@ -173,7 +173,14 @@ Tx transmit(Emu& e, Qp* qp, SendWr& wr, Clock::time_point now) {
   } else if (!read) {
     for (const ibv_sge& s : wr.sges) {
       if (!s.length) continue;
-      std::memcpy(dst, local_address(e, qp->pd, s.lkey, s.addr, s.length, 0), s.length);
+      if (!read_span(local_address(e, qp->pd, s.lkey, s.addr, s.length, 0), dst, s.length)) {
+        // Device memory CUDA could not read (freed while registered): a local protection
+        // error, as the HCA's DMA would fail.
+        conn->unreserve();
+        wr.sent = false;
+        wr.local_error = IBV_WC_LOC_PROT_ERR;
+        return Tx::kLocalError;
+      }
       dst += s.length;
     }
   }
@@ -181,12 +188,15 @@ Tx transmit(Emu& e, Qp* qp, SendWr& wr, Clock::time_point now) {
 }
 
 // A READ's data into the WR's local SGEs, checked again: the MR may be gone since it was sent.
+// False on a failed check or copy.
 bool scatter_read(Emu& e, Qp* qp, const SendWr& wr, const char* data, uint64_t len) {
   if (len != wr.length || !sges_valid(e, qp->pd, wr.sges, IBV_ACCESS_LOCAL_WRITE)) return false;
   for (const ibv_sge& s : wr.sges) {
     if (!s.length) continue;
-    std::memcpy(local_address(e, qp->pd, s.lkey, s.addr, s.length, IBV_ACCESS_LOCAL_WRITE), data,
-                s.length);
+    if (!write_span(local_address(e, qp->pd, s.lkey, s.addr, s.length, IBV_ACCESS_LOCAL_WRITE),
+                    data, s.length)) {
+      return false;
+    }
     data += s.length;
   }
   return true;

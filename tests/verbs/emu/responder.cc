@@ -2,7 +2,7 @@
 // in RTR or RTS that is connected to its sender, and carries the next expected PSN; anything
 // else is dropped (hardware stays silent; we say DROPPED so the requester's timer starts). Keys,
 // ranges and access are checked before any byte of this process's memory is written or read.
-#include <cstring>
+#include <algorithm>
 
 #include "access.h"
 #include "engine.h"
@@ -21,8 +21,7 @@ int32_t psn_distance(uint32_t psn, uint32_t expected) {
 
 uint64_t mtu_bytes(uint32_t mtu) { return 128ull << mtu; }  // IBV_MTU_256 is 1
 
-void reply(Conn* conn, const Header& req, Kind kind, Nak nak, uint8_t rnr_timer = 0,
-           const char* data = nullptr, uint64_t len = 0) {
+Header reply_header(const Header& req, Kind kind, Nak nak, uint8_t rnr_timer) {
   Header h{};
   h.magic = kMagic;
   h.kind = kind;
@@ -34,8 +33,23 @@ void reply(Conn* conn, const Header& req, Kind kind, Nak nak, uint8_t rnr_timer 
   h.generation = req.generation;
   h.rnr_timer = rnr_timer;
   h.src_node = node_id();
-  h.payload = len;
-  conn->queue(h, data);
+  return h;
+}
+
+void reply(Conn* conn, const Header& req, Kind kind, Nak nak, uint8_t rnr_timer = 0) {
+  conn->queue(reply_header(req, kind, nak, rnr_timer), nullptr);
+}
+
+// A READ's ACK carrying the data; false (nothing queued) when it cannot be read.
+bool reply_read(Conn* conn, const Header& req, const Span& data) {
+  Header h = reply_header(req, Kind::kAck, Nak::kNone, 0);
+  h.payload = req.length;
+  char* dst = conn->reserve(h);
+  if (req.length && !read_span(data, dst, req.length)) {
+    conn->unreserve();
+    return false;
+  }
+  return true;
 }
 
 bool connected_to_sender(const Qp* qp, const Header& h) {
@@ -83,12 +97,13 @@ void recv_cqe(Qp* qp, const RecvWr& wr, const Header& h, ibv_wc_status status) {
   push_cqe(qp->recv_cq, c);
 }
 
-// The READ's data, or null when the request fails its checks.
-const char* readable(Emu& e, const Qp* qp, const Header& h) {
-  if (h.flags & kFlagForceAccessError) return nullptr;
-  if (h.length == 0) return "";
-  if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ)) return nullptr;
-  return remote_address(e, qp->pd, h.rkey, h.remote_addr, h.length, IBV_ACCESS_REMOTE_READ);
+// Whether the READ passes its checks: a zero-length one reads nothing and checks no key.
+bool readable(Emu& e, const Qp* qp, const Header& h, Span* data) {
+  if (h.flags & kFlagForceAccessError) return false;
+  if (h.length == 0) return true;
+  if (!(qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_READ)) return false;
+  *data = remote_address(e, qp->pd, h.rkey, h.remote_addr, h.length, IBV_ACCESS_REMOTE_READ);
+  return data->at != nullptr;
 }
 
 }  // namespace
@@ -107,11 +122,11 @@ void handle_request(Emu& e, Conn* conn, const Header& h, const char* payload) {
     return;
   }
   if (distance < 0) {  // a retransmission of something applied: answer it again, apply nothing
-    const char* data = h.op == Op::kRead ? readable(e, qp, h) : nullptr;
-    if (h.op == Op::kRead && !data) {
+    Span data;
+    if (h.op != Op::kRead) {
+      reply(conn, h, Kind::kAck, Nak::kNone);
+    } else if (!readable(e, qp, h, &data) || !reply_read(conn, h, data)) {
       reply(conn, h, Kind::kDropped, Nak::kNone);
-    } else {
-      reply(conn, h, Kind::kAck, Nak::kNone, 0, data, h.op == Op::kRead ? h.length : 0);
     }
     return;
   }
@@ -128,26 +143,26 @@ void handle_request(Emu& e, Conn* conn, const Header& h, const char* payload) {
       fail(qp, conn, h, Nak::kInvalidRequest, IBV_EVENT_QP_REQ_ERR);
       return;
     }
-    const char* data = readable(e, qp, h);
-    if (!data) {
+    Span data;
+    // Device memory that CUDA cannot read fails as a bad key would.
+    if (!readable(e, qp, h, &data) || !reply_read(conn, h, data)) {
       fail(qp, conn, h, Nak::kRemoteAccess, IBV_EVENT_QP_ACCESS_ERR);
       return;
     }
     qp->expected_psn = (qp->expected_psn + 1) & kPsnMask;
-    reply(conn, h, Kind::kAck, Nak::kNone, 0, data, h.length);
     return;
   }
 
-  char* target = nullptr;
+  Span target;
   if (h.op == Op::kWrite || h.op == Op::kWriteImm) {
     // A zero-length write moves no byte: hardware does not check its key.
     bool bad = h.flags & kFlagForceAccessError;
     if (!bad && h.length) {
-      target = qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE
-                   ? remote_address(e, qp->pd, h.rkey, h.remote_addr, h.length,
-                                    IBV_ACCESS_REMOTE_WRITE)
-                   : nullptr;
-      bad = !target;
+      if (qp->attr.qp_access_flags & IBV_ACCESS_REMOTE_WRITE) {
+        target = remote_address(e, qp->pd, h.rkey, h.remote_addr, h.length,
+                                IBV_ACCESS_REMOTE_WRITE);
+      }
+      bad = !target.at;
     }
     if (bad) {
       fail(qp, conn, h, Nak::kRemoteAccess, IBV_EVENT_QP_ACCESS_ERR);
@@ -182,13 +197,21 @@ void handle_request(Emu& e, Conn* conn, const Header& h, const char* payload) {
     for (const ibv_sge& s : wr.sges) {
       uint64_t n = std::min<uint64_t>(s.length, left);
       if (!n) continue;
-      std::memcpy(local_address(e, qp->pd, s.lkey, s.addr, n, IBV_ACCESS_LOCAL_WRITE), src, n);
+      // Device memory that CUDA cannot write fails as a bad receive SGE would.
+      if (!write_span(local_address(e, qp->pd, s.lkey, s.addr, n, IBV_ACCESS_LOCAL_WRITE), src, n)) {
+        recv_cqe(qp, wr, h, IBV_WC_LOC_PROT_ERR);
+        fail(qp, conn, h, Nak::kRemoteOp);
+        return;
+      }
       src += n;
       left -= n;
     }
     recv_cqe(qp, wr, h, IBV_WC_SUCCESS);
   } else {
-    if (h.length) std::memcpy(target, payload, h.length);
+    if (h.length && !write_span(target, payload, h.length)) {
+      fail(qp, conn, h, Nak::kRemoteAccess, IBV_EVENT_QP_ACCESS_ERR);
+      return;
+    }
     if (consumes_recv) {
       RecvWr wr = std::move(qp->rq.front());
       qp->rq.pop_front();

@@ -58,6 +58,7 @@ struct Context {
   bool closing = false;
   bool lost = false;         // IBV_EVENT_DEVICE_FATAL raised: verbs fail with EIO from now on
   FaultPlan faults;
+  GdrSupport gdr;
   uint64_t posted = 0;       // send WRs posted on this context (the fault counter)
   uint64_t rdma_posted = 0;  // of which RDMA writes/reads
 };
@@ -75,6 +76,7 @@ struct Mr {
   char* host = nullptr;  // where iova lands in this process
   size_t length = 0;
   int access = 0;
+  int device = -1;  // CUDA device whose memory host is (GPUDirect RDMA), -1 for host memory
 };
 
 struct Channel;

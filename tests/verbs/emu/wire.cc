@@ -25,6 +25,11 @@ char* Conn::reserve(const Header& h) {
   return out_.back().data() + sizeof(Header);
 }
 
+void Conn::unreserve() {
+  queued_ -= out_.back().size();
+  out_.pop_back();
+}
+
 void Conn::queue(const Header& h, const void* payload) {
   char* dst = reserve(h);
   if (h.payload) std::memcpy(dst, payload, h.payload);

@@ -68,6 +68,9 @@ class Conn {
   // reserve() lets a caller gather a payload straight into the queued message.
   void queue(const Header& h, const void* payload);
   char* reserve(const Header& h);
+  // Withdraws the message the last reserve() queued, when its payload could not be gathered.
+  // Nothing of it went out: only flush() writes, and nobody flushes in between.
+  void unreserve();
 
   // Writes what the socket takes now; a failed socket marks the connection broken.
   void flush();
