@@ -18,20 +18,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
 
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
-have_gtest=0
-for g in /usr/lib/cmake/GTest /usr/lib/*/cmake/GTest /usr/local/lib/cmake/GTest /usr/local/lib/*/cmake/GTest; do
-  [ -f "$g/GTestConfig.cmake" ] && have_gtest=1
-done
-if [ $have_gtest = 0 ]; then
-  if [ -d .gtest ]; then
-    echo "GoogleTest not installed: building it from .gtest"
-    cmake -S .gtest -B /tmp/gtest-build -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-      -DCMAKE_INSTALL_PREFIX=/tmp/gtest >"$OUT/gtest-build.log" 2>&1 &&
-      cmake --build /tmp/gtest-build -j "$JOBS" >>"$OUT/gtest-build.log" 2>&1 &&
-      cmake --install /tmp/gtest-build >>"$OUT/gtest-build.log" 2>&1 || { echo "GoogleTest build failed"; exit 1; }
-    cmake_args+=(-DCMAKE_PREFIX_PATH=/tmp/gtest)
-  fi
-fi
+. scripts/device-gtest.sh
+gtest_setup || exit 1
 if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_codec_bench; } \
   >"$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
