@@ -179,7 +179,7 @@ TEST(IbGdr, PtrSupportFollowsTheSettings) {
 }
 
 // Device buffers moved by the HCA: raw, every byte checked, receives into GPU memory flushed
-// (one iflush per receive returns a request). Registered by pointer (nvidia-peermem) or by a
+// (iflush returns a request for every non-empty one). Registered by pointer (nvidia-peermem) or by a
 // DMA-BUF fd, between device and host memory both ways.
 struct GdrCase {
   const char* name;
@@ -207,7 +207,11 @@ TEST_P(IbGdrExchange, RawEveryByteCheckedReceivesFlushed) {
   expect_ok(p);
   // A device sender's bytes are not reachable by a codec, and a device receiver takes raw bytes only.
   EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
-  EXPECT_EQ(field(p.recv_result, "flushes"), c.recv_device ? 200 : 0) << p.recv_result;
+  // The receiver checks that each non-empty receive into device memory was flushed, and nothing else.
+  if (c.recv_device)
+    EXPECT_GT(field(p.recv_result, "flushes"), 150) << p.recv_result;
+  else
+    EXPECT_EQ(field(p.recv_result, "flushes"), 0) << p.recv_result;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, IbGdrExchange,

@@ -216,10 +216,14 @@ class Peer {
     return 0;
   }
 
-  // NCCL's flush after a completed receive into GPU memory (Simple protocol, GDR).
+  // NCCL's flush after a completed receive into GPU memory (Simple protocol, GDR). A receive of
+  // device memory with bytes in it must be flushed (a request back); others need none.
   int flush(void* rc, void** data, int* sizes, void** mhs) {
     void* req = nullptr;
     CHECK_NCCL(net_.iflush(rc, a_.group, data, sizes, mhs, &req));
+    bool bytes = false;
+    for (int j = 0; j < a_.group; ++j) bytes |= sizes[j] > 0;
+    if (bool(req) != (bytes && a_.device)) return finish(false, req ? "flush of nothing" : "no flush", done_);
     if (req) ++g_flushes;
     for (int done = 0; req && !done;) CHECK_NCCL(net_.test(req, &done, nullptr));
     return 0;
