@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <random>
 #include <type_traits>
@@ -30,6 +31,18 @@ ScopedEnv::~ScopedEnv() {
   } else {
     unsetenv(name_.c_str());
   }
+}
+
+void expect_bad_knob_fails_open(const char* name, const char* value) {
+  ScopedEnv env(name, value);
+  int n = 0;
+  ibv_device** list = ibv().get_device_list(&n);
+  ASSERT_NE(list, nullptr);
+  ASSERT_GE(n, 1);
+  errno = 0;
+  EXPECT_EQ(ibv().open_device(list[0]), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  ibv().free_device_list(list);
 }
 
 void make_pair(Pair* pair, const EndpointOptions& a, const EndpointOptions& b) {

@@ -26,6 +26,10 @@ class ScopedEnv {
   bool had_;
 };
 
+// With the emulation knob `name` set to `value`, ibv_open_device fails with EINVAL (the knobs
+// are read there). ASSERTs inside: call through ASSERT_NO_FATAL_FAILURE.
+void expect_bad_knob_fails_open(const char* name, const char* value);
+
 // Two endpoints of this process, connected to each other (loopback through the emulated
 // fabric).
 struct Pair {
