@@ -255,11 +255,11 @@ Status IbConn::create_flush_qp() {
 }
 
 Status IbConn::flush(const void* data, Xfer* x) {
-  ZIP_CHECK(pump());
+  if (err_->code() != ncclSuccess) return fail(err_->code());
   if (!flush_qp_ || flushes_.size() >= kFlushDepth)
     return fail_with(ncclInternalError, flush_qp_ ? "too many flushes in flight" : "flush of memory not registered for it");
-  MrRef mr;
-  ZIP_CHECK(mrs_->acquire(data, 1, &mr));  // the buffer's registration, held until the read is done
+  MrRef mr;  // the buffer's registration, held until the read is done
+  if (!mrs_->acquire(data, 1, &mr).ok()) return fail_with(ncclSystemError, "could not register a flushed buffer");
   ibv_sge sge{reinterpret_cast<uintptr_t>(&local_->flush_sink), 1, local_mr_->lkey};
   ibv_send_wr wr;
   std::memset(&wr, 0, sizeof wr);
