@@ -7,7 +7,11 @@
 #      plugin with the GPUs forced onto the network, checked exactly: NCCL's own socket transport,
 #      then the plugin (host buffers: NCCL stages through host memory) for NCCL_ZIP_ENABLE=0,1,2;
 #   4. all_reduce 64 MiB bf16 timing: Socket vs plugin off vs plugin auto;
-#   5. the log lines that show what NCCL used.
+#   5. the same job over the verbs transport on the emulated HCA (tests/verbs/emu): host buffers
+#      compressed (NCCL_ZIP_ENABLE=2), then device buffers by GPUDirect RDMA (NCCL_ZIP_GDR=1, the
+#      emulation's DMA-BUF and peermem; --sync, since the emulation moves GPU bytes with CUDA
+#      copies, which a thread blocked in a copy to the host would hold up);
+#   6. the log lines that show what NCCL used.
 # The opt-in device-buffer path (NCCL_ZIP_GPU=1) is not run through PyTorch: this check copies
 # results to the host while collectives run, which deadlocks it (docs/plugin.md).
 # Usage: scripts/device-plugin.sh        (logs under $OUT, default /tmp/device-plugin)
@@ -81,12 +85,18 @@ step nccl_zip0 75 "${zip[@]}" NCCL_ZIP_ENABLE=0 "${JOB[@]}" --label zip0 --bench
 step nccl_zip1 75 "${zip[@]}" NCCL_ZIP_ENABLE=1 "${JOB[@]}" --label zip1 --bench 10
 step nccl_zip2 60 "${zip[@]}" NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label zip2
 
-# 5. What NCCL used, what the plugin did, and the results.
-for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2; do
+# 5. The verbs transport over the emulated HCA.
+emu=("${zip[@]}" NCCL_ZIP_TRANSPORT=ib NCCL_ZIP_IBVERBS_LIB="$ROOT/build-dev/verbs/emu/libzipccl-ibverbs-emu.so")
+step nccl_ib_zip2 75 "${emu[@]}" NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label ib_zip2
+step nccl_ib_gdr 75 "${emu[@]}" NCCL_ZIP_GDR=1 NCCL_ZIP_EMU_GDR=dmabuf,peermem NCCL_NET_GDR_LEVEL=SYS "${JOB[@]}" \
+  --label ib_gdr --sync
+
+# 6. What NCCL used, what the plugin did, and the results.
+for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2 nccl_ib_zip2 nccl_ib_gdr; do
   log="$OUT/$f.log"
   say ""
   say "---- $f"
-  grep -E "Loaded net plugin|Using network|NET/Zip : (socket|device buffers|GPU codec engine)" "$log" | sort | uniq -c | head -8 | tee -a "$SUMMARY"
+  grep -E "Loaded net plugin|Using network|NET/Zip : (socket|ib transport|device buffers|GPU codec engine)" "$log" | sort | uniq -c | head -8 | tee -a "$SUMMARY"
   grep -oE "via NET/[A-Za-z]+/[0-9]+(/GDRDMA)?" "$log" | sort | uniq -c | tee -a "$SUMMARY"
   grep -E "NET/Zip : (communicator|(send|recv) comm .* closed)" "$log" | head -4 | tee -a "$SUMMARY"
   grep -E "WARN" "$log" | head -6 | tee -a "$SUMMARY"

@@ -12,6 +12,9 @@ NCCL_SHM_DISABLE so that the GPUs talk over the network). Checks, for bf16 and f
   - all_gather and send/recv of Gaussian data (what compresses) bit for bit against the data each
     rank generated.
 --bench: median time of all_reduce of 64 MiB of bf16 Gaussian data over REPEATS runs.
+--sync: wait for each collective with a stream synchronize before copying its result to the host,
+so that no thread blocks inside a copy while NCCL's kernel runs (a transport that needs CUDA
+calls to move data, like the emulated HCA's GPUDirect path, would otherwise wait behind it).
 Prints one "CHECK ..." line per case, "RESULT ok=1|0 ..." and "BENCH ..." lines; exit 1 on any
 mismatch.
 """
@@ -50,7 +53,12 @@ def same_bits(a, b):
     return torch.equal(a.view(torch.int32), b.view(torch.int32))
 
 
-def checks(rank, dev):
+def checks(rank, dev, sync):
+    def host(t):
+        if sync:
+            torch.cuda.current_stream(dev).synchronize()
+        return t.cpu()
+
     bad = 0
     total = 0
     for dtype in DTYPES:
@@ -62,18 +70,18 @@ def checks(rank, dev):
             x = small_ints(rank, n, dtype).to(dev)
             dist.all_reduce(x)
             want = sum(small_ints(r, n, torch.float32) for r in range(WORLD)).to(dtype)
-            cases.append(("all_reduce", same_bits(x.cpu(), want)))
+            cases.append(("all_reduce", same_bits(host(x), want)))
             # all_gather
             mine = gaussian(rank, n, dtype, salt).to(dev)
             outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(WORLD)]
             dist.all_gather(outs, mine)
-            cases.append(("all_gather", all(same_bits(outs[r].cpu(), gaussian(r, n, dtype, salt)) for r in range(WORLD))))
+            cases.append(("all_gather", all(same_bits(host(outs[r]), gaussian(r, n, dtype, salt)) for r in range(WORLD))))
             # reduce_scatter: rank r keeps block r of the sum
             inp = small_ints(rank, n * WORLD, dtype).to(dev)
             out = torch.empty(n, dtype=dtype, device=dev)
             dist.reduce_scatter_tensor(out, inp)
             full = sum(small_ints(r, n * WORLD, torch.float32) for r in range(WORLD)).to(dtype)
-            cases.append(("reduce_scatter", same_bits(out.cpu(), full[rank * n:(rank + 1) * n])))
+            cases.append(("reduce_scatter", same_bits(host(out), full[rank * n:(rank + 1) * n])))
             # send/recv both ways at once
             peer = 1 - rank
             s = gaussian(rank, n, dtype, salt + 1).to(dev)
@@ -81,7 +89,7 @@ def checks(rank, dev):
             reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer), dist.P2POp(dist.irecv, r, peer)])
             for q in reqs:
                 q.wait()
-            cases.append(("send_recv", same_bits(r.cpu(), gaussian(peer, n, dtype, salt + 1))))
+            cases.append(("send_recv", same_bits(host(r), gaussian(peer, n, dtype, salt + 1))))
             torch.cuda.synchronize(dev)
             for name, ok in cases:
                 total += 1
@@ -113,7 +121,7 @@ def worker(rank, port, args):
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
                             device_id=dev)
-    bad, total = checks(rank, dev)
+    bad, total = checks(rank, dev, args.sync)
     print(f"RESULT label={args.label} rank={rank} ok={int(bad == 0)} cases={total} mismatches={bad}", flush=True)
     if args.bench:
         med, best = bench(rank, dev, args.bench)
@@ -130,6 +138,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="run")
     ap.add_argument("--bench", type=int, default=0, help="repeats of the 64 MiB all_reduce timing (0: none)")
+    ap.add_argument("--sync", action="store_true", help="stream-synchronize before each copy to the host")
     args = ap.parse_args()
     if torch.cuda.device_count() < WORLD:
         print(f"RESULT label={args.label} ok=0 need {WORLD} GPUs, have {torch.cuda.device_count()}")
