@@ -84,6 +84,7 @@ Params load() {
   p.ib_merge_vfs = env_int("NCCL_IB_MERGE_VFS", 1, 0, 1) != 0;
   p.gdr = int(env_int("NCCL_ZIP_GDR", -1, -1, 1));
   p.ib_gdr_flush_disable = env_int("NCCL_IB_GDR_FLUSH_DISABLE", 0, 0, 1) != 0;
+  p.ib_relaxed_ordering = int(env_int("NCCL_IB_PCI_RELAXED_ORDERING", 2, 0, 2));
   return p;
 }
 

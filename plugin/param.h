@@ -48,6 +48,7 @@ struct Params {
   // the GPU codec stages device buffers (NCCL_ZIP_GPU=1). docs/verbs.md, "GPUDirect RDMA".
   int gdr;
   bool ib_gdr_flush_disable;    // NCCL_IB_GDR_FLUSH_DISABLE: no RDMA-read flush after GDR receives
+  int ib_relaxed_ordering;      // NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 auto (where the library can)
 };
 
 const Params& params();

@@ -85,7 +85,7 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
         skipped += "; " + where + " not selected by NCCL_IB_HCA=" + (hca_env ? hca_env : "");
         continue;
       }
-      if (!mrs) mrs = std::make_shared<MrCache>(hca, fn, hca->pd(), hca->name());
+      if (!mrs) mrs = std::make_shared<MrCache>(hca, fn, hca->pd(), hca->name(), params().ib_relaxed_ordering != 0);
       IbPort ip{hca, mrs, p, a, DeviceInfo{}};
       ip.info.name = hca->name();
       ip.info.port = p;

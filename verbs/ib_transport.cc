@@ -20,8 +20,10 @@ class IbTransport : public Transport {
   const char* name() const override { return "ib"; }
   std::string settings() const override {
     const Params& p = params();
+    const bool ro = !ports_.empty() && ports_[0].mrs->relaxed_ordering();
     return std::to_string(p.ib_qps_per_conn) + " QP(s) per connection, timeout " + std::to_string(p.ib_timeout) +
-           ", retry count " + std::to_string(p.ib_retry_cnt) + ", bootstrap over " + bootstrap_.name;
+           ", retry count " + std::to_string(p.ib_retry_cnt) + (ro ? ", relaxed ordering" : "") + ", bootstrap over " +
+           bootstrap_.name;
   }
   int num_devices() const override { return int(ports_.size()); }
   const DeviceInfo& device(int dev) const override { return ports_[size_t(dev)].info; }

@@ -27,8 +27,10 @@ MrRef::~MrRef() {
   if (mr_) cache_->release(mr_, end_);
 }
 
-MrCache::MrCache(std::shared_ptr<const void> keep_alive, const IbvFunctions& fn, ibv_pd* pd, std::string dev)
-    : keep_alive_(std::move(keep_alive)), fn_(fn), pd_(pd), dev_(std::move(dev)) {}
+MrCache::MrCache(std::shared_ptr<const void> keep_alive, const IbvFunctions& fn, ibv_pd* pd, std::string dev,
+                 bool relaxed_ordering)
+    : keep_alive_(std::move(keep_alive)), fn_(fn), pd_(pd), dev_(std::move(dev)),
+      relaxed_(relaxed_ordering && fn.reg_mr_iova2) {}
 
 MrCache::~MrCache() {
   // Every MrRef holds the cache, so nothing is left here; this only guards against leaks.
@@ -58,9 +60,12 @@ Status MrCache::acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf)
   static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t start = a & ~(page - 1);
   const uintptr_t end = (e + page - 1) & ~(page - 1);
-  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                     (relaxed_ ? IBV_ACCESS_RELAXED_ORDERING : 0);
   ibv_mr* mr = nullptr;
-  if (dmabuf.fd < 0) {
+  if (dmabuf.fd < 0 && relaxed_) {  // the optional access bit needs the 1.8 entry point
+    mr = fn_.reg_mr_iova2(pd_, reinterpret_cast<void*>(start), end - start, start, unsigned(access));
+  } else if (dmabuf.fd < 0) {
     mr = fn_.reg_mr(pd_, reinterpret_cast<void*>(start), end - start, access);
   } else if (dmabuf.offset < a - start) {  // the fd does not reach back to the page start
     errno = EINVAL;

@@ -50,7 +50,11 @@ struct DmaBuf {
 class MrCache : public std::enable_shared_from_this<MrCache> {
  public:
   // keep_alive: whatever must outlive the registrations (the context that owns pd).
-  MrCache(std::shared_ptr<const void> keep_alive, const IbvFunctions& fn, ibv_pd* pd, std::string dev);
+  // relaxed_ordering: registrations allow PCIe relaxed ordering (IBV_ACCESS_RELAXED_ORDERING, through
+  // ibv_reg_mr_iova2, as NCCL does), which some platforms need for full bandwidth.
+  MrCache(std::shared_ptr<const void> keep_alive, const IbvFunctions& fn, ibv_pd* pd, std::string dev,
+          bool relaxed_ordering = false);
+  bool relaxed_ordering() const { return relaxed_; }
   ~MrCache();
   MrCache(const MrCache&) = delete;
   MrCache& operator=(const MrCache&) = delete;
@@ -79,6 +83,7 @@ class MrCache : public std::enable_shared_from_this<MrCache> {
   const IbvFunctions& fn_;
   ibv_pd* pd_;
   std::string dev_;
+  bool relaxed_;
   mutable std::mutex mu_;
   // Keyed by the registration's end: the first entry ending at or after a range's end is the
   // one covering it whenever registrations do not overlap (the usual case); overlaps are scanned.

@@ -38,6 +38,20 @@ TEST(IbSelect, AutoUsesTheRdmaDevice) {
   EXPECT_EQ(devs_of(r), "emu_0:1") << r;
 }
 
+// NCCL_IB_PCI_RELAXED_ORDERING: on by default where the library has ibv_reg_mr_iova2 (the
+// emulation does), off with 0; the transport's init line says so.
+TEST(IbSelect, RelaxedOrderingByDefault) {
+  IB_ONLY();
+  for (const char* mode : {"", "0", "1"}) {
+    std::vector<std::string> log;
+    Env env;
+    if (*mode) env["NCCL_IB_PCI_RELAXED_ORDERING"] = mode;
+    const std::string r = probe(env, &log);
+    ASSERT_EQ(field(r, "ok"), 1) << r;
+    EXPECT_EQ(logged(log, ", relaxed ordering,"), std::string(mode) != "0") << "NCCL_IB_PCI_RELAXED_ORDERING=" << mode;
+  }
+}
+
 TEST(IbSelect, AutoFallsBackToSocketsWithoutLibibverbs) {
   IB_ONLY();
   std::vector<std::string> log;

@@ -74,6 +74,42 @@ TEST_F(MrCacheTest, RangesBeyondARegistrationGetTheirOwn) {
   EXPECT_TRUE(moved);
 }
 
+// PCIe relaxed ordering, as NCCL asks for it: the access bit through ibv_reg_mr_iova2 (the bit is
+// optional, which plain ibv_reg_mr cannot carry); off without that entry point.
+decltype(IbvFunctions::reg_mr_iova2) g_real_iova2 = nullptr;
+int g_iova2_access = -1;
+ibv_mr* recording_iova2(ibv_pd* pd, void* addr, size_t len, uint64_t iova, unsigned int access) {
+  g_iova2_access = int(access);
+  return g_real_iova2(pd, addr, len, iova, access);
+}
+
+TEST_F(MrCacheTest, RelaxedOrderingThroughRegMrIova2) {
+  IbvFunctions fn = hca_->fn();  // outlives the caches below, which keep a reference
+  g_real_iova2 = fn.reg_mr_iova2;
+  ASSERT_NE(g_real_iova2, nullptr) << "the emulation exports ibv_reg_mr_iova2@IBVERBS_1.8";
+  fn.reg_mr_iova2 = recording_iova2;
+  {
+    auto ro = std::make_shared<MrCache>(hca_, fn, hca_->pd(), hca_->name(), true);
+    EXPECT_TRUE(ro->relaxed_ordering());
+    g_iova2_access = -1;
+    MrRef r;
+    ASSERT_TRUE(ro->acquire(buf_, 100, &r).ok());
+    ASSERT_NE(g_iova2_access, -1);
+    EXPECT_TRUE(g_iova2_access & IBV_ACCESS_RELAXED_ORDERING);
+    EXPECT_TRUE(g_iova2_access & IBV_ACCESS_REMOTE_WRITE);
+  }
+  {
+    auto plain = std::make_shared<MrCache>(hca_, fn, hca_->pd(), hca_->name(), false);
+    EXPECT_FALSE(plain->relaxed_ordering());
+    g_iova2_access = -1;
+    MrRef r;
+    ASSERT_TRUE(plain->acquire(buf_, 100, &r).ok());
+    EXPECT_EQ(g_iova2_access, -1) << "plain ibv_reg_mr";
+  }
+  fn.reg_mr_iova2 = nullptr;  // a library before IBVERBS_1.8
+  EXPECT_FALSE(std::make_shared<MrCache>(hca_, fn, hca_->pd(), hca_->name(), true)->relaxed_ordering());
+}
+
 TEST_F(MrCacheTest, ReferencesKeepTheCacheAndDeviceAlive) {
   MrRef r = acquire(0, 10);
   std::weak_ptr<MrCache> weak = cache_;
