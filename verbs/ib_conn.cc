@@ -28,6 +28,9 @@ constexpr size_t kChunk = 256 << 10;  // bytes per RDMA write
 constexpr size_t kMinPart = 64 << 10; // a transfer spreads over QPs only in parts this large
 constexpr size_t kLine = 128;         // parts are whole LL128 lines
 constexpr int kPollBatch = 32;
+// Mailbox writes (credits, 32-byte advertisements) and data headers go inline where the provider
+// allows: the HCA takes the bytes from the work request instead of a second DMA read.
+constexpr uint32_t kWantInline = 64;
 constexpr uint32_t kFlushDepth = 64;  // flushes in flight (NCCL has at most 32 requests per comm)
 constexpr int64_t kPeerCheckMs = 20;  // how often the bootstrap socket is looked at
 // After the peer's socket closes, completions it caused may still be on their way (its close
@@ -125,8 +128,10 @@ Status IbConn::create(const IbPort& port, int nqps, int traffic_class, std::uniq
   }
   c->hca_->watch(c->cq_, c->err_);
   for (int q = 0; q < nqps; ++q) {
-    ibv_qp* qp = create_rc_qp(fn, c->hca_->pd(), c->cq_, kSendDepth, recv_depth(uint32_t(q)), dev);
+    uint32_t inl = 0;
+    ibv_qp* qp = create_rc_qp(fn, c->hca_->pd(), c->cq_, kSendDepth, recv_depth(uint32_t(q)), dev, kWantInline, &inl);
     if (!qp) return fail(ncclSystemError);
+    if (q == 0) c->max_inline_ = inl;  // control and mailbox writes go on QP 0
     c->qps_.push_back(qp);
     c->sq_used_.push_back(0);
     c->hca_->watch(qp, c->err_);
@@ -207,10 +212,11 @@ Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
   }
   peer_mailbox_ = remote.mailbox_addr;
   peer_mailbox_rkey_ = remote.mailbox_rkey;
-  ZIP_INFO(NCCL_NET | NCCL_INIT, "%s: %zu QP%s to %s, MTU %d, %s, GID index %d (peer's %u), traffic class %d", dev,
+  ZIP_INFO(NCCL_NET | NCCL_INIT,
+           "%s: %zu QP%s to %s, MTU %d, %s, GID index %d (peer's %u), traffic class %d, inline %u bytes", dev,
            qps_.size(), qps_.size() > 1 ? "s" : "", peer.c_str(), mtu_bytes(ibv_mtu(mtu)),
            link_layer_name(attr_.link_layer), gid_index_, remote.gid_index,
-           traffic_class_ >= 0 ? traffic_class_ : params().ib_tc);
+           traffic_class_ >= 0 ? traffic_class_ : params().ib_tc, max_inline_);
   return Status::Ok();
 }
 
@@ -416,6 +422,7 @@ Status IbConn::write_mailbox(uint64_t id, const void* src, size_t len, size_t of
   wr.opcode = IBV_WR_RDMA_WRITE;
   wr.wr.rdma.remote_addr = peer_mailbox_ + offset;
   wr.wr.rdma.rkey = peer_mailbox_rkey_;
+  if (len <= max_inline_) wr.send_flags = IBV_SEND_INLINE;
   return post(0, &wr);
 }
 
@@ -432,6 +439,7 @@ Status IbConn::flush_ctrl() {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
+    if (rec.size() <= max_inline_) wr.send_flags = IBV_SEND_INLINE;
     ZIP_CHECK(post(0, &wr));
     ctrl_posted_++;
     ctrl_out_bytes_ -= rec.size();

@@ -122,6 +122,7 @@ class IbConn : public Conn {
   uint8_t gid_[16] = {};
   int gid_index_ = 0;
   int traffic_class_ = -1;
+  uint32_t max_inline_ = 0;  // inline bytes QP 0 takes
   std::shared_ptr<StickyError> err_ = std::make_shared<StickyError>();
 
   ibv_cq* cq_ = nullptr;

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 
 #include "log.h"
 #include "param.h"
@@ -25,18 +26,25 @@ uint64_t subnet_prefix(const uint8_t gid[16]) {
 }  // namespace
 
 ibv_qp* create_rc_qp(const IbvFunctions& fn, ibv_pd* pd, ibv_cq* cq, uint32_t send_wr, uint32_t recv_wr,
-                     const char* dev) {
+                     const char* dev, uint32_t want_inline, uint32_t* max_inline) {
   ibv_qp_init_attr a;
-  std::memset(&a, 0, sizeof a);
-  a.send_cq = cq;
-  a.recv_cq = cq;
-  a.qp_type = IBV_QPT_RC;
-  a.cap.max_send_wr = send_wr;
-  a.cap.max_recv_wr = recv_wr;
-  a.cap.max_send_sge = 1;
-  a.cap.max_recv_sge = 1;
-  ibv_qp* qp = fn.create_qp(pd, &a);
+  ibv_qp* qp = nullptr;
+  // Providers refuse an inline size they cannot do: then none.
+  for (uint32_t inl : {want_inline, 0u}) {
+    std::memset(&a, 0, sizeof a);
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = send_wr;
+    a.cap.max_recv_wr = recv_wr;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = inl;
+    qp = fn.create_qp(pd, &a);
+    if (qp || inl == 0) break;
+  }
   if (!qp) ZIP_WARN("%s: ibv_create_qp failed: %s", dev, std::strerror(errno));
+  if (qp && max_inline) *max_inline = a.cap.max_inline_data;  // what the provider granted
   return qp;
 }
 

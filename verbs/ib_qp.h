@@ -29,9 +29,11 @@ struct QpPath {
   int traffic_class;   // RoCE/GRH traffic class; -1: NCCL_IB_TC
 };
 
-// A QP on cq (send and receive), single-SGE work requests. Logs and returns null on failure.
+// A QP on cq (send and receive), single-SGE work requests, room for `want_inline` bytes of inline
+// data if the provider grants it (else none); *max_inline gets what it granted. Logs and returns
+// null on failure.
 ibv_qp* create_rc_qp(const IbvFunctions& fn, ibv_pd* pd, ibv_cq* cq, uint32_t send_wr, uint32_t recv_wr,
-                     const char* dev);
+                     const char* dev, uint32_t want_inline = 0, uint32_t* max_inline = nullptr);
 // RESET -> INIT on the port, remote read and write allowed.
 Status qp_to_init(const IbvFunctions& fn, ibv_qp* qp, int port, const char* dev);
 // INIT -> RTR towards peer, then RTR -> RTS.

@@ -148,6 +148,8 @@ TEST(IbExchange, TrafficClassPerCommunicator) {
       const long want = *tc && v >= 10 ? 96 : 32;
       EXPECT_EQ(field(p.send_result, "tclass"), want) << p.send_result;
       EXPECT_EQ(field(p.recv_result, "tclass"), want) << p.recv_result;
+      // Small control records and mailbox writes go inline (the emulation grants 64 bytes).
+      EXPECT_EQ(field(p.send_result, "inline"), 64) << p.send_result;
     }
   }
 }

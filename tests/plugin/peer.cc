@@ -12,8 +12,8 @@
 // checked in a host copy, moved to and from the device around the plugin's calls. --dmabuf:
 // registered by regMrDmaBuf with an fd CUDA exports. --flush (recv): iflush after every
 // completed receive, as NCCL does with GPUDirect RDMA. --tc: the communicator's traffic class
-// (v10 connect / v11 init config); RESULT's tclass= is what the verbs transport logged for its
-// connection (-1 if nothing).
+// (v10 connect / v11 init config); RESULT's tclass= and inline= are what the verbs transport
+// logged for its connection (-1 if nothing).
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
 #include <signal.h>
@@ -103,18 +103,20 @@ long compressed_from_log() {
 
 long g_flushes = 0;  // iflush calls that returned a request (--flush)
 
-// The traffic class of the verbs transport's connection log line, -1 without one.
-long traffic_class_from_log() {
+// The number after `key` in the verbs transport's connection log line ("traffic class 96",
+// "inline 64 bytes"), -1 without one.
+long from_connection_log(const std::string& key) {
   for (const auto& l : log_lines()) {
-    const size_t p = l.find("traffic class ");
-    if (p != std::string::npos) return atol(l.c_str() + p + 14);
+    const size_t p = l.find(key);
+    if (p != std::string::npos && l.find(" QP") != std::string::npos) return atol(l.c_str() + p + key.size());
   }
   return -1;
 }
 
 int finish(bool ok, const char* what, long done) {
-  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d flushes=%ld tclass=%ld what=%s\n", ok ? 1 : 0, done,
-         compressed_from_log(), count_log("rejected connection"), g_flushes, traffic_class_from_log(), what);
+  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d flushes=%ld tclass=%ld inline=%ld what=%s\n", ok ? 1 : 0,
+         done, compressed_from_log(), count_log("rejected connection"), g_flushes,
+         from_connection_log("traffic class "), from_connection_log("inline "), what);
   fflush(stdout);
   return ok ? 0 : 1;
 }
