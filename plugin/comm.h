@@ -114,9 +114,13 @@ class Comm {
   static int64_t now_ms();
   void log_stall(const std::string& state);
 
-  // The codec engine for buffers of this kind (device memory: the GPU engine, which also copies
-  // raw messages between device memory and their pinned mirror).
-  CodecEngine* engine_for(MemKind kind) const { return kind == MemKind::kHost ? cpu_codec_ : gpu_codec_; }
+  // The codec engine for a registered buffer (device memory: the GPU engine, which also copies
+  // raw messages between device memory and their pinned mirror); none for unregistered memory or
+  // memory the transport moves itself (GPUDirect RDMA), which is always raw.
+  CodecEngine* engine_for(const Mr* mr) const {
+    if (!mr || mr->direct) return nullptr;
+    return mr->kind == MemKind::kHost ? cpu_codec_ : gpu_codec_;
+  }
   // Lets every engine in use complete jobs that need this thread (GPU events) and launch queued ones.
   void poll_engines() {
     cpu_codec_->poll();

@@ -60,7 +60,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.mirror = staged ? mr->mirror_of(s.data, s.capacity) : nullptr;
     if (staged && !s.mirror)
       return fail(ncclInvalidUsage, "irecv of " + std::to_string(s.capacity) + " bytes outside its registered buffer");
-    s.engine = mr && !mr->direct ? engine_for(mr->kind) : nullptr;
+    s.engine = engine_for(mr);
     s.compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
                     s.capacity > 0 && zipccl::max_compressed_bytes(s.capacity) <= s.engine->max_message_bytes();
     // A device buffer's compressed message must fit its mirror slot.

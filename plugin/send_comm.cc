@@ -143,7 +143,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   char* mirror = staged ? mr->mirror_of(data, size) : nullptr;
   if (staged && !mirror)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes outside its registered buffer");
-  CodecEngine* engine = mr && !mr->direct ? engine_for(mr->kind) : nullptr;
+  CodecEngine* engine = engine_for(mr);
   const bool compress = engine && (e.flags & proto::kCompressOk) &&
                         zipccl::max_compressed_bytes(size) <= engine->max_message_bytes() &&
                         policy_.should_compress(size, *engine);
