@@ -283,21 +283,13 @@ Status IbConn::flush(const void* data, Xfer* x) {
   return Status::Ok();
 }
 
-Status IbConn::poll_flushes() {
-  ibv_wc wcs[kPollBatch];
-  for (;;) {
-    const int n = ibv_poll_cq(flush_cq_, kPollBatch, wcs);
-    if (n < 0) return fail_with(ncclSystemError, "ibv_poll_cq (flush) failed");
-    for (int i = 0; i < n; ++i) {
-      if (wcs[i].status != IBV_WC_SUCCESS)
-        return fail_with(completion_error_code(wcs[i].status),
-                         "GPUDirect flush failed: " + describe_completion_error(hca_->fn(), wcs[i]));
-      if (flushes_.empty()) return fail_with(ncclInternalError, "completion for no flush");
-      flushes_.front().x->pending.store(0, std::memory_order_release);
-      flushes_.pop_front();
-    }
-    if (n < kPollBatch) return Status::Ok();
-  }
+Status IbConn::on_flush_completion(const ibv_wc& wc) {
+  if (wc.status != IBV_WC_SUCCESS)
+    return fail_with(completion_error_code(wc.status), "GPUDirect flush failed: " + describe_completion_error(hca_->fn(), wc));
+  if (flushes_.empty()) return fail_with(ncclInternalError, "completion for no flush");
+  flushes_.front().x->pending.store(0, std::memory_order_release);
+  flushes_.pop_front();
+  return Status::Ok();
 }
 
 // ---- progress -----------------------------------------------------------------------------------
@@ -307,11 +299,22 @@ Status IbConn::fail_with(ncclResult_t code, const std::string& why) {
   return fail(err_->code());
 }
 
+template <typename F>
+Status IbConn::drain(ibv_cq* cq, F on_wc) {
+  ibv_wc wcs[kPollBatch];
+  for (;;) {
+    const int n = ibv_poll_cq(cq, kPollBatch, wcs);
+    if (n < 0) return fail_with(ncclSystemError, "ibv_poll_cq failed");
+    for (int i = 0; i < n; ++i) ZIP_CHECK(on_wc(wcs[i]));
+    if (n < kPollBatch) return Status::Ok();
+  }
+}
+
 Status IbConn::pump() {
   if (err_->code() != ncclSuccess) return fail(err_->code());
   if (hca_->fatal()) return fail_with(ncclSystemError, "the device failed (fatal asynchronous event)");
-  ZIP_CHECK(poll_cq());
-  if (flush_cq_) ZIP_CHECK(poll_flushes());
+  ZIP_CHECK(drain(cq_, [this](const ibv_wc& wc) { return on_completion(wc); }));
+  if (flush_cq_) ZIP_CHECK(drain(flush_cq_, [this](const ibv_wc& wc) { return on_flush_completion(wc); }));
   check_peer();
   ZIP_CHECK(flush_ctrl());
   ZIP_CHECK(send_credits());
@@ -323,16 +326,6 @@ Status IbConn::pump() {
 }
 
 Status IbConn::progress() { return pump(); }
-
-Status IbConn::poll_cq() {
-  ibv_wc wcs[kPollBatch];
-  for (;;) {
-    const int n = ibv_poll_cq(cq_, kPollBatch, wcs);
-    if (n < 0) return fail_with(ncclSystemError, "ibv_poll_cq failed");
-    for (int i = 0; i < n; ++i) ZIP_CHECK(on_completion(wcs[i]));
-    if (n < kPollBatch) return Status::Ok();
-  }
-}
 
 Status IbConn::on_completion(const ibv_wc& wc) {
   const WrKind kind = wr_kind(wc.wr_id);

@@ -95,12 +95,14 @@ class IbConn : public Conn {
   IbConn() = default;
   Status pump();
   Status fail_with(ncclResult_t code, const std::string& why);
-  Status poll_cq();
+  // Polls cq until it is empty, each completion through on_wc (a failure stops there).
+  template <typename F>
+  Status drain(ibv_cq* cq, F on_wc);
   Status on_completion(const ibv_wc& wc);
   Status post(uint32_t qp, ibv_send_wr* wr);
   Status post_receive(uint32_t qp, uint32_t slot);
   Status create_flush_qp();
-  Status poll_flushes();
+  Status on_flush_completion(const ibv_wc& wc);
   // RDMA-writes [src, src + len) of our outbox into the peer's mailbox at offset, on QP 0.
   Status write_mailbox(uint64_t id, const void* src, size_t len, size_t offset);
   Status flush_ctrl();
