@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define ZIPCCL_HD __host__ __device__ __forceinline__
@@ -187,27 +188,31 @@ ZIPCCL_HD Status check_header(const Header& h, uint64_t in_bytes, Layout* out) {
   if (in_bytes < kHeaderBytes) return Status::kTruncated;
   if (h.magic != kMagic) return Status::kBadMagic;
   if (h.version != kVersion) return Status::kBadVersion;
-  if (h.codec >= kNumCodecs || (h.flags & ~kFlagChecksum)) return Status::kBadHeader;
-  for (uint32_t i = 0; i < sizeof h.reserved; ++i)
-    if (h.reserved[i]) return Status::kBadHeader;
-  if (!(h.flags & kFlagChecksum) && h.checksum) return Status::kBadHeader;
-
+  // Every other field error is kBadHeader: the conditions are independent and evaluated
+  // together (no early exit), which shortens the GPU decoder's dependent chain. make_layout()
+  // is well defined for any codec byte and size, valid or not.
   const Codec c = static_cast<Codec>(h.codec);
-  if (c != Codec::Raw && (h.orig_bytes >> (geometry(c).elem_bytes / 2)) > kMaxElems) return Status::kBadHeader;
-  if (c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48)) return Status::kBadHeader;
   const Layout L = make_layout(c, h.orig_bytes);
-
+  uint64_t reserved[3];
+  uint32_t tail;
+  memcpy(reserved, h.reserved, sizeof reserved);
+  memcpy(&tail, h.tail, sizeof tail);
+  const uint32_t tail_extra = L.tail_bytes < 4 ? ~0u << (8 * L.tail_bytes) : 0;
   const uint32_t want_block = c == Codec::Raw ? 0 : kBlockElems;
-  if (h.n_elems != L.n_elems || h.block_elems != want_block || h.n_blocks != L.n_blocks ||
-      h.tail_bytes != L.tail_bytes || h.off_table != L.off_table || h.off_res != L.off_res ||
-      h.res_stride != L.res_stride || h.off_bits != L.off_bits || h.bit_stride != L.bit_stride ||
-      h.off_esc != L.off_esc)
-    return Status::kBadHeader;
-  for (uint32_t i = L.tail_bytes; i < sizeof h.tail; ++i)
-    if (h.tail[i]) return Status::kBadHeader;
+  bool bad = h.codec >= kNumCodecs || (h.flags & ~kFlagChecksum);
+  bad |= (reserved[0] | reserved[1] | reserved[2]) != 0;
+  bad |= !(h.flags & kFlagChecksum) && h.checksum;
+  bad |= c != Codec::Raw && (h.orig_bytes >> (geometry(c).elem_bytes / 2)) > kMaxElems;
+  bad |= c == Codec::Raw && h.orig_bytes > (uint64_t(1) << 48);
+  bad |= h.n_elems != L.n_elems || h.block_elems != want_block || h.n_blocks != L.n_blocks ||
+         h.tail_bytes != L.tail_bytes || h.off_table != L.off_table || h.off_res != L.off_res ||
+         h.res_stride != L.res_stride || h.off_bits != L.off_bits || h.bit_stride != L.bit_stride ||
+         h.off_esc != L.off_esc;
+  bad |= (tail & tail_extra) != 0;
   // Each element contributes at most one byte to the escape section; raw payload is all of it.
-  if (c == Codec::Raw ? h.esc_bytes != h.orig_bytes : h.esc_bytes > L.n_elems) return Status::kBadHeader;
-  if (h.total_bytes != L.off_esc + h.esc_bytes) return Status::kBadHeader;
+  bad |= c == Codec::Raw ? h.esc_bytes != h.orig_bytes : h.esc_bytes > L.n_elems;
+  bad |= h.total_bytes != L.off_esc + h.esc_bytes;
+  if (bad) return Status::kBadHeader;
   if (h.total_bytes > in_bytes) return Status::kTruncated;
   *out = L;
   return Status::kOk;
