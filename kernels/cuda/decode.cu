@@ -106,6 +106,41 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[Geom<C>::K], ui
   return !bad;
 }
 
+// Thread 0: the CPU decoder's header checks (check_header() and the output capacity); tile 0
+// reports a failure. The result and the layout go to shared memory for the next barrier.
+__device__ void check(const Launch& P, int item, uint32_t b, DecShared& sh) {
+  const LaunchItem& it = P.items[item];
+  Layout L{};
+  Status s = check_header(sh.header, it.bytes, &L);
+  if (s == Status::kOk && it.cap < L.orig_bytes) s = Status::kNoSpace;
+  if (s != Status::kOk && b == 0) report(P, item, 0, s);
+  sh.status = static_cast<int>(s);
+  sh.L = L;
+}
+
+// The layout a header claims, read from its fields before check() has confirmed them, so that
+// the tile's staging is in flight while thread 0 checks the header. Every field of a valid
+// header is at most its total_bytes <= in_bytes and its sections are kAlign-aligned;
+// *plausible is false otherwise, and then nothing is staged (the check fails), so sums of
+// these fields cannot wrap and 16-byte copies stay aligned.
+template <Codec C>
+__device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_bytes, bool* plausible) {
+  Layout L{};
+  L.codec = C;
+  L.g = geometry(C);
+  L.n_elems = h.n_elems;
+  L.n_blocks = h.n_blocks;
+  L.off_res = h.off_res;
+  L.res_stride = h.res_stride;
+  L.off_bits = h.off_bits;
+  L.bit_stride = h.bit_stride;
+  L.off_esc = h.off_esc;
+  *plausible = L.n_elems <= in_bytes && L.off_res <= in_bytes && L.res_stride <= in_bytes &&
+               L.off_bits <= in_bytes && L.bit_stride <= in_bytes && L.off_esc <= in_bytes &&
+               ((L.off_res | L.res_stride | L.off_bits | L.bit_stride) & (kAlign - 1)) == 0;
+  return L;
+}
+
 // Copy the K bit-plane slices of block m (bytes ceil(nb/8) each) to the staging area: a full
 // block's K x 32 16-byte chunks in one step of the CTA.
 template <uint32_t K, int M>
@@ -121,15 +156,16 @@ __device__ __forceinline__ void stage_planes(uint4* data, uint32_t planes0, int 
   }
 }
 
-// Decode one tile: blocks u*M .. u*M+M-1. Residual and bit-plane bytes of all M blocks are
-// staged in shared memory with asynchronous copies, all in flight together: the first copy
-// group holds every block's planes and block 0's residuals, so that one scan gives the escape
-// counts and positions of all blocks; group m > 0 holds block m's residuals. Short escape
-// chunks are staged too (bytes within the checked chunk bounds, used only once the block's
-// code-0 count equals its chunk length).
+// Decode one tile: blocks u*M .. u*M+M-1 of a message whose header claims codec C. Residual
+// and bit-plane bytes of all M blocks are staged in shared memory with asynchronous copies, all
+// in flight together, from the header's claimed layout while thread 0 checks it (nothing is
+// used unless the check passes): the first copy group holds every block's planes and block 0's
+// residuals, so that one scan gives the escape counts and positions of all blocks; group m > 0
+// holds block m's residuals. Short escape chunks are staged too (bytes within the checked chunk
+// bounds, used only once the block's code-0 count equals its chunk length).
 template <Codec C, int MU>
-__device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, const Layout& L,
-                                            uint32_t u, DecShared& sh, uint4* data) {
+__device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, uint32_t u,
+                                            DecShared& sh, uint4* data) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks && M <= MU, "shared arrays, copy-group waits and escape staging");
@@ -144,9 +180,15 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   const bool in_vec = (reinterpret_cast<uintptr_t>(msg) & 15) == 0;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   const uint64_t esc_bytes = sh.header.esc_bytes;
+  bool plausible;
+  const Layout L = claimed_layout<C>(sh.header, it.bytes, &plausible);
+  // Whether [off, off + len) lies within the bytes received (off and len from plausible fields).
+  auto fits = [&](uint64_t off, uint64_t len) { return plausible && off + len <= it.bytes; };
 
   uint32_t nb[M], valid[M];
-  bool ok[M];  // entry checks of decode.cc, in its order
+  bool ok[M];         // entry checks of decode.cc, in its order
+  Status entry[M];    // reported once the header has passed
+  bool tiling = true;  // the last block's chunk ends at esc_bytes
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     nb[m] = b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
@@ -161,9 +203,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > G::kExpMax))
       s = Status::kBadBlock;
     ok[m] = nb[m] && s == Status::kOk;
-    if (nb[m] && s != Status::kOk && threadIdx.x == 0) report(P, item, b0 + m + 1, s);
-    if (b0 + m == L.n_blocks - 1 && threadIdx.x == 0 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes)
-      report(P, item, b0 + m + 2, Status::kBadBlock);
+    entry[m] = nb[m] ? s : Status::kOk;
+    if (b0 + m == L.n_blocks - 1 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes) tiling = false;
   }
   const uint64_t first = uint64_t(b0) * kBlockElems;
 #pragma unroll
@@ -171,13 +212,15 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     if (m == 0)
 #pragma unroll
       for (int mm = 0; mm < M; ++mm)
-        if (ok[mm])
-          stage_planes<G::K, M>(data, kPlanes0, mm, msg + L.off_bits + (first + mm * kBlockElems) / 8,
-                                L.bit_stride, nb[mm], in_vec);
-    if (ok[m])
+        if (ok[mm]) {
+          const uint64_t off = L.off_bits + (first + mm * kBlockElems) / 8;
+          if (fits(off, (G::K - 1) * L.bit_stride + (nb[mm] + 7) / 8))
+            stage_planes<G::K, M>(data, kPlanes0, mm, msg + off, L.bit_stride, nb[mm], in_vec);
+        }
+    const uint64_t off = L.off_res + first + m * kBlockElems;
+    if (ok[m] && fits(off, (G::R - 1) * L.res_stride + nb[m]))
       for (uint32_t r = 0; r < G::R; ++r)
-        stage(data, (r * M + m) * kResChunks, msg + L.off_res + r * L.res_stride + first + m * kBlockElems, nb[m],
-              in_vec);
+        stage(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, nb[m], in_vec);
     cp_async_commit();
   }
   {  // short escape chunks: every load is issued before the first store waits for one
@@ -186,14 +229,15 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const BlockEntry& e = ent[m + 1];
-      const bool staged = ok[m] && e.mode == kBlockCoded && e.esc_count <= kEscStage;
-      const uint8_t* chunk = msg + L.off_esc + e.esc_offset;
+      const uint64_t off = L.off_esc + e.esc_offset;
+      const bool staged = ok[m] && e.mode == kBlockCoded && e.esc_count <= kEscStage && fits(off, e.esc_count);
 #pragma unroll
       for (uint32_t j = 0; j < kJ; ++j) {
         const uint32_t i = threadIdx.x + j * kThreads;
-        x[m][j] = staged && i < e.esc_count ? chunk[i] : 0;
+        x[m][j] = staged && i < e.esc_count ? msg[off + i] : 0;
       }
     }
+    if (threadIdx.x == 0) check(P, item, u, sh);  // while the loads above are in flight
 #pragma unroll
     for (int m = 0; m < M; ++m)
 #pragma unroll
@@ -213,6 +257,16 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 
   cp_async_wait(M - 1);
   __syncthreads();
+  if (static_cast<Status>(sh.status) != Status::kOk) {
+    cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
+    return;
+  }
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+      if (entry[m] != Status::kOk) report(P, item, b0 + m + 1, entry[m]);
+    if (!tiling) report(P, item, L.n_blocks + 1, Status::kBadBlock);
+  }
   // Each coded block's code-0 count must equal its chunk length before a chunk byte is used.
   uint32_t esc[M], escapes[M];
 #pragma unroll
@@ -354,37 +408,35 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
     sh.entry[shape][m] = e;
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    Layout L{};
-    Status s = check_header(sh.header, it.bytes, &L);
-    if (s == Status::kOk && it.cap < L.orig_bytes) s = Status::kNoSpace;
-    if (s != Status::kOk && b == 0) report(P, item, 0, s);
-    sh.status = static_cast<int>(s);
-    sh.L = L;
+  // A tile with blocks of a coded codec (as the header claims) checks the header while its
+  // staging is in flight; other tiles check it first.
+  const Codec claimed = static_cast<Codec>(sh.header.codec);
+  const uint32_t M = claimed == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
+  if (claimed != Codec::Raw && static_cast<uint8_t>(claimed) < kNumCodecs &&
+      b * uint64_t(M) < sh.header.n_blocks) {
+    switch (claimed) {
+      case Codec::BF16:
+        decode_unit<Codec::BF16, MU>(P, item, it, b, sh, staged);
+        break;
+      case Codec::FP16:
+        decode_unit<Codec::FP16, MU>(P, item, it, b, sh, staged);
+        break;
+      default:
+        decode_unit<Codec::FP32, MU>(P, item, it, b, sh, staged);
+        break;
+    }
+  } else {
+    if (threadIdx.x == 0) check(P, item, b, sh);
+    __syncthreads();
   }
-  __syncthreads();
   if (static_cast<Status>(sh.status) == Status::kOk) {
     const Layout& L = sh.L;
     if (L.codec == Codec::Raw) {
       const uint64_t span = ((L.orig_bytes + it.tiles - 1) / it.tiles + 15) & ~uint64_t(15);
       const uint64_t lo = min(uint64_t(b) * span, L.orig_bytes);
       cta_copy(it.out + lo, it.in + kHeaderBytes + lo, min(span, L.orig_bytes - lo));
-    } else {
-      // The tail bytes travel in the header (a message may have no block at all).
-      if (b == 0 && threadIdx.x < L.tail_bytes)
-        it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
-      if (b * uint64_t(L.codec == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < L.n_blocks)
-        switch (L.codec) {
-          case Codec::BF16:
-            decode_unit<Codec::BF16, MU>(P, item, it, L, b, sh, staged);
-            break;
-          case Codec::FP16:
-            decode_unit<Codec::FP16, MU>(P, item, it, L, b, sh, staged);
-            break;
-          default:
-            decode_unit<Codec::FP32, MU>(P, item, it, L, b, sh, staged);
-            break;
-        }
+    } else if (b == 0 && threadIdx.x < L.tail_bytes) {  // the tail bytes travel in the header
+      it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
     }
   }
   if (finish_tile(P, item, &sh.flag)) finalize(P, item, sh);
