@@ -63,13 +63,16 @@ struct Launch {
   uint8_t raw_header_only;
   uint32_t* item_done;        // temp: tiles finished, per item
   uint32_t* item_err;         // temp: ~(order << 4 | status) of the first error, per item
+  uint32_t* item_codec;       // temp: kCodecChosen | codec, once tile 0 has classified an auto item
   unsigned long long* state;  // temp: look-back state, per tile
   Result* results;
 };
 static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 
-// Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], then 8 bytes per tile.
-constexpr size_t kTempHead = 2 * kMaxBatch * sizeof(uint32_t);
+// Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], item_codec[kMaxBatch], then 8 bytes
+// per tile.
+constexpr size_t kTempHead = 3 * kMaxBatch * sizeof(uint32_t);
+constexpr uint32_t kCodecChosen = 0x100;
 
 inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
   return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + tile - 1) / tile);
@@ -95,6 +98,7 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
   P.n = m;
   P.item_done = static_cast<uint32_t*>(temp);
   P.item_err = P.item_done + kMaxBatch;
+  P.item_codec = P.item_err + kMaxBatch;
   P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
   P.results = results;
   return tiles;

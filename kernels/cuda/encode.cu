@@ -161,6 +161,25 @@ __device__ uint64_t look_back(unsigned long long* st, uint32_t b) {
   }
 }
 
+// Bytes of input per tile: MU blocks of bf16/fp16, MU/2 (at least one) 16 KiB blocks of fp32.
+__device__ __forceinline__ uint32_t unit_bytes(Codec c, int MU) {
+  return c == Codec::FP32 ? (MU > 1 ? MU / 2 : 1) * kBlockElems * 4 : MU * kBlockElems * 2;
+}
+
+// Stage tile u's input (as codec c tiles it) in shared memory, one copy group per 8 KiB: a
+// group per bf16/fp16 block, two per fp32 block (waited for together). Bytes past the last
+// whole element are staged too and never read as elements.
+__device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, int MU, uint32_t u, uint4* data) {
+  const uint32_t unit = unit_bytes(c, MU);
+  const bool vec = (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
+  for (uint32_t g = 0; g < unit / 8192; ++g) {
+    const uint64_t begin = uint64_t(u) * unit + g * 8192;
+    if (begin < it.bytes)
+      stage(data, g * 512, it.in + begin, static_cast<uint32_t>(min(uint64_t(8192), it.bytes - begin)), vec);
+    cp_async_commit();
+  }
+}
+
 // A thread's 16 elements of block m of the staged tile, as words (2 bf16/fp16 or 1 fp32 each).
 template <Codec C, int W>
 __device__ __forceinline__ void read_words(const uint4* data, int m, uint32_t (&w)[W]) {
@@ -244,10 +263,11 @@ __device__ __forceinline__ uint32_t gather16(const uint32_t (&q)[4], int p) {
 }
 
 // Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
-// memory with asynchronous copies, all in flight at once, and every pass reads shared memory.
+// memory with asynchronous copies (by the caller when `staged`, else here), all in flight at
+// once, block m's group waited for before block m is coded; every pass reads shared memory.
 template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
-                                            uint32_t u, EncShared& sh, uint4* data) {
+                                            uint32_t u, EncShared& sh, uint4* data, bool staged) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
@@ -256,20 +276,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
-  // Stage the tile one block per copy group, so that block m is coded while the blocks after
-  // it are still arriving.
-  {
-    constexpr uint32_t kBB = kBlockElems * G::EB;
-    const uint64_t end = L.n_elems * G::EB;  // the tail bytes are not staged
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      const uint64_t begin = (uint64_t(u) * M + m) * kBB;
-      if (begin < end)
-        stage(data, m * kBB / 16, it.in + begin, static_cast<uint32_t>(min(uint64_t(kBB), end - begin)),
-              (reinterpret_cast<uintptr_t>(it.in) & 15) == 0);
-      cp_async_commit();
-    }
-  }
+  if (!staged) stage_tile(it, C, MU, u, data);
   uint32_t nb[M], valid[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -518,8 +525,28 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
   __syncthreads();
   if (threadIdx.x == 0) {
     P.item_done[item] = 0;
+    P.item_codec[item] = 0;
     publish_result(P, item, total, status, c, from_input && status == Status::kOk);
   }
+}
+
+// The codec of an auto item: tile 0 classifies the input and publishes its choice in temp;
+// the other tiles wait for it (tile 0 runs first or alongside, as for the look-back), so the
+// sample is classified once per item, not once per tile.
+__device__ Codec item_codec(const Launch& P, int item, uint32_t b, EncShared& sh) {
+  const LaunchItem& it = P.items[item];
+  if (b == 0) {
+    const Codec c = cta_classify(it.in, it.bytes, sh);
+    if (threadIdx.x == 0) *reinterpret_cast<volatile uint32_t*>(&P.item_codec[item]) = kCodecChosen | uint32_t(c);
+    return c;
+  }
+  if (threadIdx.x == 0) {
+    uint32_t w;
+    while (!((w = *reinterpret_cast<volatile uint32_t*>(&P.item_codec[item])) & kCodecChosen)) __nanosleep(64);
+    sh.codec = static_cast<int>(w & 0xFF);
+  }
+  __syncthreads();
+  return static_cast<Codec>(sh.codec);
 }
 
 template <int MU>
@@ -530,7 +557,12 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
   unsigned long long* st = P.state + it.tile0;
-  const Codec c = it.auto_codec ? cta_classify(it.in, it.bytes, sh) : static_cast<Codec>(it.codec);
+  // The tile's input is requested first, so that the codec choice and the plan overlap with
+  // the loads. An auto item is staged as bf16/fp16 tiles it, which is how fp32 tiles it too
+  // except in 8 KiB tiles (MU = 1), where an fp32 tile restages.
+  const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
+  if (guess != Codec::Raw) stage_tile(it, guess, MU, b, staged);
+  const Codec c = it.auto_codec ? item_codec(P, item, b, sh) : guess;
   if (threadIdx.x == 0) sh.plan = make_plan(it, c);
   __syncthreads();
   const Plan& p = sh.plan;
@@ -542,18 +574,24 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
     }
   } else if (!p.too_large &&
              b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
+    const bool as_staged = guess != Codec::Raw && unit_bytes(guess, MU) == unit_bytes(c, MU);
+    if (guess != Codec::Raw && !as_staged) {  // the copies in flight must land before restaging
+      cp_async_wait(0);
+      __syncthreads();
+    }
     switch (c) {
       case Codec::BF16:
-        encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged);
+        encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged, as_staged);
         break;
       case Codec::FP16:
-        encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged);
+        encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged, as_staged);
         break;
       default:
-        encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged);
+        encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged, as_staged);
         break;
     }
   }
+  cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
   if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, p, st, sh);
 }
 
