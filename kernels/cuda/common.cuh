@@ -64,16 +64,14 @@ struct Launch {
   uint32_t* item_done;        // temp: tiles finished, per item
   uint32_t* item_err;         // temp: ~(order << 4 | status) of the first error, per item
   uint32_t* item_codec;       // temp: kCodecChosen | codec, once tile 0 has classified an auto item
-  uint32_t* ticket;           // temp: next tile of a persistent launch
-  uint32_t* exited;           // temp: CTAs of a persistent launch that have finished
   unsigned long long* state;  // temp: look-back state, per tile
   Result* results;
 };
 static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 
-// Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], item_codec[kMaxBatch], ticket,
-// exited (and padding), then 8 bytes per tile.
-constexpr size_t kTempHead = (3 * kMaxBatch + 4) * sizeof(uint32_t);
+// Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], item_codec[kMaxBatch], then 8 bytes
+// per tile.
+constexpr size_t kTempHead = 3 * kMaxBatch * sizeof(uint32_t);
 constexpr uint32_t kCodecChosen = 0x100;
 
 inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
@@ -101,19 +99,16 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
   P.item_done = static_cast<uint32_t*>(temp);
   P.item_err = P.item_done + kMaxBatch;
   P.item_codec = P.item_err + kMaxBatch;
-  P.ticket = P.item_codec + kMaxBatch;
-  P.exited = P.ticket + 1;
   P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
   P.results = results;
   return tiles;
 }
 
-// The item that tile t (of the whole launch) belongs to.
-__device__ __forceinline__ int find_item(const Launch& P, uint32_t t) {
+__device__ __forceinline__ int find_item(const Launch& P) {
   int lo = 0, hi = P.n - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
-    if (P.items[mid].tile0 <= t)
+    if (P.items[mid].tile0 <= blockIdx.x)
       lo = mid;
     else
       hi = mid - 1;

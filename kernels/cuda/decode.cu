@@ -388,7 +388,7 @@ template <int MU>
 __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
   extern __shared__ uint4 staged[];
-  const int item = find_item(P, blockIdx.x);
+  const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
   // The header and the block entries of this tile (and the one before it, for the tiling

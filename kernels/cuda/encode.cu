@@ -25,32 +25,8 @@ struct Plan {
   Layout L;
 };
 
-// Largest escape chunk of a block: a full raw bf16 or fp32 block's spilled top bytes (coded
-// blocks have fewer escapes, fp16 spills less).
-constexpr uint32_t kMaxChunk = kBlockElems - 3 * kBlockElems / 8;
-// Shared memory of a tile beyond EncShared: its staged input, then the escape chunks of its
-// blocks (escape bytes or a raw block's spill, in message order) until the tile's offset in
-// the escape section is known.
-constexpr uint32_t kStageBytes = tile_bytes<kMaxUnitBlocks>();
-constexpr uint32_t kChunkBytes = kMaxUnitBlocks * kMaxChunk;
-
-// What a coded tile hands to its write phase (CTA-uniform).
-struct Pending {
-  uint32_t u;
-  uint32_t b0;  // first block
-  uint32_t unit_chunk;
-  uint32_t nb[kMaxUnitBlocks];  // elements per block, 0 past the message
-  uint32_t chunk[kMaxUnitBlocks];
-  uint8_t base[kMaxUnitBlocks];
-  uint8_t raw[kMaxUnitBlocks];
-};
-
-// A CTA holds up to two tiles (slots): the one it codes and, in the persistent kernel, the one
-// coded before it, whose write phase is still to come.
 struct EncShared {
-  Plan plan[2];  // in shared memory: the layout is too large to keep in registers
-  Pending pend[2];
-  uint32_t ticket[2];
+  Plan plan;  // in shared memory: the layout is too large to keep in registers
   uint64_t red[kWarps][kMaxUnitBlocks];
   uint32_t scan[kWarps][kMaxUnitBlocks];
   uint64_t bcast;
@@ -289,12 +265,9 @@ __device__ __forceinline__ uint32_t gather16(const uint32_t (&q)[4], int p) {
 // Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
 // memory with asynchronous copies (by the caller when `staged`, else here), all in flight at
 // once, block m's group waited for before block m is coded; every pass reads shared memory.
-// Residuals and planes go to the message; the tile's escape bytes are published as its
-// look-back aggregate and its escape chunks are left in `chunks` with `pd` for write_tile().
 template <Codec C, int MU>
-__device__ __forceinline__ void code_tile(const LaunchItem& it, unsigned long long* st, const Layout& L,
-                                          uint32_t u, EncShared& sh, const uint4* data, bool staged,
-                                          uint8_t* chunks, Pending& pd) {
+__device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
+                                            uint32_t u, EncShared& sh, uint4* data, bool staged) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
@@ -303,7 +276,7 @@ __device__ __forceinline__ void code_tile(const LaunchItem& it, unsigned long lo
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
-  if (!staged) stage_tile(it, C, MU, u, const_cast<uint4*>(data));
+  if (!staged) stage_tile(it, C, MU, u, data);
   uint32_t nb[M], valid[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -313,7 +286,7 @@ __device__ __forceinline__ void code_tile(const LaunchItem& it, unsigned long lo
 
   // Codes, residual bytes and code bit-planes in one pass. Planes are written before the block
   // is known to be coded: a block that turns out raw rewrites all its plane bytes after the
-  // escape scan (ordered by its barrier). escmask: this thread's escapes, bit j = element j.
+  // look-back (ordered by the barrier there). escmask: this thread's escapes, bit j = element j.
   uint32_t base[M], esc[M], escapes[M], escmask[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -431,77 +404,55 @@ __device__ __forceinline__ void code_tile(const LaunchItem& it, unsigned long lo
   }
   if (threadIdx.x == 0)
     *reinterpret_cast<volatile unsigned long long*>(st + u) = (u == 0 ? kInclusive : kAggregate) | unit_chunk;
-  uint32_t at = 0;  // block m's chunk in `chunks`
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
-    const bool raw = escapes[m] > raw_chunk;
-    const uint32_t chunk = raw ? raw_chunk : escapes[m];
-    if (!raw) {
-      uint32_t k = at + esc[m];
-      for (uint32_t mk = escmask[m]; mk; mk &= mk - 1)
-        chunks[k++] = static_cast<uint8_t>(elem_exponent(C, staged_elem<C>(data, m, e0 + __ffs(mk) - 1)));
-    } else {
-      // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
-      // past nb), the rest form the chunk.
-      const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
-      uint8_t* planes = out + L.off_bits + uint64_t(b0 + m) * kBlockElems / 8;
-      for (uint32_t i = threadIdx.x; i < G::K * groups; i += kThreads)
-        planes[(i / groups) * L.bit_stride + i % groups] =
-            i < nb[m] ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
-      for (uint32_t i = in_planes + threadIdx.x; i < nb[m]; i += kThreads)
-        chunks[at + i - in_planes] = elem_top(C, staged_elem<C>(data, m, i));
-    }
-    if (threadIdx.x == 0) {
-      pd.nb[m] = nb[m];
-      pd.chunk[m] = chunk;
-      pd.base[m] = static_cast<uint8_t>(raw ? 0 : base[m]);
-      pd.raw[m] = raw;
-    }
-    at += chunk;
-  }
-  if (threadIdx.x == 0) {
-    for (int m = M; m < kMaxUnitBlocks; ++m) pd.nb[m] = 0;
-    pd.u = u;
-    pd.b0 = b0;
-    pd.unit_chunk = unit_chunk;
-  }
-}
 
-// The write phase of a coded tile: its offset in the escape section by look-back, then its
-// block entries and escape chunks (from shared memory, coalesced). A message that overflows its
-// limit becomes Raw at the end: what would be discarded is skipped, and nothing is written past
-// the capacity.
-__device__ __forceinline__ void write_tile(const LaunchItem& it, unsigned long long* st, const Layout& L,
-                                           EncShared& sh, const Pending& pd, const uint8_t* chunks) {
   if (threadIdx.x < 32) {
-    const uint64_t excl = pd.u == 0 ? 0 : look_back(st, pd.u);
+    const uint64_t excl = u == 0 ? 0 : look_back(st, u);
     if (threadIdx.x == 0) {
-      if (pd.u != 0)
-        *reinterpret_cast<volatile unsigned long long*>(st + pd.u) = kInclusive | (excl + pd.unit_chunk);
+      if (u != 0) *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (excl + unit_chunk);
       sh.bcast = excl;
     }
   }
   __syncthreads();
-  const uint64_t esc_off = sh.bcast;
-  if (L.off_esc + esc_off + pd.unit_chunk > min(it.limit, it.cap)) return;
-  if (threadIdx.x < kMaxUnitBlocks && pd.nb[threadIdx.x]) {
-    const int m = threadIdx.x;
-    uint32_t before = 0;
-    for (int k = 0; k < m; ++k) before += pd.chunk[k];
-    const BlockEntry e{static_cast<uint32_t>(esc_off + before), static_cast<uint16_t>(pd.chunk[m]), pd.base[m],
-                       pd.raw[m] ? kBlockRaw : kBlockCoded};
-    uint8_t* entry = it.out + L.off_table + uint64_t(pd.b0 + m) * kBlockEntryBytes;
-    if ((reinterpret_cast<uintptr_t>(it.out) & 7) == 0) {
-      uint2 x;
-      memcpy(&x, &e, sizeof e);
-      *reinterpret_cast<uint2*>(entry) = x;
-    } else {
-      memcpy(entry, &e, sizeof e);
+  uint64_t esc_off = sh.bcast;
+  // A message that overflows its limit becomes Raw at the end: skip what would be discarded,
+  // and never write past the capacity.
+  if (L.off_esc + esc_off + unit_chunk > min(it.limit, it.cap)) return;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const uint32_t b = b0 + m;
+    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
+    const bool raw = escapes[m] > raw_chunk;
+    const uint32_t chunk = raw ? raw_chunk : escapes[m];
+    if (threadIdx.x == 0 && nb[m]) {
+      const BlockEntry e{static_cast<uint32_t>(esc_off), static_cast<uint16_t>(chunk),
+                         static_cast<uint8_t>(raw ? 0 : base[m]), raw ? kBlockRaw : kBlockCoded};
+      uint8_t* entry = out + L.off_table + uint64_t(b) * kBlockEntryBytes;
+      if (out_vec) {
+        uint2 x;
+        memcpy(&x, &e, sizeof e);
+        *reinterpret_cast<uint2*>(entry) = x;
+      } else {
+        memcpy(entry, &e, sizeof e);
+      }
     }
+    uint8_t* dst = out + L.off_esc + esc_off;
+    if (!raw) {
+      uint32_t k = esc[m];
+      for (uint32_t mk = escmask[m]; mk; mk &= mk - 1)
+        dst[k++] = static_cast<uint8_t>(elem_exponent(C, staged_elem<C>(data, m, e0 + __ffs(mk) - 1)));
+    } else {
+      // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
+      // past nb), the rest form the chunk.
+      const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
+      uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
+      for (uint32_t i = threadIdx.x; i < G::K * groups; i += kThreads)
+        planes[(i / groups) * L.bit_stride + i % groups] =
+            i < nb[m] ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
+      for (uint32_t i = in_planes + threadIdx.x; i < nb[m]; i += kThreads)
+        dst[i - in_planes] = elem_top(C, staged_elem<C>(data, m, i));
+    }
+    esc_off += chunk;
   }
-  uint8_t* dst = it.out + L.off_esc + esc_off;
-  for (uint32_t i = threadIdx.x; i < pd.unit_chunk; i += kThreads) dst[i] = chunks[i];
 }
 
 // The slice of a Raw message's payload that tile b copies.
@@ -598,149 +549,50 @@ __device__ Codec item_codec(const Launch& P, int item, uint32_t b, EncShared& sh
   return static_cast<Codec>(sh.codec);
 }
 
-// A tile's input is requested before anything else, so that the codec choice and the plan
-// overlap with the loads. An auto item is staged as bf16/fp16 tile it, which is how fp32
-// tiles it too except in 8 KiB tiles (MU = 1), where an fp32 tile restages.
-__device__ __forceinline__ Codec staging_codec(const LaunchItem& it) {
-  return it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-}
-
-// The dynamic shared memory of a CTA: the staged input, then `slots` areas of escape chunks.
-__device__ __forceinline__ uint8_t* chunk_area(uint4* staged, int slot) {
-  return reinterpret_cast<uint8_t*>(staged) + kStageBytes + slot * kChunkBytes;
-}
-
-// Everything of tile b of `item` up to its write phase, its input already being staged:
-// codec, plan, then a Raw slice copied or the tile coded into slot `slot`. True when the tile
-// was coded and awaits write_tile(); false when it is finished.
 template <int MU>
-__device__ bool code_phase(const Launch& P, int item, uint32_t b, EncShared& sh, int slot, uint4* staged) {
+__global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
+  __shared__ EncShared sh;
+  extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
+  const int item = find_item(P);
   const LaunchItem& it = P.items[item];
+  const uint32_t b = blockIdx.x - it.tile0;
   unsigned long long* st = P.state + it.tile0;
-  const Codec guess = staging_codec(it);
+  // The tile's input is requested first, so that the codec choice and the plan overlap with
+  // the loads. An auto item is staged as bf16/fp16 tiles it, which is how fp32 tiles it too
+  // except in 8 KiB tiles (MU = 1), where an fp32 tile restages.
+  const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
+  if (guess != Codec::Raw) stage_tile(it, guess, MU, b, staged);
   const Codec c = it.auto_codec ? item_codec(P, item, b, sh) : guess;
-  if (threadIdx.x == 0) sh.plan[slot] = make_plan(it, c);
+  if (threadIdx.x == 0) sh.plan = make_plan(it, c);
   __syncthreads();
-  const Plan& p = sh.plan[slot];
+  const Plan& p = sh.plan;
   if (p.raw && !p.too_large) {
     if (!P.raw_header_only && it.cap >= kHeaderBytes + it.bytes) {
       uint64_t lo, len;
       raw_slice(it, b, &lo, &len);
       cta_copy(it.out + kHeaderBytes + lo, it.in + lo, len);
     }
-    return false;
+  } else if (!p.too_large &&
+             b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
+    const bool as_staged = guess != Codec::Raw && unit_bytes(guess, MU) == unit_bytes(c, MU);
+    if (guess != Codec::Raw && !as_staged) {  // the copies in flight must land before restaging
+      cp_async_wait(0);
+      __syncthreads();
+    }
+    switch (c) {
+      case Codec::BF16:
+        encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged, as_staged);
+        break;
+      case Codec::FP16:
+        encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged, as_staged);
+        break;
+      default:
+        encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged, as_staged);
+        break;
+    }
   }
-  if (p.too_large || b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) >= p.L.n_blocks)
-    return false;
-  const bool as_staged = guess != Codec::Raw && unit_bytes(guess, MU) == unit_bytes(c, MU);
-  if (guess != Codec::Raw && !as_staged) {  // the copies in flight must land before restaging
-    cp_async_wait(0);
-    __syncthreads();
-  }
-  uint8_t* chunks = chunk_area(staged, slot);
-  switch (c) {
-    case Codec::BF16:
-      code_tile<Codec::BF16, MU>(it, st, p.L, b, sh, staged, as_staged, chunks, sh.pend[slot]);
-      break;
-    case Codec::FP16:
-      code_tile<Codec::FP16, MU>(it, st, p.L, b, sh, staged, as_staged, chunks, sh.pend[slot]);
-      break;
-    default:
-      code_tile<Codec::FP32, MU>(it, st, p.L, b, sh, staged, as_staged, chunks, sh.pend[slot]);
-      break;
-  }
-  return true;
-}
-
-// Count a tile of `item` as done (all its copies landed); the item's last finalizes it.
-template <int MU>
-__device__ __forceinline__ void tile_done(const Launch& P, int item, EncShared& sh, int slot) {
   cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
-  if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, sh.plan[slot], P.state + P.items[item].tile0, sh);
-}
-
-// One CTA per tile (batches under kBulkBytes: lowest latency), tile = blockIdx.x. A tile
-// waits only on tiles of lower index, which start no later (as CUB's decoupled look-back).
-template <int MU>
-__global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
-  __shared__ EncShared sh;
-  extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
-  const int item = find_item(P, blockIdx.x);
-  const LaunchItem& it = P.items[item];
-  const uint32_t b = blockIdx.x - it.tile0;
-  if (staging_codec(it) != Codec::Raw) stage_tile(it, staging_codec(it), MU, b, staged);
-  if (code_phase<MU>(P, item, b, sh, 0, staged))
-    write_tile(it, P.state + it.tile0, sh.plan[0].L, sh, sh.pend[0], chunk_area(staged, 0));
-  tile_done<MU>(P, item, sh, 0);
-}
-
-// Bulk batches: a grid of as many CTAs as fit at once takes tiles in ticket order and writes
-// each coded tile one tile late, after coding its next one: by then the tile's predecessors
-// have mostly published their escape bytes, where writing at once waited on predecessors that
-// started in the same wave (3.5 look-back polls per tile, 28% of the stall samples). A ticket
-// is only taken by a running CTA, which codes its tile without waiting on a later one, so the
-// look-back needs no assumption about which CTAs are resident. The next tile's input is staged
-// while the previous tile is written.
-template <int MU>
-__global__ void __launch_bounds__(kThreads, 6) encode_persistent_kernel(const __grid_constant__ Launch P) {
-  __shared__ EncShared sh;
-  extern __shared__ uint4 staged[];
-  const uint32_t total = P.items[P.n - 1].tile0 + P.items[P.n - 1].tiles;
-  auto stage_ticket = [&](uint32_t t) {
-    if (t >= total) return;
-    const LaunchItem& it = P.items[find_item(P, t)];
-    if (staging_codec(it) != Codec::Raw) stage_tile(it, staging_codec(it), MU, t - it.tile0, staged);
-  };
-  if (threadIdx.x == 0) sh.ticket[0] = atomicAdd(P.ticket, 1u);
-  __syncthreads();
-  stage_ticket(sh.ticket[0]);
-  int slot = 0, pending = -1;  // pending: item of the tile in the other slot awaiting its write phase
-  for (;;) {
-    const uint32_t t = sh.ticket[slot];
-    // The next ticket, read after this iteration's barriers.
-    if (threadIdx.x == 0) sh.ticket[slot ^ 1] = t < total ? atomicAdd(P.ticket, 1u) : t;
-    int coded = -1;
-    if (t < total) {
-      const int item = find_item(P, t);
-      if (code_phase<MU>(P, item, t - P.items[item].tile0, sh, slot, staged))
-        coded = item;
-      else
-        tile_done<MU>(P, item, sh, slot);
-    }
-    __syncthreads();  // the staged input is no longer read: stage the next tile's
-    stage_ticket(sh.ticket[slot ^ 1]);
-    if (pending >= 0) {
-      const LaunchItem& it = P.items[pending];
-      write_tile(it, P.state + it.tile0, sh.plan[slot ^ 1].L, sh, sh.pend[slot ^ 1], chunk_area(staged, slot ^ 1));
-      if (finish_tile(P, pending, &sh.flag))
-        finalize<MU>(P, pending, sh.plan[slot ^ 1], P.state + it.tile0, sh);
-    }
-    if (t >= total && pending < 0) break;
-    pending = coded;
-    slot ^= 1;
-  }
-  cp_async_wait(0);
-  // The last CTA out leaves the ticket counter zeroed for the next launch.
-  if (threadIdx.x == 0 && atomicAdd(P.exited, 1u) == gridDim.x - 1) {
-    *P.ticket = 0;
-    *P.exited = 0;
-  }
-}
-
-// CTAs of the persistent kernel that fit on the device at once (cached per device).
-uint32_t persistent_grid() {
-  static int cached[64];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
-  if (!cached[dev]) {
-    int per_sm = 0, sms = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, encode_persistent_kernel<2>, kThreads,
-                                                      kStageBytes + 2 * kChunkBytes) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-      return 0;
-    cached[dev] = per_sm * sms;
-  }
-  return static_cast<uint32_t>(cached[dev]);
+  if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, p, st, sh);
 }
 
 }  // namespace
@@ -771,13 +623,11 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     bool bulk;
     const uint32_t tiles = finish_launch(P, m, &LaunchItem::bytes, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
-    const uint32_t grid = bulk ? std::min(tiles, persistent_grid()) : 0;
-    if (grid)
-      encode_persistent_kernel<2><<<grid, kThreads, kStageBytes + 2 * kChunkBytes, stream>>>(P);
-    else if (bulk)
-      encode_kernel<2><<<tiles, kThreads, kStageBytes + kChunkBytes, stream>>>(P);
+    // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2 fp32 blocks).
+    if (bulk)
+      encode_kernel<2><<<tiles, kThreads, 16384, stream>>>(P);
     else
-      encode_kernel<1><<<tiles, kThreads, kStageBytes + kChunkBytes, stream>>>(P);
+      encode_kernel<1><<<tiles, kThreads, 16384, stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
