@@ -125,25 +125,6 @@ __device__ __forceinline__ uint64_t warp_sum64(uint64_t x) {
   return x;
 }
 
-// M independent sums over the CTA, one barrier pair for all; every thread gets the totals.
-template <int M>
-__device__ __forceinline__ void cta_sums(uint64_t (&x)[M], uint64_t (*sh)[kMaxUnitBlocks]) {
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    x[m] = warp_sum64(x[m]);
-    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5][m] = x[m];
-  }
-  __syncthreads();
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    uint64_t t = 0;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) t += sh[w][m];
-    x[m] = t;
-  }
-  __syncthreads();
-}
-
 // M independent exclusive prefix sums over the CTA in thread order; total[m] gets the sums.
 // One barrier: sh is written once per tile (callers scan once), so no barrier after the reads.
 template <int M>

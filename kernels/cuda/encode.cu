@@ -27,7 +27,8 @@ struct Plan {
 
 struct EncShared {
   Plan plan;  // in shared memory: the layout is too large to keep in registers
-  uint64_t red[kWarps][kMaxUnitBlocks];
+  uint32_t red[kWarps];
+  uint32_t base;
   uint32_t scan[kWarps][kMaxUnitBlocks];
   uint64_t bcast;
   int flag;
@@ -222,6 +223,28 @@ __device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t
   return base > kMaxBase ? kMaxBase : base;
 }
 
+// The block's window base from each thread's exponent sum and nonzero count, packed in one word
+// (a warp's sum < 32 * 16 * 255 < 2^kCountShift, its count <= 512): warp sums, then thread 0
+// adds the warps' and computes the base once for the CTA.
+constexpr uint32_t kCountShift = 20;
+template <Codec C>
+__device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh) {
+  s = warp_sum(s);
+  if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    uint32_t sum = 0, count = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      sum += sh.red[w] & ((1u << kCountShift) - 1);
+      count += sh.red[w] >> kCountShift;
+    }
+    sh.base = block_window_base<C>(sum, count);
+  }
+  __syncthreads();
+  return sh.base;
+}
+
 // Two bf16/fp16 elements per 32-bit word, coded as 16-bit lanes at once (SWAR): the encoder is
 // instruction-bound, and this halves the work per element. Exponents (<= 255) leave room in a
 // lane for the carries used below.
@@ -295,7 +318,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     {  // the block's window from its mean nonzero exponent
       uint32_t w[W];
       read_words<C>(data, m, w);
-      uint64_t s[1] = {0};
+      uint32_t s = 0;  // exponent sum + (nonzero exponents << kCountShift)
       if (C != Codec::FP32 && valid[m] == kPerThread) {
         uint32_t sum = 0, nz = 0;
 #pragma unroll
@@ -304,16 +327,15 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
           sum += e;
           nz += Lanes<C>::nonzero(e);
         }
-        s[0] = (sum & 0xFFFF) + (sum >> 16) + (uint64_t(Lanes<C>::count_nonzero(nz)) << 32);
+        s = (sum & 0xFFFF) + (sum >> 16) + (Lanes<C>::count_nonzero(nz) << kCountShift);
       } else {
 #pragma unroll
         for (int j = 0; j < kPerThread; ++j) {
           const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
-          if (uint32_t(j) < valid[m]) s[0] += e | (uint64_t(e != 0) << 32);
+          if (uint32_t(j) < valid[m]) s += e + (uint32_t(e != 0) << kCountShift);
         }
       }
-      cta_sums<1>(s, sh.red);
-      base[m] = block_window_base<C>(uint32_t(s[0]), uint32_t(s[0] >> 32));
+      base[m] = cta_window_base<C>(s, sh);
     }
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
     uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
