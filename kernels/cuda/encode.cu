@@ -162,16 +162,18 @@ __device__ uint64_t look_back(unsigned long long* st, uint32_t b) {
   }
 }
 
-// Bytes of input per tile: MU blocks of bf16/fp16, MU/2 (at least one) 16 KiB blocks of fp32.
-__device__ __forceinline__ uint32_t unit_bytes(Codec c, int MU) {
-  return c == Codec::FP32 ? (MU > 1 ? MU / 2 : 1) * kBlockElems * 4 : MU * kBlockElems * 2;
+// Bytes of input per tile of codec c (unit_blocks() blocks).
+template <int MU>
+__device__ __forceinline__ uint32_t unit_bytes(Codec c) {
+  return c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() * kBlockElems * 4 : tile_bytes<MU>();
 }
 
 // Stage tile u's input (as codec c tiles it) in shared memory, one copy group per 8 KiB: a
 // group per bf16/fp16 block, two per fp32 block (waited for together). Bytes past the last
 // whole element are staged too and never read as elements.
-__device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, int MU, uint32_t u, uint4* data) {
-  const uint32_t unit = unit_bytes(c, MU);
+template <int MU>
+__device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32_t u, uint4* data) {
+  const uint32_t unit = unit_bytes<MU>(c);
   const bool vec = (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
   for (uint32_t g = 0; g < unit / 8192; ++g) {
     const uint64_t begin = uint64_t(u) * unit + g * 8192;
@@ -299,7 +301,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
-  if (!staged) stage_tile(it, C, MU, u, data);
+  if (!staged) stage_tile<MU>(it, C, u, data);
   uint32_t nb[M], valid[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -583,7 +585,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   // the loads. An auto item is staged as bf16/fp16 tiles it, which is how fp32 tiles it too
   // except in 8 KiB tiles (MU = 1), where an fp32 tile restages.
   const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-  if (guess != Codec::Raw) stage_tile(it, guess, MU, b, staged);
+  if (guess != Codec::Raw) stage_tile<MU>(it, guess, b, staged);
   const Codec c = it.auto_codec ? item_codec(P, item, b, sh) : guess;
   if (threadIdx.x == 0) sh.plan = make_plan(it, c);
   __syncthreads();
@@ -596,7 +598,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
     }
   } else if (!p.too_large &&
              b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
-    const bool as_staged = guess != Codec::Raw && unit_bytes(guess, MU) == unit_bytes(c, MU);
+    const bool as_staged = guess != Codec::Raw && unit_bytes<MU>(guess) == unit_bytes<MU>(c);
     if (guess != Codec::Raw && !as_staged) {  // the copies in flight must land before restaging
       cp_async_wait(0);
       __syncthreads();
