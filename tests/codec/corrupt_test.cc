@@ -153,6 +153,65 @@ TEST(Corrupt, LyingSizesInAConsistentHeader) {
   }
 }
 
+// check_header() evaluates its kBadHeader conditions together: each one alone still fails the
+// header, and the statuses keep their order (short input, magic, version, field errors, then a
+// body shorter than total_bytes), which the GPU decoder must report identically.
+TEST(Corrupt, HeaderStatusOrder) {
+  const uint8_t tail[4] = {0xAB, 0xCD, 0xEF, 0};
+  const Layout L = make_layout(Codec::FP32, 4 * 5000 + 3);  // 2 blocks, 3 tail bytes
+  const Header good = make_header(L, 40, tail, false, 0);
+  const uint64_t have = good.total_bytes;
+  Layout out{};
+  ASSERT_EQ(check_header(good, have, &out), Status::kOk);
+  EXPECT_EQ(out.off_esc, L.off_esc);
+  struct Case {
+    const char* what;
+    void (*bad)(Header&);
+  } field_errors[] = {
+      {"codec", [](Header& h) { h.codec = kNumCodecs; }},
+      {"flags", [](Header& h) { h.flags = 2; }},
+      {"reserved", [](Header& h) { h.reserved[23] = 1; }},
+      {"checksum without flag", [](Header& h) { h.checksum = 7; }},
+      {"too many elements", [](Header& h) { h.orig_bytes = (kMaxElems + 1) * 4; }},
+      {"n_elems", [](Header& h) { ++h.n_elems; }},
+      {"block_elems", [](Header& h) { h.block_elems = 2048; }},
+      {"n_blocks", [](Header& h) { ++h.n_blocks; }},
+      {"tail_bytes", [](Header& h) { h.tail_bytes = 2; }},
+      {"off_table", [](Header& h) { h.off_table += 128; }},
+      {"off_res", [](Header& h) { h.off_res += 128; }},
+      {"res_stride", [](Header& h) { h.res_stride += 128; }},
+      {"off_bits", [](Header& h) { h.off_bits += 128; }},
+      {"bit_stride", [](Header& h) { h.bit_stride += 128; }},
+      {"off_esc", [](Header& h) { h.off_esc += 128; }},
+      {"tail byte past tail_bytes", [](Header& h) { h.tail[3] = 1; }},
+      {"esc_bytes > n_elems", [](Header& h) {
+         h.esc_bytes = h.n_elems + 1;
+         h.total_bytes = h.off_esc + h.esc_bytes;
+       }},
+      {"total_bytes", [](Header& h) { h.total_bytes -= 1; }},
+  };
+  for (const Case& k : field_errors) {
+    Header h = good;
+    k.bad(h);
+    EXPECT_EQ(check_header(h, have, &out), Status::kBadHeader) << k.what;
+    EXPECT_EQ(check_header(h, 0, &out), Status::kTruncated) << k.what << ": short input first";
+    Header v = h;
+    v.version = kVersion + 1;
+    EXPECT_EQ(check_header(v, have, &out), Status::kBadVersion) << k.what << ": version before fields";
+    v.magic = ~kMagic;
+    EXPECT_EQ(check_header(v, have, &out), Status::kBadMagic) << k.what << ": magic before version";
+    EXPECT_EQ(check_header(h, have - 1, &out), Status::kBadHeader) << k.what << ": fields before the body";
+  }
+  EXPECT_EQ(check_header(good, have - 1, &out), Status::kTruncated);
+  // Raw: the escape section is the payload.
+  const Layout R = make_layout(Codec::Raw, 300);
+  Header raw = make_header(R, 300, tail, false, 0);
+  EXPECT_EQ(check_header(raw, raw.total_bytes, &out), Status::kOk);
+  raw.esc_bytes = 299;
+  raw.total_bytes -= 1;
+  EXPECT_EQ(check_header(raw, raw.total_bytes, &out), Status::kBadHeader);
+}
+
 TEST(Corrupt, EscapeSectionLengthDisagreesWithTable) {
   for (const Sample& s : samples()) {
     if (s.codec == Codec::Raw) continue;
