@@ -111,20 +111,8 @@ TEST(EmuDataPath, MultiSgeGatherAndScatter) {
                           {p.a->addr(2000), 300, p.a->mr()->lkey}};
   ibv_sge recv_sges[2] = {{p.b->addr(0), 250, p.b->mr()->lkey},
                           {p.b->addr(10000), 1000, p.b->mr()->lkey}};
-  ibv_recv_wr rwr{};
-  rwr.wr_id = 1;
-  rwr.sg_list = recv_sges;
-  rwr.num_sge = 2;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(p.b->qp(), &rwr, &rbad), 0);
-  ibv_send_wr swr{};
-  swr.wr_id = 2;
-  swr.sg_list = send_sges;
-  swr.num_sge = 3;
-  swr.opcode = IBV_WR_SEND;
-  swr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* sbad = nullptr;
-  ASSERT_EQ(ibv_post_send(p.a->qp(), &swr, &sbad), 0);
+  ASSERT_EQ(post_recv_sges(p.b->qp(), 1, recv_sges, 2), 0);
+  ASSERT_EQ(post_sges(p.a->qp(), IBV_WR_SEND, 2, send_sges, 3), 0);
   ibv_wc r = wait_one(*p.b);
   EXPECT_EQ(r.status, IBV_WC_SUCCESS);
   EXPECT_EQ(r.byte_len, 400u);

@@ -116,12 +116,7 @@ TEST(EmuErrors, ReceiveBufferWithoutLocalWrite) {
   ibv_mr* read_only = ibv().reg_mr(p.b->pd(), p.b->buffer(), 4096, IBV_ACCESS_REMOTE_READ);
   ASSERT_NE(read_only, nullptr);
   ibv_sge sge{p.b->addr(), 100, read_only->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = 4;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_recv(p.b->qp(), &wr, &bad), 0);
+  ASSERT_EQ(post_recv_sges(p.b->qp(), 4, &sge, 1), 0);
   ASSERT_EQ(p.a->post(IBV_WR_SEND, 1, 0, 100, true), 0);
   EXPECT_EQ(wait_one(*p.a).status, IBV_WC_REM_OP_ERR);
   ibv_wc r = wait_one(*p.b);
@@ -160,15 +155,8 @@ TEST(EmuErrors, BadLocalKey) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(make_pair(&p));
   ibv_sge sge{p.a->addr(), 8, p.a->mr()->lkey + 1};
-  ibv_send_wr wr{};
-  wr.wr_id = 9;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_WRITE;
-  wr.wr.rdma.remote_addr = p.b->addr();
-  wr.wr.rdma.rkey = p.b->mr()->rkey;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(p.a->qp(), &wr, &bad), 0);  // found when executed, not at post
+  // Found when executed, not at post.
+  ASSERT_EQ(post_sges(p.a->qp(), IBV_WR_RDMA_WRITE, 9, &sge, 1, 0, p.b->addr(), p.b->mr()->rkey), 0);
   ibv_wc wc = wait_one(*p.a);
   EXPECT_EQ(wc.wr_id, 9u);
   EXPECT_EQ(wc.status, IBV_WC_LOC_PROT_ERR);

@@ -126,12 +126,7 @@ TEST(EmuEvents, CompletionChannelSignalsArmedCq) {
 
   ASSERT_EQ(ibv_req_notify_cq(cq, 0), 0);
   ibv_sge sge{a->addr(), 0, a->mr()->lkey};
-  ibv_recv_wr rwr{};
-  rwr.wr_id = 5;
-  rwr.sg_list = &sge;
-  rwr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_recv(qp, &rwr, &bad), 0);
+  ASSERT_EQ(post_recv_sges(qp, 5, &sge, 1), 0);
   ASSERT_EQ(a->post(IBV_WR_RDMA_WRITE_WITH_IMM, 1, 0, 0, true, 0, 0, 0), 0);
   pollfd pfd{ch->fd, POLLIN, 0};
   ASSERT_EQ(poll(&pfd, 1, 5000), 1);

@@ -183,12 +183,7 @@ void every_direction(How how) {
   EXPECT_EQ(imm.opcode, IBV_WC_RECV_RDMA_WITH_IMM);
   EXPECT_EQ(db.download(0, 4096), da.download(100000, 4096));
   ibv_sge recv_sge{db.addr(200000), 8192, mb->lkey};
-  ibv_recv_wr rwr{};
-  rwr.wr_id = ++id;
-  rwr.sg_list = &recv_sge;
-  rwr.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(p.b->qp(), &rwr, &rbad), 0);
+  ASSERT_EQ(post_recv_sges(p.b->qp(), ++id, &recv_sge, 1), 0);
   ASSERT_EQ(post_sge(p.a->qp(), IBV_WR_SEND, ++id, {da.addr(800000), 6000, ma->lkey}), 0);
   EXPECT_EQ(wait_one(*p.a).status, IBV_WC_SUCCESS);
   ibv_wc recv = wait_one(*p.b);

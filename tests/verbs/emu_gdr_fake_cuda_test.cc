@@ -90,14 +90,7 @@ TEST_F(EmuGdrFakeCuda, DeviceBytesMoveOnlyThroughCudaCopies) {
   // A two-SGE send from device 0 into one host receive: one copy per device SGE.
   ASSERT_EQ(p_.b->post_recv(3, 0, 4096), 0);
   ibv_sge sges[2] = {{addr(0, 0), 100, mr_[0]->lkey}, {addr(0, 5000), 200, mr_[0]->lkey}};
-  ibv_send_wr wr{};
-  wr.wr_id = 4;
-  wr.sg_list = sges;
-  wr.num_sge = 2;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(p_.a->qp(), &wr, &bad), 0);
+  ASSERT_EQ(post_sges(p_.a->qp(), IBV_WR_SEND, 4, sges, 2), 0);
   EXPECT_EQ(wait_one(*p_.a).status, IBV_WC_SUCCESS);
   EXPECT_EQ(wait_one(*p_.b).status, IBV_WC_SUCCESS);
   EXPECT_EQ(fake_.copies(), before + 4);
@@ -134,12 +127,7 @@ TEST_F(EmuGdrFakeCuda, FailedCopyIntoReadLandingIsLocalProtectionError) {
 TEST_F(EmuGdrFakeCuda, FailedCopyIntoReceiveIsLocalProtectionErrorThere) {
   fake_.fail_copies(true);
   ibv_sge sge{addr(1), 4096, mr_[1]->lkey};
-  ibv_recv_wr rwr{};
-  rwr.wr_id = 7;
-  rwr.sg_list = &sge;
-  rwr.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(p_.b->qp(), &rwr, &rbad), 0);
+  ASSERT_EQ(post_recv_sges(p_.b->qp(), 7, &sge, 1), 0);
   ASSERT_EQ(p_.a->post(IBV_WR_SEND, 1, 0, 1000, true), 0);
   EXPECT_EQ(wait_one(*p_.b).status, IBV_WC_LOC_PROT_ERR);
   EXPECT_EQ(wait_one(*p_.a).status, IBV_WC_REM_OP_ERR);

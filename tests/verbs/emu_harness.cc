@@ -154,30 +154,39 @@ int Endpoint::connect(const Address& remote) {
                          IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
-int Endpoint::post(ibv_wr_opcode op, uint64_t wr_id, size_t offset, size_t len, bool signaled,
-                   uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
-  ibv_sge sge{addr(offset), static_cast<uint32_t>(len), mr_->lkey};
+int post_sges(ibv_qp* qp, ibv_wr_opcode op, uint64_t wr_id, ibv_sge* sges, int n, unsigned flags,
+              uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
   ibv_send_wr wr{};
   wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
+  wr.sg_list = sges;
+  wr.num_sge = n;
   wr.opcode = op;
-  wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
+  wr.send_flags = flags;
   wr.imm_data = imm;
   wr.wr.rdma.remote_addr = remote_addr;
   wr.wr.rdma.rkey = rkey;
   ibv_send_wr* bad = nullptr;
-  return ibv_post_send(qp_, &wr, &bad);
+  return ibv_post_send(qp, &wr, &bad);
+}
+
+int post_recv_sges(ibv_qp* qp, uint64_t wr_id, ibv_sge* sges, int n) {
+  ibv_recv_wr wr{};
+  wr.wr_id = wr_id;
+  wr.sg_list = sges;
+  wr.num_sge = n;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(qp, &wr, &bad);
+}
+
+int Endpoint::post(ibv_wr_opcode op, uint64_t wr_id, size_t offset, size_t len, bool signaled,
+                   uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
+  ibv_sge sge{addr(offset), static_cast<uint32_t>(len), mr_->lkey};
+  return post_sges(qp_, op, wr_id, &sge, 1, signaled ? IBV_SEND_SIGNALED : 0, remote_addr, rkey, imm);
 }
 
 int Endpoint::post_recv(uint64_t wr_id, size_t offset, size_t len) {
   ibv_sge sge{addr(offset), static_cast<uint32_t>(len), mr_->lkey};
-  ibv_recv_wr wr{};
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  ibv_recv_wr* bad = nullptr;
-  return ibv_post_recv(qp_, &wr, &bad);
+  return post_recv_sges(qp_, wr_id, &sge, 1);
 }
 
 std::vector<ibv_wc> Endpoint::poll(size_t n, std::chrono::milliseconds timeout) {

@@ -17,6 +17,12 @@ namespace zip::verbs::emu_test {
 // libzipccl-ibverbs-emu.so, loaded once per process; aborts with the loader's error otherwise.
 const IbvFunctions& ibv();
 
+// One send WR of n SGEs on qp (flags: IBV_SEND_*; READ: the SGEs are the landing range), and one
+// receive WR of n SGEs; 0 or the post call's errno.
+int post_sges(ibv_qp* qp, ibv_wr_opcode op, uint64_t wr_id, ibv_sge* sges, int n,
+              unsigned flags = IBV_SEND_SIGNALED, uint64_t remote_addr = 0, uint32_t rkey = 0, uint32_t imm = 0);
+int post_recv_sges(ibv_qp* qp, uint64_t wr_id, ibv_sge* sges, int n);
+
 // What two endpoints exchange out of band to connect, and to address each other's buffer.
 struct Address {
   uint32_t qpn = 0;

@@ -103,17 +103,7 @@ void fill_random(char* p, size_t len, uint64_t seed) {
 int post_sge(ibv_qp* qp, ibv_wr_opcode op, uint64_t wr_id, const ibv_sge& sge,
              uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
   ibv_sge s = sge;
-  ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
-  wr.opcode = op;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.imm_data = imm;
-  wr.wr.rdma.remote_addr = remote_addr;
-  wr.wr.rdma.rkey = rkey;
-  ibv_send_wr* bad = nullptr;
-  return ibv_post_send(qp, &wr, &bad);
+  return post_sges(qp, op, wr_id, &s, 1, IBV_SEND_SIGNALED, remote_addr, rkey, imm);
 }
 
 Peer::Peer() {
