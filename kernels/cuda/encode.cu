@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common.cuh"
+#include "lanes.h"
 
 namespace zipccl::gpu {
 namespace detail {
@@ -228,7 +229,7 @@ __device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t
 // The block's window base from each thread's exponent sum and nonzero count, packed in one word
 // (a warp's sum < 32 * 16 * 255 < 2^kCountShift, its count <= 512): warp sums, then thread 0
 // adds the warps' and computes the base once for the CTA.
-constexpr uint32_t kCountShift = 20;
+using lanes::kCountShift;
 template <Codec C>
 __device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh) {
   s = warp_sum(s);
@@ -245,46 +246,6 @@ __device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh) {
   }
   __syncthreads();
   return sh.base;
-}
-
-// Two bf16/fp16 elements per 32-bit word, coded as 16-bit lanes at once (SWAR): the encoder is
-// instruction-bound, and this halves the work per element. Exponents (<= 255) leave room in a
-// lane for the carries used below.
-template <Codec C>
-struct Lanes {
-  static constexpr uint32_t kShift = C == Codec::BF16 ? 7 : 10;
-  static constexpr uint32_t kExp = C == Codec::BF16 ? 0x00FF00FFu : 0x001F001Fu;
-  static constexpr uint32_t kBits = C == Codec::BF16 ? 8 : 5;
-  static __device__ __forceinline__ uint32_t exps(uint32_t w) { return (w >> kShift) & kExp; }
-  // Bit kBits of a lane set when its exponent is nonzero.
-  static __device__ __forceinline__ uint32_t nonzero(uint32_t e) { return (e + kExp) & (kExp + 0x00010001u); }
-  static __device__ __forceinline__ uint32_t count_nonzero(uint32_t nz) {
-    return ((nz >> kBits) & 0xFF) + (nz >> (16 + kBits));
-  }
-  // Per lane: bit 15 set when the exponent is outside the window (an escape); *code gets the
-  // 3-bit code (0 for escapes). x = (e - base) mod 512, so the window is x <= 6.
-  static __device__ __forceinline__ uint32_t window(uint32_t e, uint32_t base2, uint32_t* code) {
-    const uint32_t x = ((e | 0x02000200u) - base2) & 0x01FF01FFu;
-    const uint32_t out = (x + 0x7FF97FF9u) & 0x80008000u;
-    *code = (x + 0x00010001u) & ~((out >> 15) * 0xFFFFu);
-    return out;
-  }
-  // Residual byte of each lane, in its low byte.
-  static __device__ __forceinline__ uint32_t residual(uint32_t w) {
-    if constexpr (C == Codec::BF16)
-      return ((w >> 8) & 0x00800080u) | (w & 0x007F007Fu);
-    else
-      return w;
-  }
-};
-
-// Bit p of four byte lanes as four bits (lane i to bit i), by one multiplication.
-__device__ __forceinline__ uint32_t gather4(uint32_t x, int p) {
-  return (((x >> p) & 0x01010101u) * 0x01020408u) >> 24;
-}
-// Bit p of the 16 byte lanes of q[0..3] (elements in order) as a 16-bit plane word.
-__device__ __forceinline__ uint32_t gather16(const uint32_t (&q)[4], int p) {
-  return gather4(q[0], p) | gather4(q[1], p) << 4 | gather4(q[2], p) << 8 | gather4(q[3], p) << 12;
 }
 
 // Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
@@ -321,16 +282,12 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       uint32_t w[W];
       read_words<C>(data, m, w);
       uint32_t s = 0;  // exponent sum + (nonzero exponents << kCountShift)
-      if (C != Codec::FP32 && valid[m] == kPerThread) {
-        uint32_t sum = 0, nz = 0;
-#pragma unroll
-        for (int i = 0; i < W; ++i) {
-          const uint32_t e = Lanes<C>::exps(w[i]);
-          sum += e;
-          nz += Lanes<C>::nonzero(e);
-        }
-        s = (sum & 0xFFFF) + (sum >> 16) + (Lanes<C>::count_nonzero(nz) << kCountShift);
-      } else {
+      bool whole = false;
+      if constexpr (C != Codec::FP32) {
+        whole = valid[m] == kPerThread;
+        if (whole) s = lanes::stats16<C>(w);
+      }
+      if (!whole) {
 #pragma unroll
         for (int j = 0; j < kPerThread; ++j) {
           const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
@@ -347,29 +304,12 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     bool done = false;
     if constexpr (C != Codec::FP32) {
       if (out_vec && valid[m] == kPerThread) {
-        uint32_t q[4], res[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          res[i] = __byte_perm(Lanes<C>::residual(w[2 * i]), Lanes<C>::residual(w[2 * i + 1]), 0x6420);
-          uint32_t c0, c1;
-          Lanes<C>::window(Lanes<C>::exps(w[2 * i]), base[m] * 0x00010001u, &c0);
-          Lanes<C>::window(Lanes<C>::exps(w[2 * i + 1]), base[m] * 0x00010001u, &c1);
-          q[i] = __byte_perm(c0, c1, 0x6420);  // codes of elements 4i..4i+3, one per byte
-        }
+        uint32_t res[4], pl[Geom<C>::K];
+        escmask[m] = lanes::code16<C>(w, base[m], res, pl);
         *reinterpret_cast<uint4*>(out + L.off_res + first + e0) = make_uint4(res[0], res[1], res[2], res[3]);
         uint16_t* p16 = reinterpret_cast<uint16_t*>(planes);
-        const uint32_t p0 = gather16(q, 0), p1 = gather16(q, 1), p2 = gather16(q, 2);
-        p16[0] = static_cast<uint16_t>(p0);
-        p16[L.bit_stride / 2] = static_cast<uint16_t>(p1);
-        p16[L.bit_stride] = static_cast<uint16_t>(p2);
-        escmask[m] = ~(p0 | p1 | p2) & 0xFFFFu;
-        if constexpr (C == Codec::FP16) {  // extra planes: m8, m9 and sign, from the high bytes
 #pragma unroll
-          for (int i = 0; i < 4; ++i) q[i] = __byte_perm(w[2 * i], w[2 * i + 1], 0x7531);
-          p16[3 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 0));
-          p16[2 * L.bit_stride] = static_cast<uint16_t>(gather16(q, 1));
-          p16[5 * L.bit_stride / 2] = static_cast<uint16_t>(gather16(q, 7));
-        }
+        for (uint32_t k = 0; k < Geom<C>::K; ++k) p16[k * (L.bit_stride / 2)] = static_cast<uint16_t>(pl[k]);
         done = true;
       }
     }

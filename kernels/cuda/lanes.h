@@ -1,0 +1,119 @@
+// The GPU encoder's per-thread coding of 16 bf16/fp16 elements (8 32-bit words, two elements
+// per word as 16-bit lanes), written for the fewest instructions per element: the encoder is
+// instruction-bound. Host-compilable (portable fallbacks for the intrinsics), so that the CPU
+// tests check it exhaustively against format.h's scalar definitions.
+#pragma once
+
+#include <cstdint>
+
+#include "zipccl/format.h"
+
+namespace zipccl::lanes {
+
+// __byte_perm (PRMT): byte i of the result is byte (s >> 4i) & 7 of {b:a}.
+ZIPCCL_HD uint32_t byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(a, b, s);
+#else
+  const uint64_t x = (uint64_t(b) << 32) | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) r |= uint32_t((x >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+  return r;
+#endif
+}
+
+// Per 16-bit lane: min((a + b) mod 2^16, c). One instruction on sm_90 (DPX).
+ZIPCCL_HD uint32_t add_min_u16x2(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  return __viaddmin_u16x2(a, b, c);
+#else
+  uint32_t r = 0;
+  for (int h = 0; h < 32; h += 16) {
+    const uint32_t s = ((a >> h) + (b >> h)) & 0xFFFF, m = (c >> h) & 0xFFFF;
+    r |= (s < m ? s : m) << h;
+  }
+  return r;
+#endif
+}
+
+template <Codec C>
+struct Lanes {
+  static_assert(C == Codec::BF16 || C == Codec::FP16, "two elements per word");
+  static constexpr uint32_t kShift = C == Codec::BF16 ? 7 : 10;
+  static constexpr uint32_t kExp = C == Codec::BF16 ? 0x00FF00FFu : 0x001F001Fu;
+  static constexpr int K = C == Codec::FP16 ? 6 : 3;  // bit-planes
+};
+
+template <Codec C>
+ZIPCCL_HD uint32_t exps(uint32_t w) {
+  return (w >> Lanes<C>::kShift) & Lanes<C>::kExp;
+}
+
+// Exponent sum (low 20 bits) and nonzero-exponent count (from bit kCountShift) of the 16
+// elements, for the block's window base. Per lane at most 8 * 255 and 8: no carries.
+constexpr uint32_t kCountShift = 20;
+template <Codec C>
+ZIPCCL_HD uint32_t stats16(const uint32_t (&w)[8]) {
+  uint32_t sum = 0, nz = 0;
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t e = exps<C>(w[i]);
+    sum += e;
+    nz += add_min_u16x2(e, 0, 0x00010001u);
+  }
+  return (sum & 0xFFFF) + (sum >> 16) + (((nz & 0xFFFF) + (nz >> 16)) << kCountShift);
+}
+
+// Bit p of eight nibble-packed elements (element j in nibble 2 (j % 4) + j / 4, i.e. byte j % 4,
+// high nibble for j >= 4) as bits 24..31, by one multiplication: the shifted copies of the
+// masked bits never collide (checked for every input by the tests).
+ZIPCCL_HD uint32_t gather8(uint32_t x, int p) {
+  return (x & (0x11111111u << p)) * (0x01020408u >> p);
+}
+// A 16-bit plane word (elements 0-7 from x0, 8-15 from x1) in the low half; the high half is
+// unspecified.
+ZIPCCL_HD uint32_t plane16(uint32_t x0, uint32_t x1, int p) {
+  return byte_perm(gather8(x0, p), gather8(x1, p), 0x7773);
+}
+// Nibble-pack the low nibbles of the 16-bit lanes of four words (elements 0..7 in order).
+ZIPCCL_HD uint32_t nibbles(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3) {
+  return byte_perm(c0, c1, 0x6420) | byte_perm(c2, c3, 0x6420) << 4;
+}
+
+// Code 16 elements under window base `base`: residual bytes (res, elements in order), the K
+// bit-planes (low 16 bits of planes[k]; code bits 0-2, then fp16's m8, m9 and sign) and the
+// escape mask (bit j: element j is outside the window). As format.h's exp_code(),
+// elem_residual() and fp16_extra().
+template <Codec C>
+ZIPCCL_HD uint32_t code16(const uint32_t (&w)[8], uint32_t base, uint32_t (&res)[4],
+                          uint32_t (&planes)[Lanes<C>::K]) {
+  // Per lane min(e - base + 1 mod 2^16, 8): the code 1..7 inside the window; 0 (e = base - 1)
+  // or 8 (everything else, e < base wrapping high) outside, both with zero low three bits.
+  const uint32_t k = ((1u - base) & 0xFFFF) * 0x00010001u;
+  uint32_t c[8];
+  for (int i = 0; i < 8; ++i) c[i] = add_min_u16x2(exps<C>(w[i]), k, 0x00080008u);
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t lo = byte_perm(w[2 * i], w[2 * i + 1], 0x6420);  // low bytes of 4 elements
+    if constexpr (C == Codec::BF16) {
+      const uint32_t hi = byte_perm(w[2 * i], w[2 * i + 1], 0x7531);
+      res[i] = (lo & 0x7F7F7F7Fu) | (hi & 0x80808080u);  // mantissa, sign
+    } else {
+      res[i] = lo;
+    }
+  }
+  const uint32_t x0 = nibbles(c[0], c[1], c[2], c[3]), x1 = nibbles(c[4], c[5], c[6], c[7]);
+  for (int p = 0; p < 3; ++p) planes[p] = plane16(x0, x1, p);
+  if constexpr (C == Codec::FP16) {  // m8, m9 (high byte bits 0, 1) and sign (bit 7)
+    uint32_t hi[4];
+    for (int i = 0; i < 4; ++i) hi[i] = byte_perm(w[2 * i], w[2 * i + 1], 0x7531);
+    const uint32_t m0 = (hi[0] & 0x0F0F0F0Fu) | ((hi[1] << 4) & 0xF0F0F0F0u);
+    const uint32_t m1 = (hi[2] & 0x0F0F0F0Fu) | ((hi[3] << 4) & 0xF0F0F0F0u);
+    const uint32_t s0 = ((hi[0] >> 7) & 0x0F0F0F0Fu) | ((hi[1] >> 3) & 0xF0F0F0F0u);
+    const uint32_t s1 = ((hi[2] >> 7) & 0x0F0F0F0Fu) | ((hi[3] >> 3) & 0xF0F0F0F0u);
+    planes[3] = plane16(m0, m1, 0);
+    planes[4] = plane16(m0, m1, 1);
+    planes[5] = plane16(s0, s1, 0);
+  }
+  return ~(planes[0] | planes[1] | planes[2]) & 0xFFFFu;
+}
+
+}  // namespace zipccl::lanes

@@ -1,0 +1,94 @@
+// The GPU encoder's 16-element SWAR coding (kernels/cuda/lanes.h), run on the host: every
+// bf16 and fp16 pattern under every window base, against format.h's scalar definitions that
+// the CPU codec uses. The GPU tests then check the kernels end to end.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "lanes.h"
+
+namespace zipccl::lanes {
+namespace {
+
+// Bit p of each of 8 nibble-packed elements, gathered by multiplication, for every bit
+// combination and with the other nibble bits set at random.
+TEST(Lanes, Gather8EveryCombination) {
+  std::mt19937 g(1);
+  for (int p = 0; p < 3; ++p) {
+    for (uint32_t bits = 0; bits < 256; ++bits) {
+      uint32_t x = g() & ~(0x11111111u << p);
+      for (int j = 0; j < 8; ++j)
+        if (bits >> j & 1) x |= 1u << (8 * (j % 4) + 4 * (j / 4) + p);
+      ASSERT_EQ(gather8(x, p) >> 24, bits) << "p=" << p << " x=" << x;
+    }
+  }
+}
+
+// Checks code16 on 16 elements against exp_code / elem_residual / fp16_extra.
+template <Codec C>
+::testing::AssertionResult check_group(const uint16_t* v, uint32_t base) {
+  uint32_t w[8];
+  for (int i = 0; i < 8; ++i) w[i] = v[2 * i] | uint32_t(v[2 * i + 1]) << 16;
+  uint32_t res[4], planes[Lanes<C>::K];
+  const uint32_t esc = code16<C>(w, base, res, planes);
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t code = exp_code(elem_exponent(C, v[j]), base);
+    const uint32_t sym = code | (C == Codec::FP16 ? fp16_extra(v[j]) << 3 : 0);
+    const uint32_t got_res = (res[j / 4] >> (8 * (j % 4))) & 0xFF;
+    if (got_res != elem_residual(C, v[j], 0))
+      return ::testing::AssertionFailure() << "residual of " << v[j] << " base " << base;
+    if (((esc >> j) & 1) != (code == 0))
+      return ::testing::AssertionFailure() << "escape of " << v[j] << " base " << base;
+    for (int k = 0; k < Lanes<C>::K; ++k)
+      if (((planes[k] >> j) & 1) != ((sym >> k) & 1))
+        return ::testing::AssertionFailure() << "plane " << k << " of " << v[j] << " base " << base;
+  }
+  if (esc >> 16) return ::testing::AssertionFailure() << "escape mask above bit 15";
+  return ::testing::AssertionSuccess();
+}
+
+template <Codec C>
+void every_pattern_every_base() {
+  const uint32_t max_base = geometry(C).exp_max - (kWindow - 1);
+  std::vector<uint16_t> v(65536);
+  std::iota(v.begin(), v.end(), 0);
+  std::mt19937 g{uint32_t(C)};
+  for (int order = 0; order < 2; ++order) {  // in sequence, then shuffled (other neighbours)
+    if (order) std::shuffle(v.begin(), v.end(), g);
+    for (uint32_t base = 0; base <= max_base; ++base)
+      for (size_t i = 0; i < v.size(); i += 16) ASSERT_TRUE(check_group<C>(&v[i], base));
+  }
+}
+
+TEST(Lanes, Code16Bf16EveryPatternEveryBase) { every_pattern_every_base<Codec::BF16>(); }
+TEST(Lanes, Code16Fp16EveryPatternEveryBase) { every_pattern_every_base<Codec::FP16>(); }
+
+template <Codec C>
+void stats_match() {
+  std::vector<uint16_t> v(65536);
+  std::iota(v.begin(), v.end(), 0);
+  std::mt19937 g(7);
+  std::shuffle(v.begin(), v.end(), g);
+  // Extremes too: all exponents at their maximum (the largest per-lane sums), all zero.
+  const uint16_t top = uint16_t(geometry(C).exp_max << (C == Codec::BF16 ? 7 : 10));
+  v.insert(v.end(), 16, top);
+  v.insert(v.end(), 16, 0x8000);
+  for (size_t i = 0; i + 16 <= v.size(); i += 16) {
+    uint32_t w[8], sum = 0, count = 0;
+    for (int j = 0; j < 8; ++j) w[j] = v[i + 2 * j] | uint32_t(v[i + 2 * j + 1]) << 16;
+    for (int j = 0; j < 16; ++j) {
+      sum += elem_exponent(C, v[i + j]);
+      count += elem_exponent(C, v[i + j]) != 0;
+    }
+    ASSERT_EQ(stats16<C>(w), sum | count << kCountShift) << "group at " << i;
+  }
+}
+
+TEST(Lanes, Stats16Bf16) { stats_match<Codec::BF16>(); }
+TEST(Lanes, Stats16Fp16) { stats_match<Codec::FP16>(); }
+
+}  // namespace
+}  // namespace zipccl::lanes
