@@ -485,6 +485,17 @@ TEST_F(GpuCodec, LargeBatchAndBulk) {
   const size_t big = quick() ? (size_t(8) << 20) : (size_t(64) << 20) + 6;
   check_identical({make_in(gaussian(Codec::BF16, big, 77, 1.0f, 0.001), Codec::BF16),
                    make_in(gaussian(Codec::FP32, big / 2 + 1, 78), Codec::FP32)});
+  // Every codec through the bulk tiles (several blocks per tile, a partial last tile), auto
+  // items, and tiles mixing raw and coded blocks: bf16 with a patch of random bytes every
+  // 40 KiB (not a multiple of the tile), and random bytes alone (all raw, then a Raw message).
+  Bytes patchy = gaussian(Codec::BF16, big / 4 + 2, 79);
+  const Bytes noise = random_bytes(9000, 80);
+  for (size_t at = 1000; at + noise.size() <= patchy.size(); at += 40 << 10)
+    memcpy(&patchy[at], noise.data(), noise.size());
+  check_identical({make_in(gaussian(Codec::FP16, big / 4 + 3, 81, 0.02f, 0.1), Codec::FP16),
+                   make_in(gaussian(Codec::FP32, big / 8 + 5, 82), Codec::FP32, true),
+                   make_in(gaussian(Codec::BF16, big / 8 + 1, 83), Codec::BF16, true), make_in(patchy, Codec::BF16),
+                   make_in(random_bytes(big / 16 + 7, 84), Codec::BF16)});
 }
 
 // Every launch leaves its temp memory zeroed (gpu_codec.h's contract), the encoder's tile
