@@ -14,14 +14,16 @@ namespace zipccl::gpu::detail {
 
 // One CTA (a "tile") codes MU * 8 KiB of original data: MU blocks of bf16/fp16, MU/2 (at
 // least 1) of fp32, or a slice of a Raw payload. MU is 1 for small batches (more CTAs, lower
-// latency) and 2 for bulk (measured: 5-10% faster than 1 or 4 there, with 6 CTAs per SM). In
-// each block a thread owns 16 consecutive elements.
+// latency); bulk batches use kEncodeBulkMU / kDecodeBulkMU (docs/gpu-codec.md has the
+// measurements). In each block a thread owns 16 consecutive elements.
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kPerThread = kBlockElems / kThreads;
 static_assert(kPerThread == 16, "a thread owns two 8-element groups of each block");
-constexpr int kMaxUnitBlocks = 2;
-constexpr uint64_t kBulkBytes = uint64_t(16) << 20;  // batches this large use MU = 2
+constexpr int kMaxUnitBlocks = 4;
+constexpr uint64_t kBulkBytes = uint64_t(16) << 20;  // batches this large use the bulk MU
+constexpr int kEncodeBulkMU = 4;
+constexpr int kDecodeBulkMU = 2;
 template <int MU>
 constexpr uint32_t tile_bytes() {
   return MU * 8192u;
@@ -80,14 +82,15 @@ inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
 
 // Completes a Launch whose items 0..m-1 are filled in except for their tiles: one tile per
 // MU * 8 KiB of each item's tile_size member (encode: input bytes; decode: output capacity),
-// which covers the units of every codec and Raw slices; MU = 2 for bulk batches. Points the
-// launch at its temp words and results. Returns the grid size, or 0 when temp is too small.
-inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size, void* temp, size_t temp_size,
-                              Result* results, bool* bulk) {
+// which covers the units of every codec and Raw slices; MU = bulk_mu for bulk batches, else 1.
+// Points the launch at its temp words and results. Returns the grid size, or 0 when temp is
+// too small.
+inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size, int bulk_mu, void* temp,
+                              size_t temp_size, Result* results, bool* bulk) {
   uint64_t total = 0;
   for (int i = 0; i < m; ++i) total += P.items[i].*tile_size;
   *bulk = total >= kBulkBytes;
-  const uint32_t tile = *bulk ? tile_bytes<2>() : tile_bytes<1>();
+  const uint32_t tile = *bulk ? bulk_mu * tile_bytes<1>() : tile_bytes<1>();
   uint32_t tiles = 0;
   for (int i = 0; i < m; ++i) {
     P.items[i].tile0 = tiles;
@@ -125,34 +128,54 @@ __device__ __forceinline__ uint64_t warp_sum64(uint64_t x) {
   return x;
 }
 
-// M independent exclusive prefix sums over the CTA in thread order; total[m] gets the sums.
-// One barrier: sh is written once per tile (callers scan once), so no barrier after the reads.
+// M (at most 4) independent exclusive prefix sums over the CTA in thread order, of per-thread
+// values <= 16 (escape counts of a thread's 16 elements of a block); total[m] gets the sums.
+// Two sums travel as the 16-bit halves of a word (a CTA's sum is at most 4096), so one warp
+// scan per pair and one barrier serve them all; sh is written once per tile (callers scan
+// once), so no barrier after the reads.
 template <int M>
-__device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M],
-                                          uint32_t (*sh)[kMaxUnitBlocks]) {
+__device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M], uint32_t (*sh)[kMaxUnitBlocks / 2]) {
+  static_assert(M >= 1 && M <= kMaxUnitBlocks, "two sums per word");
+  constexpr int K = (M + 1) / 2;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  uint32_t inc[M];
+  uint32_t xs[2 * K] = {}, v[K], inc[K];
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    inc[m] = x[m];
+  for (int m = 0; m < M; ++m) xs[m] = x[m];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    v[k] = xs[2 * k] | xs[2 * k + 1] << 16;
+    inc[k] = v[k];
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t y = __shfl_up_sync(~0u, inc[m], o);
-      if (lane >= o) inc[m] += y;
+      const uint32_t y = __shfl_up_sync(~0u, inc[k], o);
+      if (lane >= o) inc[k] += y;
     }
-    if (lane == 31) sh[w][m] = inc[m];
+    if (lane == 31) sh[w][k] = inc[k];
   }
   __syncthreads();
+  uint32_t ts[2 * K];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    uint32_t t = lane < kWarps ? sh[lane][k] : 0;  // the warp sums in lanes 0..7
+    // The total first, in one instruction (the encoder publishes it to its successors at
+    // once), then this warp's offset from an inclusive scan of the warp sums.
+    const uint32_t all = __reduce_add_sync(~0u, t);
+#pragma unroll
+    for (int o = 1; o < kWarps; o <<= 1) {
+      const uint32_t y = __shfl_up_sync(~0u, t, o);
+      if (lane >= o) t += y;
+    }
+    const uint32_t before = __shfl_sync(~0u, t, (w + 31) & 31);
+    const uint32_t excl = (w ? before : 0) + inc[k] - v[k];
+    xs[2 * k] = excl & 0xFFFF;
+    xs[2 * k + 1] = excl >> 16;
+    ts[2 * k] = all & 0xFFFF;
+    ts[2 * k + 1] = all >> 16;
+  }
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    uint32_t before = 0, all = 0;
-#pragma unroll
-    for (int i = 0; i < kWarps; ++i) {
-      before += i < w ? sh[i][m] : 0;
-      all += sh[i][m];
-    }
-    total[m] = all;
-    x[m] = before + inc[m] - x[m];
+    x[m] = xs[m];
+    total[m] = ts[m];
   }
 }
 
@@ -171,19 +194,25 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
-// Wait until at most `pending` (0 or 1) of this thread's committed groups are in flight; the
+// Wait until at most `pending` (0..3) of this thread's committed groups are in flight; the
 // argument is a constant after unrolling, as the instruction needs an immediate.
 __device__ __forceinline__ void cp_async_wait(int pending) {
-  if (pending == 0)
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-  else
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+  switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+  }
 }
 
 // Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the
 // last chunk; asynchronous 16-byte copies when src is 16-byte aligned. Reads nothing past len.
 __device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len,
                                       bool vec) {
+  if (vec && len % (16 * kThreads) == 0) {  // whole 4 KiB rounds: no per-chunk checks
+    for (uint32_t c = threadIdx.x; c < len / 16; c += kThreads) cp_async16(dst + swz(first_chunk + c), src + 16 * c);
+    return;
+  }
   const uint32_t chunks = (len + 15) / 16;
   for (uint32_t c = threadIdx.x; c < chunks; c += kThreads) {
     uint8_t* d = reinterpret_cast<uint8_t*>(dst + swz(first_chunk + c));

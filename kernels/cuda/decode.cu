@@ -15,7 +15,7 @@ namespace detail {
 namespace {
 
 struct DecShared {
-  uint32_t scan[kWarps][kMaxUnitBlocks];
+  uint32_t scan[kWarps][kMaxUnitBlocks / 2];
   int flag;
   int status;
   Layout L;
@@ -462,10 +462,10 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
       l.cap = d.out_cap;
     }
     bool bulk;
-    const uint32_t tiles = finish_launch(P, m, &LaunchItem::cap, temp, temp_size, results + first, &bulk);
+    const uint32_t tiles = finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
     if (bulk)
-      decode_kernel<2><<<tiles, kThreads, decode_stage_bytes<2>(), stream>>>(P);
+      decode_kernel<kDecodeBulkMU><<<tiles, kThreads, decode_stage_bytes<kDecodeBulkMU>(), stream>>>(P);
     else
       decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
     const cudaError_t err = cudaGetLastError();

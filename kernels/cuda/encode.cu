@@ -29,8 +29,8 @@ struct Plan {
 struct EncShared {
   Plan plan;  // in shared memory: the layout is too large to keep in registers
   uint32_t red[kWarps];
-  uint32_t base;
-  uint32_t scan[kWarps][kMaxUnitBlocks];
+  uint32_t base[kMaxUnitBlocks];  // window base of each block of the tile
+  uint32_t scan[kWarps][kMaxUnitBlocks / 2];
   uint64_t bcast;
   int flag;
   int codec;
@@ -231,7 +231,7 @@ __device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t
 // adds the warps' and computes the base once for the CTA.
 using lanes::kCountShift;
 template <Codec C>
-__device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh) {
+__device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh, int m) {
   s = warp_sum(s);
   if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = s;
   __syncthreads();
@@ -242,70 +242,71 @@ __device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh) {
       sum += sh.red[w] & ((1u << kCountShift) - 1);
       count += sh.red[w] >> kCountShift;
     }
-    sh.base = block_window_base<C>(sum, count);
+    sh.base[m] = block_window_base<C>(sum, count);
   }
   __syncthreads();
-  return sh.base;
+  return sh.base[m];
 }
 
 // Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
 // memory with asynchronous copies (by the caller when `staged`, else here), all in flight at
-// once, block m's group waited for before block m is coded; every pass reads shared memory.
+// once, block m's group(s) waited for before block m is coded; every pass reads shared memory.
+// Per block only the thread's escape mask outlives the block's iteration (16 bits of escm), so
+// registers do not grow with the tile.
 template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
                                             uint32_t u, EncShared& sh, uint4* data, bool staged) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
-  static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 2 blocks");
+  static_assert(M <= kMaxUnitBlocks, "shared arrays, escm and copy-group waits hold 4 blocks");
   constexpr int W = kPerThread * G::EB / 4;  // words per thread and block
+  constexpr int kBlockGroups = kBlockElems * G::EB / 8192, kGroups = M * kBlockGroups;  // copy groups
   const uint32_t b0 = u * M;
   const uint32_t e0 = threadIdx.x * kPerThread;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
   if (!staged) stage_tile<MU>(it, C, u, data);
-  uint32_t nb[M], valid[M];
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    nb[m] = b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
-    valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
-  }
+  auto elems = [&](int m) { return b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0u; };
 
-  // Codes, residual bytes and code bit-planes in one pass. Planes are written before the block
-  // is known to be coded: a block that turns out raw rewrites all its plane bytes after the
-  // look-back (ordered by the barrier there). escmask: this thread's escapes, bit j = element j.
-  uint32_t base[M], esc[M], escapes[M], escmask[M];
-#pragma unroll
+  // Codes, residual bytes and code bit-planes in one pass per block. Planes are written before
+  // the block is known to be coded: a block that turns out raw rewrites all its plane bytes
+  // after the look-back (ordered by the barrier there). escm: this thread's escapes, bit 16m+j
+  // = element j of block m.
+  uint64_t escm = 0;
+#pragma unroll 1
   for (int m = 0; m < M; ++m) {
-    cp_async_wait(M - 1 - m);
+    const uint32_t nb = elems(m), valid = nb > e0 ? min(nb - e0, uint32_t(kPerThread)) : 0;
+    cp_async_wait(kGroups - kBlockGroups * (m + 1));
     __syncthreads();
+    uint32_t base;
     {  // the block's window from its mean nonzero exponent
       uint32_t w[W];
       read_words<C>(data, m, w);
       uint32_t s = 0;  // exponent sum + (nonzero exponents << kCountShift)
       bool whole = false;
       if constexpr (C != Codec::FP32) {
-        whole = valid[m] == kPerThread;
+        whole = valid == kPerThread;
         if (whole) s = lanes::stats16<C>(w);
       }
       if (!whole) {
 #pragma unroll
         for (int j = 0; j < kPerThread; ++j) {
           const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
-          if (uint32_t(j) < valid[m]) s += e + (uint32_t(e != 0) << kCountShift);
+          if (uint32_t(j) < valid) s += e + (uint32_t(e != 0) << kCountShift);
         }
       }
-      base[m] = cta_window_base<C>(s, sh);
+      base = cta_window_base<C>(s, sh, m);
     }
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
     uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
     uint32_t w[W];
     read_words<C>(data, m, w);
-    escmask[m] = 0;
+    uint32_t escmask = 0;
     bool done = false;
     if constexpr (C != Codec::FP32) {
-      if (out_vec && valid[m] == kPerThread) {
+      if (out_vec && valid == kPerThread) {
         uint32_t res[4], pl[Geom<C>::K];
-        escmask[m] = lanes::code16<C>(w, base[m], res, pl);
+        escmask = lanes::code16<C>(w, base, res, pl);
         *reinterpret_cast<uint4*>(out + L.off_res + first + e0) = make_uint4(res[0], res[1], res[2], res[3]);
         uint16_t* p16 = reinterpret_cast<uint16_t*>(planes);
 #pragma unroll
@@ -317,7 +318,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 #pragma unroll
       for (uint32_t r = 0; r < G::R; ++r) {
         uint8_t* dst = out + L.off_res + r * L.res_stride + first + e0;
-        if (out_vec && valid[m] == kPerThread) {
+        if (out_vec && valid == kPerThread) {
           uint32_t x[4];
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
@@ -330,7 +331,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         } else {
 #pragma unroll
           for (int j = 0; j < kPerThread; ++j)
-            if (uint32_t(j) < valid[m]) dst[j] = elem_residual(C, elem_at<C>(w, j), r);
+            if (uint32_t(j) < valid) dst[j] = elem_residual(C, elem_at<C>(w, j), r);
         }
       }
       uint32_t sym[kPerThread];
@@ -338,9 +339,9 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       for (int j = 0; j < kPerThread; ++j) {
         const uint32_t v = elem_at<C>(w, j);
         // Elements past the block's end have no code (zero bits), as in the CPU encoder.
-        sym[j] = uint32_t(j) < valid[m] ? exp_code(elem_exponent(C, v), base[m]) : 1;
-        escmask[m] |= uint32_t(sym[j] == 0) << j;
-        if (uint32_t(j) >= valid[m]) sym[j] = 0;
+        sym[j] = uint32_t(j) < valid ? exp_code(elem_exponent(C, v), base) : 1;
+        escmask |= uint32_t(sym[j] == 0) << j;
+        if (uint32_t(j) >= valid) sym[j] = 0;
         if (C == Codec::FP16) sym[j] |= fp16_extra(v) << 3;
       }
 #pragma unroll
@@ -349,21 +350,25 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 #pragma unroll
         for (int j = 0; j < kPerThread; ++j) bits |= ((sym[j] >> k) & 1) << j;
         uint8_t* dst = planes + k * L.bit_stride;
-        if (out_vec && valid[m] == kPerThread) {
+        if (out_vec && valid == kPerThread) {
           *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(bits);
         } else {
-          if (valid[m] > 0) dst[0] = static_cast<uint8_t>(bits);
-          if (valid[m] > 8) dst[1] = static_cast<uint8_t>(bits >> 8);
+          if (valid > 0) dst[0] = static_cast<uint8_t>(bits);
+          if (valid > 8) dst[1] = static_cast<uint8_t>(bits >> 8);
         }
       }
     }
-    esc[m] = __popc(escmask[m]);
+    escm |= uint64_t(escmask) << (16 * m);
   }
+  auto mask_of = [&](int m) { return uint32_t(escm >> (16 * m)) & 0xFFFFu; };
+  uint32_t esc[M], escapes[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) esc[m] = __popc(mask_of(m));
   cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
   uint32_t unit_chunk = 0;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
+    const uint32_t raw_chunk = raw_chunk_bytes(L, elems(m));
     unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
   }
   if (threadIdx.x == 0)
@@ -383,13 +388,13 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   if (L.off_esc + esc_off + unit_chunk > min(it.limit, it.cap)) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const uint32_t b = b0 + m;
-    const uint32_t raw_chunk = raw_chunk_bytes(L, nb[m]);
+    const uint32_t b = b0 + m, nb = elems(m);
+    const uint32_t raw_chunk = raw_chunk_bytes(L, nb);
     const bool raw = escapes[m] > raw_chunk;
     const uint32_t chunk = raw ? raw_chunk : escapes[m];
-    if (threadIdx.x == 0 && nb[m]) {
+    if (threadIdx.x == 0 && nb) {
       const BlockEntry e{static_cast<uint32_t>(esc_off), static_cast<uint16_t>(chunk),
-                         static_cast<uint8_t>(raw ? 0 : base[m]), raw ? kBlockRaw : kBlockCoded};
+                         static_cast<uint8_t>(raw ? 0 : sh.base[m]), raw ? kBlockRaw : kBlockCoded};
       uint8_t* entry = out + L.off_table + uint64_t(b) * kBlockEntryBytes;
       if (out_vec) {
         uint2 x;
@@ -402,17 +407,16 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     uint8_t* dst = out + L.off_esc + esc_off;
     if (!raw) {
       uint32_t k = esc[m];
-      for (uint32_t mk = escmask[m]; mk; mk &= mk - 1)
+      for (uint32_t mk = mask_of(m); mk; mk &= mk - 1)
         dst[k++] = static_cast<uint8_t>(elem_exponent(C, staged_elem<C>(data, m, e0 + __ffs(mk) - 1)));
     } else {
       // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
       // past nb), the rest form the chunk.
-      const uint32_t groups = (nb[m] + 7) / 8, in_planes = raw_plane_bytes(L, nb[m]);
+      const uint32_t groups = (nb + 7) / 8, in_planes = raw_plane_bytes(L, nb);
       uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
       for (uint32_t i = threadIdx.x; i < G::K * groups; i += kThreads)
-        planes[(i / groups) * L.bit_stride + i % groups] =
-            i < nb[m] ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
-      for (uint32_t i = in_planes + threadIdx.x; i < nb[m]; i += kThreads)
+        planes[(i / groups) * L.bit_stride + i % groups] = i < nb ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
+      for (uint32_t i = in_planes + threadIdx.x; i < nb; i += kThreads)
         dst[i - in_planes] = elem_top(C, staged_elem<C>(data, m, i));
     }
     esc_off += chunk;
@@ -585,13 +589,14 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
       l.auto_codec = e.auto_codec;
     }
     bool bulk;
-    const uint32_t tiles = finish_launch(P, m, &LaunchItem::bytes, temp, temp_size, results + first, &bulk);
+    const uint32_t tiles = finish_launch(P, m, &LaunchItem::bytes, kEncodeBulkMU, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
-    // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2 fp32 blocks).
+    // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2, at least one, fp32
+    // blocks).
     if (bulk)
-      encode_kernel<2><<<tiles, kThreads, 16384, stream>>>(P);
+      encode_kernel<kEncodeBulkMU><<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
     else
-      encode_kernel<1><<<tiles, kThreads, 16384, stream>>>(P);
+      encode_kernel<1><<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
