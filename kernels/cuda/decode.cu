@@ -172,6 +172,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
   constexpr uint32_t kPlanes0 = G::R * M * kResChunks;  // first chunk of the staged planes
   static_assert(16 * (kPlanes0 + G::K * M * kPlaneChunks) <= decode_sections_bytes<MU>(), "staging fits");
+  static_assert(kResChunks % 32 == 0 && kPlaneChunks % 32 == 0 && kPlanes0 % 32 == 0, "swz() of section offsets");
   const BlockEntry* ent = sh.entry[M == MU ? 0 : 1];
   uint8_t* esc_staged = reinterpret_cast<uint8_t*>(data) + decode_sections_bytes<MU>();
   const uint8_t* msg = it.in;
@@ -245,11 +246,11 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   }
 
   // This thread's residual bytes and plane bytes of block m.
-  auto res_of = [&](int m, uint32_t r) { return data[swz((r * M + m) * kResChunks + threadIdx.x)]; };
-  auto plane_of = [&](int m, uint32_t k) {
-    return uint32_t(reinterpret_cast<const uint16_t*>(
-        data + swz(kPlanes0 + (k * M + m) * kPlaneChunks + threadIdx.x / 8))[threadIdx.x % 8]);
-  };
+  // (Section bases are multiples of 32 chunks: see swz().)
+  const uint4* res_at = data + swz(threadIdx.x);
+  const uint16_t* plane_at = reinterpret_cast<const uint16_t*>(data + kPlanes0 + swz(threadIdx.x / 8)) + threadIdx.x % 8;
+  auto res_of = [&](int m, uint32_t r) { return res_at[(r * M + m) * kResChunks]; };
+  auto plane_of = [&](int m, uint32_t k) { return uint32_t(plane_at[(k * M + m) * kPlaneChunks * 8]); };
   auto plane_byte = [&](int m, uint32_t k, uint32_t i) {
     return reinterpret_cast<const uint8_t*>(data +
                                             swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];

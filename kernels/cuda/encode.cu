@@ -188,9 +188,10 @@ __device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32
 template <Codec C, int W>
 __device__ __forceinline__ void read_words(const uint4* data, int m, uint32_t (&w)[W]) {
   constexpr uint32_t kBlockChunks = kBlockElems * Geom<C>::EB / 16;
+  static_assert(kBlockChunks % 32 == 0, "swz() of block offsets");
 #pragma unroll
   for (int q = 0; q < W / 4; ++q) {
-    const uint4 x = data[swz(m * kBlockChunks + (W / 4) * threadIdx.x + q)];
+    const uint4 x = data[m * kBlockChunks + swz((W / 4) * threadIdx.x + q)];
     w[4 * q] = x.x;
     w[4 * q + 1] = x.y;
     w[4 * q + 2] = x.z;
