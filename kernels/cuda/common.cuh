@@ -207,6 +207,15 @@ __device__ __forceinline__ void cp_async_wait(int pending) {
   }
 }
 
+// Stage rounds * 4 KiB from 16-byte aligned src to chunks first_chunk.. (a multiple of 32) of
+// dst: one asynchronous copy per thread and round, no bounds checks.
+__device__ __forceinline__ void stage_rounds(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t rounds) {
+  uint4* d = dst + first_chunk + swz(threadIdx.x);
+  const uint8_t* s = src + 16 * threadIdx.x;
+#pragma unroll 1
+  for (uint32_t r = 0; r < rounds; ++r) cp_async16(d + kThreads * r, s + 16 * kThreads * r);
+}
+
 // Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the
 // last chunk; asynchronous 16-byte copies when src is 16-byte aligned. Reads nothing past len.
 __device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len,

@@ -220,8 +220,12 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         }
     const uint64_t off = L.off_res + first + m * kBlockElems;
     if (ok[m] && fits(off, (G::R - 1) * L.res_stride + nb[m]))
-      for (uint32_t r = 0; r < G::R; ++r)
-        stage(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, nb[m], in_vec);
+      for (uint32_t r = 0; r < G::R; ++r) {
+        if (in_vec && nb[m] == kBlockElems)
+          stage_rounds(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, kBlockElems / 4096);
+        else
+          stage(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, nb[m], in_vec);
+      }
     cp_async_commit();
   }
   {  // short escape chunks: every load is issued before the first store waits for one
