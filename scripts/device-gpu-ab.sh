@@ -14,7 +14,10 @@ mkdir -p "$OUT"
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90)
 . scripts/device-gtest.sh
 gtest_setup || exit 1
+# Fresh build trees: git archive gives every file its commit's time, so a base older than the
+# last build here would look up to date to ninja and keep the previous objects.
 build() {  # source dir, build dir
+  rm -rf "$2"
   { cmake -S "$1" -B "$2" "${cmake_args[@]}" && cmake --build "$2" -j "$(nproc)" --target gpu_codec_tests gpu_codec_bench; } \
     >"/tmp/$(basename "$2").log" 2>&1 || { tail -30 "/tmp/$(basename "$2").log"; echo "BUILD FAILED: $1"; return 1; }
 }
