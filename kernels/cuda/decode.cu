@@ -56,8 +56,7 @@ __device__ __forceinline__ BlockEntry load_entry(const uint8_t* p) {
   return e;
 }
 
-// Four bits to four byte lanes (bit i to bit 0 of byte i), by one multiplication: the inverse
-// of the encoder's gather4().
+// Four bits to four byte lanes (bit i to bit 0 of byte i), by one multiplication.
 __device__ __forceinline__ uint32_t spread4(uint32_t n) {
   return ((n & 0xF) * 0x00204081u) & 0x01010101u;
 }
