@@ -196,8 +196,8 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
-// Wait until at most `pending` (0..3) of this thread's committed groups are in flight; the
-// argument is a constant after unrolling, as the instruction needs an immediate.
+// Wait until at most `pending` (0..3) of this thread's committed groups are in flight. The
+// instruction takes an immediate, hence the switch (the encoder's block loop is not unrolled).
 __device__ __forceinline__ void cp_async_wait(int pending) {
   switch (pending) {
     case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
