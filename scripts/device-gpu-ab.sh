@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Same-run A/B of the GPU codec on the device machine: the working tree against a base tree,
-# both built alike (Release, sm_90); the GPU tests on the working tree, then gpu_codec_bench
-# alternately (base, this, base, this), so that both sides see the same machine state.
+# Same-run comparison of the GPU codec on the device machine: the working tree against a base
+# tree (and optionally more variant trees), all built alike (Release, sm_90); the GPU tests on
+# the working tree, then gpu_codec_bench in turn on every tree, twice (base, this, variants...,
+# base, this, variants...), so that all sides see the same machine state.
 #   git archive REV | (mkdir -p .ab-base && tar -x -C .ab-base)   # e.g. the previous main
-#   scripts/device-gpu-ab.sh .ab-base [gpu_codec_bench args]       # logs in $OUT
-# (.ab-base is ignored by git: pass it to the device call's carry.)
+#   scripts/device-gpu-ab.sh .ab-base [VARIANT_DIR...] [gpu_codec_bench args]   # logs in $OUT
+# Leading arguments that are directories are trees (variants are named v1, v2, ... in order);
+# the rest go to the benchmark. Trees outside git's view (.ab-base and the like are ignored)
+# go into the device call's carry.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BASE=${1:?usage: scripts/device-gpu-ab.sh BASE_DIR [bench args]}
+[ $# -ge 1 ] && [ -d "$1" ] || { echo "usage: scripts/device-gpu-ab.sh BASE_DIR [VARIANT_DIR...] [bench args]"; exit 2; }
+names=(this base) dirs=(. "$1")
 shift
+while [ $# -gt 0 ] && [ -d "$1" ]; do
+  names+=("v$((${#names[@]} - 1))") dirs+=("$1")
+  shift
+done
 OUT=${OUT:-/tmp/zipccl-gpu-ab}
 mkdir -p "$OUT"
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90)
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
 . scripts/device-gtest.sh
 gtest_setup || exit 1
 # Fresh build trees: git archive gives every file its commit's time, so a base older than the
@@ -21,20 +29,27 @@ build() {  # source dir, build dir
   { cmake -S "$1" -B "$2" "${cmake_args[@]}" && cmake --build "$2" -j "$(nproc)" --target gpu_codec_tests gpu_codec_bench; } \
     >"/tmp/$(basename "$2").log" 2>&1 || { tail -30 "/tmp/$(basename "$2").log"; echo "BUILD FAILED: $1"; return 1; }
 }
-build . build-ab-this & this=$!
-build "$BASE" build-ab-base & base=$!
-wait $this || exit 1
-wait $base || exit 1
+pids=()
+for i in "${!names[@]}"; do
+  build "${dirs[$i]}" "build-ab-${names[$i]}" &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || exit 1; done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-echo "this: the working tree; base: $BASE"
+for i in "${!names[@]}"; do
+  echo "${names[$i]}: ${dirs[$i]}$([ "${dirs[$i]}" = . ] && echo ' (the working tree)')"
+  grep -h -E "spill stores" "/tmp/build-ab-${names[$i]}.log" | sed 's/^ */  ptxas: /' | sort | uniq -c | head -4
+done
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
 timeout 300 build-ab-this/tests/gpu/gpu_codec_tests --gtest_color=no >"$OUT/test.log" 2>&1
 echo "GPU tests (this): rc=$?"
-grep -E "^\[  (PASSED|FAILED) |FAILED  \]" "$OUT/test.log" | head -20
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|no CUDA device" "$OUT/test.log" | head -20
+order=(base this)
+for n in "${names[@]}"; do [ "$n" = this ] || [ "$n" = base ] || order+=("$n"); done
 for run in 1 2; do
-  for side in base this; do
+  for side in "${order[@]}"; do
     echo "== $side, run $run"
     timeout 200 "build-ab-$side/bench/gpu/gpu_codec_bench" "$@" >"$OUT/bench-$side-$run.log" 2>&1
-    grep -E "copy|^\| [0-9a-z]|floor" "$OUT/bench-$side-$run.log" | grep -v -- "--- |"
+    grep -E "copy|^\| [0-9a-z]|floor|no CUDA device" "$OUT/bench-$side-$run.log" | grep -v -- "--- |"
   done
 done
