@@ -33,15 +33,15 @@ constexpr int unit_blocks() {
   return C == Codec::FP32 ? (MU > 1 ? MU / 2 : 1) : MU;
 }
 
-// The per-codec constants of format.h's geometry() (elem_bytes, R, K, exp_max) as compile-time
-// values, for the kernels' array sizes and unrolled loops.
+// format.h's geometry() (elem_bytes, R, K, exp_max) under short names, for the kernels' array
+// sizes and unrolled loops.
 template <Codec C>
 struct Geom {
   static_assert(C == Codec::BF16 || C == Codec::FP16 || C == Codec::FP32, "coded codecs only");
-  static constexpr uint32_t EB = C == Codec::FP32 ? 4 : 2;
-  static constexpr uint32_t R = C == Codec::FP32 ? 3 : 1;
-  static constexpr uint32_t K = C == Codec::FP16 ? 6 : 3;
-  static constexpr uint32_t kExpMax = C == Codec::FP16 ? 31 : 255;
+  static constexpr uint32_t EB = geometry(C).elem_bytes;
+  static constexpr uint32_t R = geometry(C).res_planes;
+  static constexpr uint32_t K = geometry(C).bit_planes;
+  static constexpr uint32_t kExpMax = geometry(C).exp_max;
 };
 
 // Launch parameters travel as kernel arguments (no host->device copy); kMaxBatch items fit

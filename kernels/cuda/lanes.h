@@ -41,7 +41,7 @@ struct Lanes {
   static_assert(C == Codec::BF16 || C == Codec::FP16, "two elements per word");
   static constexpr uint32_t kShift = C == Codec::BF16 ? 7 : 10;
   static constexpr uint32_t kExp = C == Codec::BF16 ? 0x00FF00FFu : 0x001F001Fu;
-  static constexpr int K = C == Codec::FP16 ? 6 : 3;  // bit-planes
+  static constexpr int K = geometry(C).bit_planes;
 };
 
 template <Codec C>

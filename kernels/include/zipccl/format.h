@@ -57,7 +57,7 @@ struct CodecGeometry {
   uint32_t exp_max;      // largest exponent value (255 or 31)
 };
 
-ZIPCCL_HD CodecGeometry geometry(Codec c) {
+ZIPCCL_HD constexpr CodecGeometry geometry(Codec c) {
   switch (c) {
     case Codec::BF16: return {2, 1, 3, 255};
     case Codec::FP16: return {2, 1, 6, 31};
