@@ -1,6 +1,7 @@
 // GPU codec benchmark: bulk throughput against a device-to-device copy measured in the same
 // run, and per-message latency from launch until the host can read the compressed size.
-// Usage: gpu_codec_bench [--quick | --bulk]. Prints markdown tables (--bulk: the bulk table only).
+// Usage: gpu_codec_bench [--quick | --bulk | --queued]. Prints markdown tables (--bulk: the bulk
+// table only; --queued: the bulk table with each timed launch queued behind a gate kernel).
 #include <initializer_list>
 #include <cuda_runtime.h>
 
@@ -70,19 +71,32 @@ struct Ctx {
   gpu::Result* res;  // pinned
 };
 
+// Holds the stream for `ns` of GPU time, so that the launches the host makes meanwhile are
+// queued when the next event is recorded: the event pair then times the GPU's work alone, not
+// the host's launch calls.
+__global__ void gate_kernel(long long ns) {
+  long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+constexpr long long kGateNs = 40000;
+
 float elapsed_ms(Ctx& c) {
   float ms;
   CK(cudaEventElapsedTime(&ms, c.a, c.b));
   return ms;
 }
 
-double copy_bandwidth(Ctx& c, size_t bytes, int reps) {
+double copy_bandwidth(Ctx& c, size_t bytes, int reps, bool queued) {
   void *x, *y;
   CK(cudaMalloc(&x, bytes));
   CK(cudaMalloc(&y, bytes));
   CK(cudaMemset(x, 1, bytes));
   std::vector<double> t;
   for (int i = 0; i < reps + 3; ++i) {
+    if (queued) gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
     CK(cudaEventRecord(c.a, c.s));
     CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, c.s));
     CK(cudaEventRecord(c.b, c.s));
@@ -100,7 +114,7 @@ struct Bulk {
 
 // Bulk throughput of one message of `bytes`, two buffer sets alternated so that repeats do
 // not run from L2.
-Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps) {
+Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps, bool queued) {
   const auto host = gaussian(codec, bytes, 1, 1.0f);
   uint8_t *in[2], *msg[2], *out[2];
   for (int k = 0; k < 2; ++k) {
@@ -120,6 +134,7 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps) {
     e.out_cap = max_compressed_bytes(bytes);
     e.codec = codec;
     e.auto_codec = auto_codec;
+    if (queued) gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
     CK(cudaEventRecord(c.a, c.s));
     CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s));
     CK(cudaEventRecord(c.b, c.s));
@@ -135,6 +150,7 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps) {
     d.in_bytes = msg_bytes;
     d.out = out[k];
     d.out_cap = bytes;
+    if (queued) gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
     CK(cudaEventRecord(c.a, c.s));
     CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s));
     CK(cudaEventRecord(c.b, c.s));
@@ -191,12 +207,12 @@ double host_latency_us(cudaStream_t s, F launch, int reps) {
 }
 
 struct Lat {
-  double enc_med, enc_p90, dec_med, dec_p90, poll_med, enc_gpu_us;
+  double enc_med, enc_p90, dec_med, dec_p90, poll_med, enc_gpu_us, dec_gpu_us;
 };
 
 // Host-observed latency: from the launch call until cudaEventQuery reports the event after
 // it complete (the size is then readable in pinned memory). Also: polling Result::done
-// instead of the event, and the kernel time alone (events).
+// instead of the event, and the encode and decode kernels alone (events, queued behind a gate).
 Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
   const auto host = gaussian(Codec::BF16, bytes, 2, 0.02f);
   std::vector<uint8_t*> in(batch), msg(batch), out(batch);
@@ -216,7 +232,7 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
   cudaEvent_t done;
   CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
   using clk = std::chrono::steady_clock;
-  std::vector<double> te, td, tp, tg;
+  std::vector<double> te, td, tp, tg, tdg;
   for (int i = 0; i < reps + 20; ++i) {
     auto t0 = clk::now();
     CK(gpu::encode_batch(e.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
@@ -254,15 +270,23 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
       }
     auto t5 = clk::now();
     CK(cudaStreamSynchronize(c.s));
+    gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
     CK(cudaEventRecord(c.a, c.s));
     CK(gpu::encode_batch(e.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
+    CK(cudaEventRecord(c.b, c.s));
+    CK(cudaEventSynchronize(c.b));
+    const double enc_gpu = elapsed_ms(c) * 1e3;
+    gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
+    CK(cudaEventRecord(c.a, c.s));
+    CK(gpu::decode_batch(d.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
     CK(cudaEventRecord(c.b, c.s));
     CK(cudaEventSynchronize(c.b));
     if (i >= 20) {
       te.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       td.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
       tp.push_back(std::chrono::duration<double, std::micro>(t5 - t4).count());
-      tg.push_back(elapsed_ms(c) * 1e3);
+      tg.push_back(enc_gpu);
+      tdg.push_back(elapsed_ms(c) * 1e3);
     }
   }
   for (int i = 0; i < batch; ++i) {
@@ -271,7 +295,7 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
     cudaFree(out[i]);
   }
   cudaEventDestroy(done);
-  return {median(te), pct(te, 0.9), median(td), pct(td, 0.9), median(tp), median(tg)};
+  return {median(te), pct(te, 0.9), median(td), pct(td, 0.9), median(tp), median(tg), median(tdg)};
 }
 
 }  // namespace
@@ -279,7 +303,8 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
   const bool profile = argc > 1 && !strcmp(argv[1], "--profile");  // a few bulk launches for ncu
-  const bool bulk_only = argc > 1 && !strcmp(argv[1], "--bulk");
+  const bool queued = argc > 1 && !strcmp(argv[1], "--queued");
+  const bool bulk_only = queued || (argc > 1 && !strcmp(argv[1], "--bulk"));
   int dev = 0;
   cudaDeviceProp p;
   if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
@@ -299,12 +324,12 @@ int main(int argc, char** argv) {
   CK(cudaMallocHost(&c.res, gpu::kMaxBatch * sizeof(gpu::Result)));
   const int reps = quick ? 10 : 30;
   if (profile) {
-    bulk(c, Codec::BF16, false, size_t(64) << 20, 2);
+    bulk(c, Codec::BF16, false, size_t(64) << 20, 2, false);
     latency(c, size_t(512) << 10, 1, 2);
     return 0;
   }
 
-  const double copy = copy_bandwidth(c, size_t(1) << 30, reps);
+  const double copy = copy_bandwidth(c, size_t(1) << 30, reps, queued);
   printf("device-to-device copy (1 GiB, median of %d): %.0f GB/s (read + write)\n\n", reps, copy / 1e9);
 
   printf("| bulk message | ratio | encode GB/s | decode GB/s | ceiling GB/s | encode %% | decode %% |\n");
@@ -323,7 +348,7 @@ int main(int argc, char** argv) {
                              {"bf16 4 MiB", Codec::BF16, false, size_t(4) << 20}};
   for (const Case& k : cases) {
     if (k.bytes > big) continue;
-    const Bulk b = bulk(c, k.c, k.a, k.bytes, reps);
+    const Bulk b = bulk(c, k.c, k.a, k.bytes, reps, queued);
     // Input-throughput ceiling: copy bandwidth over bytes moved per input byte (read 1,
     // write ratio).
     const double ceiling = copy / (1.0 + b.ratio) / 1e9;
@@ -342,11 +367,22 @@ int main(int argc, char** argv) {
         "\nfloor: empty kernel, launch -> event complete (host, median of 500): %.1f us with a 4-byte "
         "parameter, %.1f us with a 3.6 KB parameter\n",
         small, large);
+    std::vector<double> t;
+    for (int i = 0; i < 100; ++i) {
+      gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
+      CK(cudaEventRecord(c.a, c.s));
+      empty_big<<<1, 32, 0, c.s>>>(big_param);
+      CK(cudaEventRecord(c.b, c.s));
+      CK(cudaEventSynchronize(c.b));
+      t.push_back(elapsed_ms(c) * 1e3);
+    }
+    printf("empty kernel (3.6 KB parameter) queued behind a gate, between two events: %.1f us (median of 100)\n",
+           median(t));
   }
   printf(
       "\n| bf16 message (Gaussian) | encode: launch -> size readable, median (p90) us | decode, median (p90) "
       "us |"
-      " encode, polling Result::done, median us | encode kernel (events) us |\n");
+      " encode, polling Result::done, median us | encode / decode kernel, queued (events) us |\n");
   printf("| --- | --- | --- | --- | --- |\n");
   struct L {
     const char* name;
@@ -356,8 +392,8 @@ int main(int argc, char** argv) {
   for (const L& l : {L{"128 KiB", size_t(128) << 10, 1}, L{"512 KiB", size_t(512) << 10, 1},
                      L{"4 MiB", size_t(4) << 20, 1}, L{"8 x 512 KiB (one batch)", size_t(512) << 10, 8}}) {
     const Lat t = latency(c, l.bytes, l.batch, quick ? 100 : 500);
-    printf("| %s | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.1f |\n", l.name, t.enc_med, t.enc_p90, t.dec_med,
-           t.dec_p90, t.poll_med, t.enc_gpu_us);
+    printf("| %s | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.1f / %.1f |\n", l.name, t.enc_med, t.enc_p90, t.dec_med,
+           t.dec_p90, t.poll_med, t.enc_gpu_us, t.dec_gpu_us);
   }
   return 0;
 }
