@@ -82,11 +82,11 @@ inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
 
 // Completes a Launch whose items 0..m-1 are filled in except for their tiles: one tile per
 // MU * 8 KiB of each item's tile_size member (encode: input bytes; decode: output capacity),
-// which covers the units of every codec and Raw slices; MU = bulk_mu for bulk batches, else 1.
-// Points the launch at its temp words and results. Returns the grid size, or 0 when temp is
-// too small.
-inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size, int bulk_mu, void* temp,
-                              size_t temp_size, Result* results, bool* bulk) {
+// which covers the units of every codec and Raw slices, plus `extra` tiles per item after
+// those (the decoder's header checker); MU = bulk_mu for bulk batches, else 1. Points the
+// launch at its temp words and results. Returns the grid size, or 0 when temp is too small.
+inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size, int bulk_mu, uint32_t extra,
+                              void* temp, size_t temp_size, Result* results, bool* bulk) {
   uint64_t total = 0;
   for (int i = 0; i < m; ++i) total += P.items[i].*tile_size;
   *bulk = total >= kBulkBytes;
@@ -94,7 +94,7 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
   uint32_t tiles = 0;
   for (int i = 0; i < m; ++i) {
     P.items[i].tile0 = tiles;
-    P.items[i].tiles = tiles_for(P.items[i].*tile_size, tile);
+    P.items[i].tiles = tiles_for(P.items[i].*tile_size, tile) + extra;
     tiles += P.items[i].tiles;
   }
   if (temp_size < kTempHead + size_t(tiles) * 8) return 0;

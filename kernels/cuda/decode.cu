@@ -1,10 +1,13 @@
-// GPU decoder: one CTA per tile of 1 or 2 blocks (common.cuh). The input is untrusted and
-// every CTA validates it with the CPU decoder's checks (header.cc, decode.cc) before touching data:
-// the header against the layout it implies, its block entry, the tiling of the escape
-// section (entry b must start where entry b-1 ends; the last must end at esc_bytes), and the
-// escape count against the code-0 entries before any escape byte is read. Errors are
-// ordered (header, block 0, block 1, ..., final tiling) and the first one is reported, so the
-// status equals the CPU's.
+// GPU decoder: one CTA per tile of 1 or 2 blocks (common.cuh), and one more per item that
+// checks its header. The input is untrusted and is validated with the CPU decoder's checks
+// (header.cc, decode.cc): the header against the layout it implies (by the checker CTA), each
+// block's entry, the tiling of the escape section (entry b must start where entry b-1 ends; the
+// last must end at esc_bytes), and the escape count against the code-0 entries before any
+// escape byte is read. Data tiles do not wait for the header check: they decode from the
+// header's claimed layout only when it keeps every read within the bytes received and every
+// write within the output capacity (as a valid header's layout does), and the checker's error
+// ranks first. Errors are ordered (header, block 0, block 1, ..., final tiling) and the first
+// one is reported, so the status equals the CPU's; on an error the output is unspecified.
 #include <algorithm>
 #include <cstring>
 
@@ -105,25 +108,29 @@ __device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[Geom<C>::K], ui
   return !bad;
 }
 
-// Thread 0: the CPU decoder's header checks (check_header() and the output capacity); tile 0
-// reports a failure. The result and the layout go to shared memory for the next barrier.
-__device__ void check(const Launch& P, int item, uint32_t b, DecShared& sh) {
+// Thread 0: the CPU decoder's header checks (check_header() and the output capacity); the
+// checker tile reports a failure. The result and the layout go to shared memory for the next
+// barrier.
+__device__ void check(const Launch& P, int item, bool reports, DecShared& sh) {
   const LaunchItem& it = P.items[item];
   Layout L{};
   Status s = check_header(sh.header, it.bytes, &L);
   if (s == Status::kOk && it.cap < L.orig_bytes) s = Status::kNoSpace;
-  if (s != Status::kOk && b == 0) report(P, item, 0, s);
+  if (s != Status::kOk && reports) report(P, item, 0, s);
   sh.status = static_cast<int>(s);
   sh.L = L;
 }
 
-// The layout a header claims, read from its fields before check() has confirmed them, so that
-// the tile's staging is in flight while thread 0 checks the header. Every field of a valid
-// header is at most its total_bytes <= in_bytes and its sections are kAlign-aligned;
-// *plausible is false otherwise, and then nothing is staged (the check fails), so sums of
-// these fields cannot wrap and 16-byte copies stay aligned.
+// The layout a header claims, read from its fields without check_header(), which the item's
+// checker tile runs meanwhile. In a valid header every field is at most its total_bytes <=
+// in_bytes, its sections are kAlign-aligned, the escape section ends within in_bytes, the
+// blocks cover n_elems exactly and n_elems elements fit in an output of at least orig_bytes;
+// *plausible is false otherwise, and then the tile reads and writes nothing (the checker
+// reports the header), so sums of these fields cannot wrap, 16-byte copies stay aligned,
+// escape reads stay within the message and block writes within the output.
 template <Codec C>
-__device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_bytes, bool* plausible) {
+__device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_bytes, uint64_t out_cap,
+                                                 bool* plausible) {
   Layout L{};
   L.codec = C;
   L.g = geometry(C);
@@ -136,7 +143,9 @@ __device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_by
   L.off_esc = h.off_esc;
   *plausible = L.n_elems <= in_bytes && L.off_res <= in_bytes && L.res_stride <= in_bytes &&
                L.off_bits <= in_bytes && L.bit_stride <= in_bytes && L.off_esc <= in_bytes &&
-               ((L.off_res | L.res_stride | L.off_bits | L.bit_stride) & (kAlign - 1)) == 0;
+               ((L.off_res | L.res_stride | L.off_bits | L.bit_stride) & (kAlign - 1)) == 0 &&
+               h.esc_bytes <= in_bytes - L.off_esc && L.n_elems <= out_cap / Geom<C>::EB &&
+               uint64_t(L.n_blocks) == (L.n_elems + kBlockElems - 1) / kBlockElems;
   return L;
 }
 
@@ -181,9 +190,10 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   const uint64_t esc_bytes = sh.header.esc_bytes;
   bool plausible;
-  const Layout L = claimed_layout<C>(sh.header, it.bytes, &plausible);
+  const Layout L = claimed_layout<C>(sh.header, it.bytes, it.cap, &plausible);
+  if (!plausible) return;
   // Whether [off, off + len) lies within the bytes received (off and len from plausible fields).
-  auto fits = [&](uint64_t off, uint64_t len) { return plausible && off + len <= it.bytes; };
+  auto fits = [&](uint64_t off, uint64_t len) { return off + len <= it.bytes; };
 
   uint32_t nb[M], valid[M];
   bool ok[M];         // entry checks of decode.cc, in its order
@@ -241,7 +251,6 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         x[m][j] = staged && i < e.esc_count ? msg[off + i] : 0;
       }
     }
-    if (threadIdx.x == 0) check(P, item, u, sh);  // while the loads above are in flight
 #pragma unroll
     for (int m = 0; m < M; ++m)
 #pragma unroll
@@ -261,10 +270,6 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 
   cp_async_wait(M - 1);
   __syncthreads();
-  if (static_cast<Status>(sh.status) != Status::kOk) {
-    cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
-    return;
-  }
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int m = 0; m < M; ++m)
@@ -373,18 +378,20 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   }
 }
 
+// Without a reported error the header passed the checker tile's check, so its fields are the
+// message's.
 __device__ void finalize(const Launch& P, int item, DecShared& sh) {
   const LaunchItem& it = P.items[item];
   const uint32_t err = P.item_err[item];
+  __syncthreads();  // every thread has read the error word before thread 0 clears it
   Status s = err ? static_cast<Status>(~err & 15) : Status::kOk;
-  const Layout& L = sh.L;
-  if (s == Status::kOk && (sh.header.flags & kFlagChecksum) &&
-      cta_crc32c(it.out, L.orig_bytes, sh.crc) != sh.header.checksum)
+  const uint64_t orig = sh.header.orig_bytes;
+  if (s == Status::kOk && (sh.header.flags & kFlagChecksum) && cta_crc32c(it.out, orig, sh.crc) != sh.header.checksum)
     s = Status::kBadChecksum;
   if (threadIdx.x == 0) {
     P.item_err[item] = 0;
     P.item_done[item] = 0;
-    publish_result(P, item, L.orig_bytes, s, err ? Codec::Raw : L.codec, false);
+    publish_result(P, item, orig, s, err ? Codec::Raw : static_cast<Codec>(sh.header.codec), false);
   }
 }
 
@@ -395,6 +402,7 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
+  const bool checker = b == it.tiles - 1;  // the item's last tile checks its header
   // The header and the block entries of this tile (and the one before it, for the tiling
   // check) in one round trip: the table of a coded message starts at byte 128 whatever its
   // codec, so the entries of both tile shapes are read before the codec is known (the same
@@ -412,12 +420,16 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
     sh.entry[shape][m] = e;
   }
   __syncthreads();
-  // A tile with blocks of a coded codec (as the header claims) checks the header while its
-  // staging is in flight; other tiles check it first.
   const Codec claimed = static_cast<Codec>(sh.header.codec);
   const uint32_t M = claimed == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
-  if (claimed != Codec::Raw && static_cast<uint8_t>(claimed) < kNumCodecs &&
-      b * uint64_t(M) < sh.header.n_blocks) {
+  if (checker) {
+    if (threadIdx.x == 0) check(P, item, true, sh);
+    __syncthreads();
+    const Layout& L = sh.L;  // the tail bytes travel in the header
+    if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x < L.tail_bytes)
+      it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
+  } else if (claimed != Codec::Raw && static_cast<uint8_t>(claimed) < kNumCodecs &&
+             b * uint64_t(M) < sh.header.n_blocks) {
     switch (claimed) {
       case Codec::BF16:
         decode_unit<Codec::BF16, MU>(P, item, it, b, sh, staged);
@@ -429,18 +441,15 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
         decode_unit<Codec::FP32, MU>(P, item, it, b, sh, staged);
         break;
     }
-  } else {
-    if (threadIdx.x == 0) check(P, item, b, sh);
+  } else if (claimed == Codec::Raw) {  // a slice of the payload, once the header is checked
+    if (threadIdx.x == 0) check(P, item, false, sh);
     __syncthreads();
-  }
-  if (static_cast<Status>(sh.status) == Status::kOk) {
     const Layout& L = sh.L;
-    if (L.codec == Codec::Raw) {
-      const uint64_t span = ((L.orig_bytes + it.tiles - 1) / it.tiles + 15) & ~uint64_t(15);
+    if (static_cast<Status>(sh.status) == Status::kOk) {
+      const uint32_t data_tiles = it.tiles - 1;
+      const uint64_t span = ((L.orig_bytes + data_tiles - 1) / data_tiles + 15) & ~uint64_t(15);
       const uint64_t lo = min(uint64_t(b) * span, L.orig_bytes);
       cta_copy(it.out + lo, it.in + kHeaderBytes + lo, min(span, L.orig_bytes - lo));
-    } else if (b == 0 && threadIdx.x < L.tail_bytes) {  // the tail bytes travel in the header
-      it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
     }
   }
   if (finish_tile(P, item, &sh.flag)) finalize(P, item, sh);
@@ -466,7 +475,7 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
       l.cap = d.out_cap;
     }
     bool bulk;
-    const uint32_t tiles = finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, temp, temp_size, results + first, &bulk);
+    const uint32_t tiles = finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
     if (bulk)
       decode_kernel<kDecodeBulkMU><<<tiles, kThreads, decode_stage_bytes<kDecodeBulkMU>(), stream>>>(P);
