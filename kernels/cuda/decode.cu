@@ -475,7 +475,8 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
       l.cap = d.out_cap;
     }
     bool bulk;
-    const uint32_t tiles = finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, temp, temp_size, results + first, &bulk);
+    const uint32_t tiles =
+        finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
     if (bulk)
       decode_kernel<kDecodeBulkMU><<<tiles, kThreads, decode_stage_bytes<kDecodeBulkMU>(), stream>>>(P);

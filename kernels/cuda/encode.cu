@@ -619,7 +619,8 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
       l.auto_codec = e.auto_codec;
     }
     bool bulk;
-    const uint32_t tiles = finish_launch(P, m, &LaunchItem::bytes, kEncodeBulkMU, 0, temp, temp_size, results + first, &bulk);
+    const uint32_t tiles =
+        finish_launch(P, m, &LaunchItem::bytes, kEncodeBulkMU, 0, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2, at least one, fp32
     // blocks).
