@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
 #   scripts/device-gpu.sh [steps...]   steps: test bench memcheck memcheck-bulk racecheck (the
-#                                      default), profile
+#                                      default), profile, trace (phase clocks: a second build
+#                                      with -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace)
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
 # not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
 # for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
@@ -62,6 +63,12 @@ for s in "${steps[@]}"; do
       ncu -i /tmp/prof.ncu-rep --page source --print-source sass --csv >"$OUT/source.csv" 2>&1
       grep -E "_kernel|Duration|Compute \(SM\)|DRAM Through|Stall|stall|Issued Warp|Eligible Warps" "$OUT/profile.log" | head -80
       python3 scripts/top-stalls.py "$OUT/source.csv";;
+    trace)
+      { cmake -S . -B "$BUILD-trace" "${cmake_args[@]}" -DZIPCCL_GPU_TRACE=ON -DZIPCCL_TESTS=OFF &&
+          cmake --build "$BUILD-trace" -j "$JOBS" --target gpu_codec_bench; } >"$OUT/trace-build.log" 2>&1 &&
+        timeout 300 "$BUILD-trace/bench/gpu/gpu_codec_bench" --trace >"$OUT/trace.log" 2>&1
+      r=$?
+      cat "$OUT/trace.log";;
     *) echo "unknown step $s"; r=2;;
   esac
   [ -f "$OUT/$s.log" ] && [ "$s" != profile ] && grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|ERROR SUMMARY|RACECHECK SUMMARY|Failure|error:" "$OUT/$s.log" | head -30

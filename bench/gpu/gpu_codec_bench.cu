@@ -1,7 +1,8 @@
 // GPU codec benchmark: bulk throughput against a device-to-device copy measured in the same
 // run, and per-message latency from launch until the host can read the compressed size.
-// Usage: gpu_codec_bench [--quick | --bulk | --queued]. Prints markdown tables (--bulk: the bulk
-// table only; --queued: the bulk table with each timed launch queued behind a gate kernel).
+// Usage: gpu_codec_bench [--quick | --bulk | --queued | --trace]. Prints markdown tables (--bulk:
+// the bulk table only; --queued: the bulk table with each timed launch queued behind a gate
+// kernel; --trace, in builds with ZIPCCL_GPU_TRACE: the kernels' phase clocks).
 #include <initializer_list>
 #include <cuda_runtime.h>
 
@@ -298,6 +299,95 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
   return {median(te), pct(te, 0.9), median(td), pct(td, 0.9), median(tp), median(tg), median(tdg)};
 }
 
+
+#ifdef ZIPCCL_GPU_TRACE
+// Phase clocks (kernels/cuda/trace.cuh) of encode and decode launches of one bf16 message,
+// each queued behind a gate kernel, `repeat` launches back to back of which the last is read
+// (1: the kernel runs after the other codec's, as in the plugin; 2: after itself). Per phase,
+// the median / p90 over the data tiles and launches, in SM cycles; the last CTA's finalize as
+// slot 10 - slot 9 of the CTA where it is largest; the kernel span from the first entry to the
+// last exit by %globaltimer.
+void trace(Ctx& c, size_t bytes, int launches, int repeat) {
+  const bool bulk = bytes >= (size_t(16) << 20);
+  const auto host = gaussian(Codec::BF16, bytes, 2, bulk ? 1.0f : 0.02f);
+  uint8_t *in, *msg, *out;
+  CK(cudaMalloc(&in, bytes));
+  CK(cudaMalloc(&msg, max_compressed_bytes(bytes)));
+  CK(cudaMalloc(&out, bytes));
+  CK(cudaMemcpy(in, host.data(), bytes, cudaMemcpyHostToDevice));
+  static unsigned long long tr[gpu::kTraceTiles][gpu::kTraceSlots];
+  // Data tiles per launch: 8 KiB each, bulk launches 32 KiB (encode) and 16 KiB (decode).
+  const size_t tiles[2] = {std::min<size_t>(gpu::kTraceTiles, bytes / (bulk ? 32768 : 8192)),
+                           std::min<size_t>(gpu::kTraceTiles, bytes / (bulk ? 16384 : 8192))};
+  std::vector<double> phase[2][11], span[2];
+  uint64_t msg_bytes = 0;
+  for (int i = 0; i < launches + 3; ++i) {
+    for (int dir = 0; dir < 2; ++dir) {
+      gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
+      for (int r = 0; r < repeat; ++r) {
+        if (dir == 0) {
+          gpu::EncodeItem e;
+          e.in = in;
+          e.bytes = bytes;
+          e.out = msg;
+          e.out_cap = max_compressed_bytes(bytes);
+          CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s));
+        } else {
+          gpu::DecodeItem d;
+          d.in = msg;
+          d.in_bytes = msg_bytes;
+          d.out = out;
+          d.out_cap = bytes;
+          CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s));
+        }
+        CK(cudaStreamSynchronize(c.s));
+        if (c.res[0].status != 0) {
+          fprintf(stderr, "trace: status %d\n", c.res[0].status);
+          exit(1);
+        }
+        if (dir == 0) msg_bytes = c.res[0].bytes;
+      }
+      CK(dir == 0 ? gpu::read_encode_trace(tr) : gpu::read_decode_trace(tr));
+      if (i < 3) continue;
+      unsigned long long first = ~0ull, end = 0;
+      double fin = 0;
+      for (size_t t = 0; t < tiles[dir]; ++t) {
+        for (int k = 1; k <= 9; ++k) {
+          if (dir == 1 && k == 7) continue;  // the decoder has no slot 7
+          const int prev = dir == 1 && k == 8 ? 6 : k - 1;
+          phase[dir][k].push_back(double(tr[t][k] - tr[t][prev]));
+        }
+        phase[dir][0].push_back(double(tr[t][9] - tr[t][0]));
+        fin = std::max(fin, double(tr[t][10] - tr[t][9]));
+        first = std::min(first, tr[t][12]);
+        end = std::max(end, tr[t][13]);
+      }
+      phase[dir][10].push_back(fin);
+      span[dir].push_back(double(end - first));
+    }
+  }
+  static const char* names[2][11] = {
+      {"entry to finish", "entry -> plan", "-> tile data staged", "-> window base", "-> coded",
+       "-> escape scan", "-> look-back done", "-> entries, escapes", "-> before finish", "finish (fence, atomic)",
+       "last CTA's finalize"},
+      {"entry to finish", "entry -> header, entries", "-> staging issued", "-> escape chunks staged",
+       "-> data waited for", "-> escape scan", "-> decoded", "", "-> before finish",
+       "finish (fence, atomic)", "last CTA's finalize"}};
+  printf("\n%zu KiB bf16, %s launch: kernel span encode %.2f us, decode %.2f us (median)\n", bytes >> 10,
+         repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3, median(span[1]) / 1e3);
+  printf("| phase (SM cycles, median / p90) | encode | phase | decode |\n| --- | --- | --- | --- |\n");
+  for (int k = 0; k <= 10; ++k) {
+    printf("| %s | %.0f / %.0f |", names[0][k], median(phase[0][k]), pct(phase[0][k], 0.9));
+    if (k == 7)
+      printf(" | |\n");
+    else
+      printf(" %s | %.0f / %.0f |\n", names[1][k], median(phase[1][k]), pct(phase[1][k], 0.9));
+  }
+  cudaFree(in);
+  cudaFree(msg);
+  cudaFree(out);
+}
+#endif
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -323,6 +413,18 @@ int main(int argc, char** argv) {
   CK(gpu::init_temp(c.temp, c.temp_bytes, c.s));
   CK(cudaMallocHost(&c.res, gpu::kMaxBatch * sizeof(gpu::Result)));
   const int reps = quick ? 10 : 30;
+  if (argc > 1 && !strcmp(argv[1], "--trace")) {
+#ifdef ZIPCCL_GPU_TRACE
+    trace(c, size_t(512) << 10, 100, 1);
+    trace(c, size_t(512) << 10, 100, 2);
+    trace(c, size_t(4) << 20, 50, 1);
+    trace(c, size_t(64) << 20, 10, 1);
+    return 0;
+#else
+    fprintf(stderr, "--trace needs a build with -DZIPCCL_GPU_TRACE=ON\n");
+    return 2;
+#endif
+  }
   if (profile) {
     bulk(c, Codec::BF16, false, size_t(64) << 20, 2, false);
     latency(c, size_t(512) << 10, 1, 2);

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common.cuh"
+#include "trace.cuh"
 
 namespace zipccl::gpu {
 namespace detail {
@@ -237,6 +238,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       }
     cp_async_commit();
   }
+  ZIPCCL_MARK(2);
   {  // short escape chunks: every load is issued before the first store waits for one
     constexpr uint32_t kJ = kEscStage / kThreads;
     uint8_t x[M][kJ];
@@ -257,6 +259,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       for (uint32_t j = 0; j < kJ; ++j) esc_staged[m * kEscStage + threadIdx.x + j * kThreads] = x[m][j];
   }
 
+  ZIPCCL_MARK(3);
   // This thread's residual bytes and plane bytes of block m.
   // (Section bases are multiples of 32 chunks: see swz().)
   const uint4* res_at = data + swz(threadIdx.x);
@@ -270,6 +273,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 
   cp_async_wait(M - 1);
   __syncthreads();
+  ZIPCCL_MARK(4);
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int m = 0; m < M; ++m)
@@ -287,6 +291,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     }
   }
   cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape of block m
+  ZIPCCL_MARK(5);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     if (m > 0) {
@@ -399,6 +404,8 @@ template <int MU>
 __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
   extern __shared__ uint4 staged[];
+  ZIPCCL_MARK_TIME(12);
+  ZIPCCL_MARK(0);
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
@@ -420,6 +427,7 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
     sh.entry[shape][m] = e;
   }
   __syncthreads();
+  ZIPCCL_MARK(1);
   const Codec claimed = static_cast<Codec>(sh.header.codec);
   const uint32_t M = claimed == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
   if (checker) {
@@ -452,11 +460,23 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
       cta_copy(it.out + lo, it.in + kHeaderBytes + lo, min(span, L.orig_bytes - lo));
     }
   }
-  if (finish_tile(P, item, &sh.flag)) finalize(P, item, sh);
+  ZIPCCL_MARK(6);  // (slot 7 is the encoder's)
+  ZIPCCL_MARK(8);
+  const bool last = finish_tile(P, item, &sh.flag);
+  ZIPCCL_MARK(9);
+  if (last) finalize(P, item, sh);
+  ZIPCCL_MARK(10);
+  ZIPCCL_MARK_TIME(13);
 }
 
 }  // namespace
 }  // namespace detail
+
+#ifdef ZIPCCL_GPU_TRACE
+cudaError_t read_decode_trace(unsigned long long (*out)[kTraceSlots]) {
+  return cudaMemcpyFromSymbol(out, detail::g_trace, sizeof detail::g_trace);
+}
+#endif
 
 cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp_size, Result* results,
                          cudaStream_t stream) {

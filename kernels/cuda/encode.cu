@@ -10,6 +10,7 @@
 
 #include "common.cuh"
 #include "lanes.h"
+#include "trace.cuh"
 
 namespace zipccl::gpu {
 namespace detail {
@@ -315,6 +316,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     const uint32_t nb = elems(m), valid = nb > e0 ? min(nb - e0, uint32_t(kPerThread)) : 0;
     cp_async_wait(kGroups - kBlockGroups * (m + 1));
     __syncthreads();
+    if (m == 0) ZIPCCL_MARK(2);
     uint32_t base;
     {  // the block's window from its mean nonzero exponent
       uint32_t w[W];
@@ -334,6 +336,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       }
       base = cta_window_base<C>(s, sh, m);
     }
+    if (m == 0) ZIPCCL_MARK(3);
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
     uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
     uint32_t w[W];
@@ -397,6 +400,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     }
     escm |= uint64_t(escmask) << (16 * m);
   }
+  ZIPCCL_MARK(4);
   auto mask_of = [&](int m) { return uint32_t(escm >> (16 * m)) & 0xFFFFu; };
   uint32_t esc[M], escapes[M];
 #pragma unroll
@@ -408,6 +412,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     const uint32_t raw_chunk = raw_chunk_bytes(L, elems(m));
     unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
   }
+  ZIPCCL_MARK(5);
   if (threadIdx.x == 0)
     *reinterpret_cast<volatile unsigned long long*>(st + u) = (u == 0 ? kInclusive : kAggregate) | unit_chunk;
 
@@ -426,6 +431,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     zero_padding(L, out, threadIdx.x - 32, kThreads - 32);
   }
   __syncthreads();
+  ZIPCCL_MARK(6);
   uint64_t esc_off = sh.bcast;
   // A message that overflows its limit becomes Raw at the end: skip what would be discarded,
   // and never write past the capacity.
@@ -467,6 +473,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     }
     esc_off += chunk;
   }
+  ZIPCCL_MARK(7);
 }
 
 // The slice of a Raw message's payload that tile b copies.
@@ -551,6 +558,8 @@ template <int MU>
 __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
   __shared__ EncShared sh;
   extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
+  ZIPCCL_MARK_TIME(12);
+  ZIPCCL_MARK(0);
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
@@ -563,6 +572,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   const Codec c = it.auto_codec ? item_codec(P, item, b, sh) : guess;
   if (threadIdx.x == 0) sh.plan = make_plan(it, c);
   __syncthreads();
+  ZIPCCL_MARK(1);
   const Plan& p = sh.plan;
   if (p.raw && !p.too_large) {
     if (!P.raw_header_only && it.cap >= kHeaderBytes + it.bytes) {
@@ -590,11 +600,22 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
     }
   }
   cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
-  if (finish_tile(P, item, &sh.flag)) finalize<MU>(P, item, p, st, sh);
+  ZIPCCL_MARK(8);
+  const bool last = finish_tile(P, item, &sh.flag);
+  ZIPCCL_MARK(9);
+  if (last) finalize<MU>(P, item, p, st, sh);
+  ZIPCCL_MARK(10);
+  ZIPCCL_MARK_TIME(13);
 }
 
 }  // namespace
 }  // namespace detail
+
+#ifdef ZIPCCL_GPU_TRACE
+cudaError_t read_encode_trace(unsigned long long (*out)[kTraceSlots]) {
+  return cudaMemcpyFromSymbol(out, detail::g_trace, sizeof detail::g_trace);
+}
+#endif
 
 cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp_size, Result* results,
                          cudaStream_t stream, const EncodeOptions& opt) {

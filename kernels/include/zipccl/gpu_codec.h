@@ -84,4 +84,13 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
 cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp_bytes, Result* results,
                          cudaStream_t stream);
 
+#ifdef ZIPCCL_GPU_TRACE
+// Instrumented builds only (kernels/cuda/trace.cuh): the phase clocks of the last encode or
+// decode launch, slot s of CTA b at out[b][s] (SM cycles; slots 12 and 13: %globaltimer ns at
+// entry and exit). Synchronous.
+constexpr int kTraceTiles = 8192, kTraceSlots = 16;
+cudaError_t read_encode_trace(unsigned long long (*out)[kTraceSlots]);
+cudaError_t read_decode_trace(unsigned long long (*out)[kTraceSlots]);
+#endif
+
 }  // namespace zipccl::gpu
