@@ -1,10 +1,11 @@
-// GPU encoder: one CTA per tile of 1 or 2 blocks (common.cuh), one pass over the input. The
+// GPU encoder: one CTA per tile of 1 to 4 blocks (common.cuh), one pass over the input. The
 // only serial dependency of the format, each block's offset in the escape section, comes from
 // a single-pass decoupled look-back scan (Merrill & Garland) over per-tile escape bytes: a tile
 // publishes its escape bytes as soon as it has counted them, with its residual and bit-plane
 // bytes already written, then resolves its offset and writes its block entries and escape
-// chunks. The CTA that completes an item last writes the header (or falls back to a Raw
-// message, as the CPU does) and publishes the size.
+// chunks. The CTA that completes an item last publishes the size (after falling back to a Raw
+// message where the CPU does); the header comes from the tile with the last block in small
+// launches, from that last CTA in bulk ones.
 #include <algorithm>
 #include <cstring>
 
@@ -260,7 +261,8 @@ __device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh, i
 
 // Zero the padding of the fixed sections (after the block table, after each residual plane's
 // n_elems bytes, after each bit-plane's used bytes), as the CPU encoder does: thread t of
-// `stride` threads.
+// `stride` threads. This and warp_put_header() are not inlined: inlined, they raise the
+// small-launch kernel's spill stores from 180 to 374 bytes (ptxas -v, sm_90).
 __device__ __noinline__ void zero_padding(const Layout& L, uint8_t* out, uint32_t t, uint32_t stride) {
   const uint64_t table_end = L.off_table + uint64_t(L.n_blocks) * kBlockEntryBytes;
   for (uint64_t i = table_end + t; i < L.off_res; i += stride) out[i] = 0;
