@@ -530,6 +530,54 @@ TEST_F(GpuCodec, RepeatedBatches) {
   }
 }
 
+// temp_bytes() against what the launches require (a word per tile, the decoder's checker tile
+// per item, launches of kMaxBatch items, bulk tiles): it always suffices, and for small decode
+// launches, which need every word of it, one byte less is refused before anything is launched;
+// temp_bytes_bound() covers temp_bytes(). Host-side only, so it runs without a GPU, where the
+// launches themselves fail (elsewhere the other tests launch).
+TEST(GpuTempSizing, MatchesTheLaunches) {
+  int devices = 0;
+  const bool gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  cudaGetLastError();
+  void* const fake = reinterpret_cast<void*>(uintptr_t(1) << 20);  // never dereferenced
+  gpu::Result* const res = static_cast<gpu::Result*>(fake);
+  // The first kMaxBatch items are the largest: a refused batch is refused at its first launch.
+  const std::vector<std::vector<size_t>> batches = {
+      {0},
+      {1},
+      {8192},
+      {8193, 100, 0},
+      {size_t(512) << 10, size_t(512) << 10, 3},
+      std::vector<size_t>(150, 20000),
+      {size_t(40) << 20, 1000, 8191},
+      {(size_t(17) << 20) + 5},
+  };
+  for (const auto& sizes : batches) {
+    SCOPED_TRACE(testing::Message() << sizes.size() << " items, first " << sizes[0]);
+    const size_t need = gpu::temp_bytes(sizes.data(), int(sizes.size()));
+    size_t total = 0;
+    for (size_t s : sizes) total += s;
+    EXPECT_GE(gpu::temp_bytes_bound(total, int(sizes.size())), need);
+    std::vector<gpu::EncodeItem> enc(sizes.size());
+    std::vector<gpu::DecodeItem> dec(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      enc[i].in = dec[i].in = fake;
+      enc[i].out = dec[i].out = fake;
+      enc[i].bytes = dec[i].out_cap = sizes[i];
+      enc[i].out_cap = max_compressed_bytes(sizes[i]);
+      dec[i].in_bytes = kHeaderBytes;
+    }
+    const int n = int(sizes.size());
+    if (total < (size_t(16) << 20)) {  // small launches: a tile per 8 KiB
+      EXPECT_EQ(gpu::decode_batch(dec.data(), n, fake, need - 1, res, nullptr), cudaErrorInvalidValue);
+    }
+    if (!gpu) {
+      EXPECT_NE(gpu::encode_batch(enc.data(), n, fake, need, res, nullptr), cudaErrorInvalidValue);
+      EXPECT_NE(gpu::decode_batch(dec.data(), n, fake, need, res, nullptr), cudaErrorInvalidValue);
+    }
+  }
+}
+
 // Every mutation of valid messages: the GPU decoder returns the CPU decoder's status and
 // writes nothing past its output capacity.
 TEST_F(GpuCodec, CorruptedInputs) {
