@@ -84,7 +84,15 @@ __global__ void gate_kernel(long long ns) {
 }
 constexpr long long kGateNs = 40000;
 
-float elapsed_ms(Ctx& c) {
+// Milliseconds between two events around the work `launch` puts on c.s; with `queued`, that
+// work waits behind a gate kernel, so the events time the GPU's work alone.
+template <class F>
+float timed_ms(Ctx& c, bool queued, F launch) {
+  if (queued) gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
+  CK(cudaEventRecord(c.a, c.s));
+  launch();
+  CK(cudaEventRecord(c.b, c.s));
+  CK(cudaEventSynchronize(c.b));
   float ms;
   CK(cudaEventElapsedTime(&ms, c.a, c.b));
   return ms;
@@ -97,12 +105,8 @@ double copy_bandwidth(Ctx& c, size_t bytes, int reps, bool queued) {
   CK(cudaMemset(x, 1, bytes));
   std::vector<double> t;
   for (int i = 0; i < reps + 3; ++i) {
-    if (queued) gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
-    CK(cudaEventRecord(c.a, c.s));
-    CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, c.s));
-    CK(cudaEventRecord(c.b, c.s));
-    CK(cudaEventSynchronize(c.b));
-    if (i >= 3) t.push_back(elapsed_ms(c));
+    const float ms = timed_ms(c, queued, [&] { CK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, c.s)); });
+    if (i >= 3) t.push_back(ms);
   }
   cudaFree(x);
   cudaFree(y);
@@ -135,32 +139,24 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps, bool que
     e.out_cap = max_compressed_bytes(bytes);
     e.codec = codec;
     e.auto_codec = auto_codec;
-    if (queued) gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
-    CK(cudaEventRecord(c.a, c.s));
-    CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s));
-    CK(cudaEventRecord(c.b, c.s));
-    CK(cudaEventSynchronize(c.b));
+    const float enc_ms = timed_ms(c, queued, [&] { CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s)); });
     if (c.res[0].status != 0) {
       fprintf(stderr, "encode status %d\n", c.res[0].status);
       exit(1);
     }
     msg_bytes = c.res[0].bytes;
-    if (i >= 3) te.push_back(elapsed_ms(c));
+    if (i >= 3) te.push_back(enc_ms);
     gpu::DecodeItem d;
     d.in = msg[k];
     d.in_bytes = msg_bytes;
     d.out = out[k];
     d.out_cap = bytes;
-    if (queued) gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
-    CK(cudaEventRecord(c.a, c.s));
-    CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s));
-    CK(cudaEventRecord(c.b, c.s));
-    CK(cudaEventSynchronize(c.b));
+    const float dec_ms = timed_ms(c, queued, [&] { CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s)); });
     if (c.res[0].status != 0) {
       fprintf(stderr, "decode status %d\n", c.res[0].status);
       exit(1);
     }
-    if (i >= 3) td.push_back(elapsed_ms(c));
+    if (i >= 3) td.push_back(dec_ms);
   }
   // The last round trip must restore the input, and the message must equal the CPU's.
   std::vector<uint8_t> back(bytes), gmsg(msg_bytes), ref(max_compressed_bytes(bytes));
@@ -271,23 +267,16 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
       }
     auto t5 = clk::now();
     CK(cudaStreamSynchronize(c.s));
-    gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
-    CK(cudaEventRecord(c.a, c.s));
-    CK(gpu::encode_batch(e.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
-    CK(cudaEventRecord(c.b, c.s));
-    CK(cudaEventSynchronize(c.b));
-    const double enc_gpu = elapsed_ms(c) * 1e3;
-    gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
-    CK(cudaEventRecord(c.a, c.s));
-    CK(gpu::decode_batch(d.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
-    CK(cudaEventRecord(c.b, c.s));
-    CK(cudaEventSynchronize(c.b));
+    const double enc_gpu =
+        timed_ms(c, true, [&] { CK(gpu::encode_batch(e.data(), batch, c.temp, c.temp_bytes, c.res, c.s)); }) * 1e3;
+    const double dec_gpu =
+        timed_ms(c, true, [&] { CK(gpu::decode_batch(d.data(), batch, c.temp, c.temp_bytes, c.res, c.s)); }) * 1e3;
     if (i >= 20) {
       te.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       td.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
       tp.push_back(std::chrono::duration<double, std::micro>(t5 - t4).count());
       tg.push_back(enc_gpu);
-      tdg.push_back(elapsed_ms(c) * 1e3);
+      tdg.push_back(dec_gpu);
     }
   }
   for (int i = 0; i < batch; ++i) {
@@ -471,12 +460,7 @@ int main(int argc, char** argv) {
         small, large);
     std::vector<double> t;
     for (int i = 0; i < 100; ++i) {
-      gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
-      CK(cudaEventRecord(c.a, c.s));
-      empty_big<<<1, 32, 0, c.s>>>(big_param);
-      CK(cudaEventRecord(c.b, c.s));
-      CK(cudaEventSynchronize(c.b));
-      t.push_back(elapsed_ms(c) * 1e3);
+      t.push_back(timed_ms(c, true, [&] { empty_big<<<1, 32, 0, c.s>>>(big_param); }) * 1e3);
     }
     printf("empty kernel (3.6 KB parameter) queued behind a gate, between two events: %.1f us (median of 100)\n",
            median(t));
