@@ -462,11 +462,24 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
   }
   ZIPCCL_MARK(6);  // (slot 7 is the encoder's)
   ZIPCCL_MARK(8);
-  const bool last = finish_tile(P, item, &sh.flag);
-  ZIPCCL_MARK(9);
-  if (last) finalize(P, item, sh);
+  if (MU == 1) {  // small launches: the item's last tile publishes (bulk ones: decode_finish_kernel)
+    const bool last = finish_tile(P, item, &sh.flag);
+    ZIPCCL_MARK(9);
+    if (last) finalize(P, item, sh);
+  }
   ZIPCCL_MARK(10);
   ZIPCCL_MARK_TIME(13);
+}
+
+// Bulk launches: one CTA per item publishes its result once the decode kernel has finished.
+__global__ void __launch_bounds__(kThreads) decode_finish_kernel(const __grid_constant__ Launch P) {
+  __shared__ DecShared sh;
+  const int item = blockIdx.x;
+  const LaunchItem& it = P.items[item];
+  if (threadIdx.x < kHeaderBytes)
+    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = it.bytes >= kHeaderBytes ? it.in[threadIdx.x] : 0;
+  __syncthreads();
+  finalize(P, item, sh);
 }
 
 }  // namespace
@@ -498,10 +511,12 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     const uint32_t tiles =
         finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
-    if (bulk)
+    if (bulk) {
       decode_kernel<kDecodeBulkMU><<<tiles, kThreads, decode_stage_bytes<kDecodeBulkMU>(), stream>>>(P);
-    else
+      decode_finish_kernel<<<m, kThreads, 0, stream>>>(P);
+    } else {
       decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
+    }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }

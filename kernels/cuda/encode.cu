@@ -3,9 +3,9 @@
 // a single-pass decoupled look-back scan (Merrill & Garland) over per-tile escape bytes: a tile
 // publishes its escape bytes as soon as it has counted them, with its residual and bit-plane
 // bytes already written, then resolves its offset and writes its block entries and escape
-// chunks. The CTA that completes an item last publishes the size (after falling back to a Raw
-// message where the CPU does); the header comes from the tile with the last block in small
-// launches, from that last CTA in bulk ones.
+// chunks. In small launches the CTA that completes an item last publishes the size (after
+// falling back to a Raw message where the CPU does) and the header comes from the tile with the
+// last block; bulk launches leave the header, padding, fallback and result to a second kernel.
 #include <algorithm>
 #include <cstring>
 
@@ -603,11 +603,26 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   }
   cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
   ZIPCCL_MARK(8);
-  const bool last = finish_tile(P, item, &sh.flag);
-  ZIPCCL_MARK(9);
-  if (last) finalize<MU>(P, item, p, st, sh);
+  if (MU == 1) {  // small launches: the item's last tile finalizes (bulk ones: encode_finish_kernel)
+    const bool last = finish_tile(P, item, &sh.flag);
+    ZIPCCL_MARK(9);
+    if (last) finalize<MU>(P, item, p, st, sh);
+  }
   ZIPCCL_MARK(10);
   ZIPCCL_MARK_TIME(13);
+}
+
+// Bulk launches: one CTA per item finalizes it once the encode kernel has finished (so that no
+// tile waits for a fence and a counter before it leaves its SM).
+template <int MU>
+__global__ void __launch_bounds__(kThreads) encode_finish_kernel(const __grid_constant__ Launch P) {
+  __shared__ EncShared sh;
+  const int item = blockIdx.x;
+  const LaunchItem& it = P.items[item];
+  if (threadIdx.x == 0)
+    sh.plan = make_plan(it, it.auto_codec ? static_cast<Codec>(P.item_codec[item] & 0xFF) : static_cast<Codec>(it.codec));
+  __syncthreads();
+  finalize<MU>(P, item, sh.plan, P.state + it.tile0, sh);
 }
 
 }  // namespace
@@ -647,10 +662,12 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     if (tiles == 0) return cudaErrorInvalidValue;
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2, at least one, fp32
     // blocks).
-    if (bulk)
+    if (bulk) {
       encode_kernel<kEncodeBulkMU><<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
-    else
+      encode_finish_kernel<kEncodeBulkMU><<<m, kThreads, 0, stream>>>(P);
+    } else {
       encode_kernel<1><<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
+    }
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
