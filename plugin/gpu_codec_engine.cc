@@ -31,7 +31,10 @@ namespace gpu = zipccl::gpu;
 
 constexpr int kSlots = 16;                            // batches in flight
 constexpr size_t kAlign = 256;                        // device staging alignment
-constexpr size_t kTempCover = size_t(4) << 30;        // input bytes one launch's temp covers
+// One launch's temp covers this many times the staging in bytes (encode inputs and decode
+// outputs: a batch's encode inputs fit the staging, its decode outputs are at most a few times
+// their staged messages; a larger batch is split where temp runs out).
+constexpr size_t kTempCoverStagings = 4;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -124,7 +127,7 @@ bool GpuCodecEngine::init(std::string* err) {
   ZIP_CUDA_INIT(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
   staging_cap_ = size_t(params().gpu_staging_mb) << 20;
   ZIP_CUDA_INIT(cudaMalloc(reinterpret_cast<void**>(&staging_), staging_cap_));
-  temp_bytes_ = gpu::temp_bytes_bound(kTempCover, gpu::kMaxBatch);
+  temp_bytes_ = gpu::temp_bytes_bound(kTempCoverStagings * staging_cap_, gpu::kMaxBatch);
   ZIP_CUDA_INIT(cudaMalloc(&temp_, temp_bytes_));
   ZIP_CUDA_INIT(gpu::init_temp(temp_, temp_bytes_, stream_));
   ZIP_CUDA_INIT(cudaHostAlloc(reinterpret_cast<void**>(&results_), sizeof(gpu::Result) * gpu::kMaxBatch * kSlots,

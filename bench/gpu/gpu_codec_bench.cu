@@ -414,8 +414,9 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   }
-  if (profile) {
-    bulk(c, Codec::BF16, false, size_t(64) << 20, 2, false);
+  if (profile) {  // --profile [MiB]: the bulk message's size (64 MiB by default)
+    const size_t mib = argc > 2 ? strtoul(argv[2], nullptr, 10) : 64;
+    bulk(c, Codec::BF16, false, mib << 20, 2, false);
     latency(c, size_t(512) << 10, 1, 2);
     return 0;
   }

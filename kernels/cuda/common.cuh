@@ -24,6 +24,9 @@ constexpr int kMaxUnitBlocks = 4;
 constexpr uint64_t kBulkBytes = uint64_t(16) << 20;  // batches this large use the bulk MU
 constexpr int kEncodeBulkMU = 4;
 constexpr int kDecodeBulkMU = 2;
+// Bulk encode tiles whose escape chunks total at most this many bytes (N(0,1) bf16: ~400 of a
+// 32 KiB tile) leave them in temp and do not look back (encode.cu).
+constexpr uint32_t kEscScratch = 1024;
 template <int MU>
 constexpr uint32_t tile_bytes() {
   return MU * 8192u;
@@ -67,12 +70,13 @@ struct Launch {
   uint32_t* item_err;         // temp: ~(order << 4 | status) of the first error, per item
   uint32_t* item_codec;       // temp: kCodecChosen | codec, once tile 0 has classified an auto item
   unsigned long long* state;  // temp: look-back state, per tile
+  uint8_t* scratch;           // temp: bulk encode tiles' escape chunks, kEscScratch bytes per tile
   Result* results;
 };
 static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 
 // Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], item_codec[kMaxBatch], then 8 bytes
-// per tile.
+// per tile, then (bulk encode launches) kEscScratch bytes per tile from a 16-byte boundary.
 constexpr size_t kTempHead = 3 * kMaxBatch * sizeof(uint32_t);
 constexpr uint32_t kCodecChosen = 0x100;
 
@@ -84,9 +88,10 @@ inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
 // MU * 8 KiB of each item's tile_size member (encode: input bytes; decode: output capacity),
 // which covers the units of every codec and Raw slices, plus `extra` tiles per item after
 // those (the decoder's header checker); MU = bulk_mu for bulk batches, else 1. Points the
-// launch at its temp words and results. Returns the grid size, or 0 when temp is too small.
+// launch at its temp words, bulk scratch (bulk_scratch bytes per tile, where temp has room) and
+// results. Returns the grid size, or 0 when temp is too small for the words.
 inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size, int bulk_mu, uint32_t extra,
-                              void* temp, size_t temp_size, Result* results, bool* bulk) {
+                              uint32_t bulk_scratch, void* temp, size_t temp_size, Result* results, bool* bulk) {
   uint64_t total = 0;
   for (int i = 0; i < m; ++i) total += P.items[i].*tile_size;
   *bulk = total >= kBulkBytes;
@@ -98,25 +103,33 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
     tiles += P.items[i].tiles;
   }
   if (temp_size < kTempHead + size_t(tiles) * 8) return 0;
+  // The scratch speeds bulk encodes up; without room for it they run without (every tile looks back).
+  const size_t scratch_at = (kTempHead + size_t(tiles) * 8 + 15) & ~size_t(15);
+  const size_t scratch = *bulk && temp_size >= scratch_at + size_t(tiles) * bulk_scratch ? size_t(tiles) * bulk_scratch : 0;
   P.n = m;
   P.item_done = static_cast<uint32_t*>(temp);
   P.item_err = P.item_done + kMaxBatch;
   P.item_codec = P.item_err + kMaxBatch;
   P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
+  P.scratch = scratch ? static_cast<uint8_t*>(temp) + scratch_at : nullptr;
   P.results = results;
   return tiles;
 }
 
-__device__ __forceinline__ int find_item(const Launch& P) {
+// The item that tile (the launch's tile index, by default this CTA's) belongs to.
+__device__ __forceinline__ int find_item(const Launch& P, uint32_t tile) {
   int lo = 0, hi = P.n - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
-    if (P.items[mid].tile0 <= blockIdx.x)
+    if (P.items[mid].tile0 <= tile)
       lo = mid;
     else
       hi = mid - 1;
   }
   return lo;
+}
+__device__ __forceinline__ int find_item(const Launch& P) {
+  return find_item(P, blockIdx.x);
 }
 
 __device__ __forceinline__ uint32_t warp_sum(uint32_t x) {
@@ -233,6 +246,38 @@ __device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const ui
       for (uint32_t i = 0; i < 16; ++i) d[i] = 16 * c + i < len ? src[16 * c + i] : 0;
     }
   }
+}
+
+// Programmatic dependent launch (sm_90): a bulk launch's follow-up kernels (the finish kernels,
+// and the encoder's fixup) are launched by launch_after() to start while the kernel before them
+// drains; each waits in grid_dependency_wait() until that kernel has completed and
+// its writes are visible, and lets its own successor launch with allow_dependents(). Elsewhere
+// these are no-ops and the launch is an ordinary stream-ordered one.
+__device__ __forceinline__ void allow_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+template <typename... Args>
+cudaError_t launch_after(void (*kernel)(Args...), uint32_t grid, uint32_t block, cudaStream_t stream, Args... args) {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev))
+    major = 0;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = major >= 9 ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 
 // Count this tile as finished; true in every thread of the CTA that finishes the item last,

@@ -406,6 +406,7 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
   extern __shared__ uint4 staged[];
   ZIPCCL_MARK_TIME(12);
   ZIPCCL_MARK(0);
+  if (MU > 1) allow_dependents();  // decode_finish_kernel may launch once the last tiles run
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
@@ -474,6 +475,7 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
 // Bulk launches: one CTA per item publishes its result once the decode kernel has finished.
 __global__ void __launch_bounds__(kThreads) decode_finish_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
+  grid_dependency_wait();
   const int item = blockIdx.x;
   const LaunchItem& it = P.items[item];
   if (threadIdx.x < kHeaderBytes)
@@ -509,15 +511,17 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     }
     bool bulk;
     const uint32_t tiles =
-        finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, temp, temp_size, results + first, &bulk);
+        finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, 0, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
+    cudaError_t err;
     if (bulk) {
       decode_kernel<kDecodeBulkMU><<<tiles, kThreads, decode_stage_bytes<kDecodeBulkMU>(), stream>>>(P);
-      decode_finish_kernel<<<m, kThreads, 0, stream>>>(P);
+      err = cudaGetLastError();
+      if (err == cudaSuccess) err = launch_after(decode_finish_kernel, m, kThreads, stream, P);
     } else {
       decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
+      err = cudaGetLastError();
     }
-    const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

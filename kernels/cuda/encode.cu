@@ -17,8 +17,15 @@ namespace zipccl::gpu {
 namespace detail {
 namespace {
 
-__device__ constexpr unsigned long long kAggregate = 1ull << 62;  // state: escape bytes of this tile only
-__device__ constexpr unsigned long long kInclusive = 2ull << 62;  // state: escape bytes up to and with it
+// A tile's state word: flag (bits 62-63) and escape bytes (bits 0-31) for the look-back; in
+// bulk launches also the tile's own escape bytes (bits 32-47, at most 4 x 2560) and whether its
+// chunks wait in temp (kDeferred), for encode_fixup_kernel.
+__device__ constexpr unsigned long long kAggregate = 1ull << 62;  // escape bytes of this tile only
+__device__ constexpr unsigned long long kInclusive = 2ull << 62;  // escape bytes up to and with it
+__device__ constexpr unsigned long long kDeferred = 1ull << 61;
+__device__ __forceinline__ uint32_t own_escapes(unsigned long long s) {
+  return static_cast<uint32_t>(s >> 32) & 0xFFFF;
+}
 
 // Per-item decision shared by every tile and the finalizer.
 struct Plan {
@@ -294,8 +301,9 @@ __device__ __noinline__ void warp_put_header(uint8_t* out, EncShared& sh, const 
 // Per block only the thread's escape mask outlives the block's iteration (16 bits of escm), so
 // registers do not grow with the tile.
 template <Codec C, int MU>
-__device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, const Layout& L,
-                                            uint32_t u, EncShared& sh, uint4* data, bool staged, bool header) {
+__device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, uint8_t* scratch,
+                                            const Layout& L, uint32_t u, EncShared& sh, uint4* data, bool staged,
+                                            bool header) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays, escm and copy-group waits hold 4 blocks");
@@ -310,8 +318,8 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 
   // Codes, residual bytes and code bit-planes in one pass per block. Planes are written before
   // the block is known to be coded: a block that turns out raw rewrites all its plane bytes
-  // after the look-back (ordered by the barrier there). escm: this thread's escapes, bit 16m+j
-  // = element j of block m.
+  // after the escape scan (ordered by its barrier). escm: this thread's escapes, bit 16m+j =
+  // element j of block m.
   uint64_t escm = 0;
 #pragma unroll 1
   for (int m = 0; m < M; ++m) {
@@ -415,29 +423,37 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
   }
   ZIPCCL_MARK(5);
+  // Bulk launches: a tile (other than the first, whose offset is 0) whose escape chunks fit its
+  // kEscScratch bytes of temp writes them there, with its block entries' offsets relative to
+  // the tile, and leaves without looking back: the look-back waited on predecessors of the same
+  // wave that had not counted yet. encode_fixup_kernel places them once every tile has counted.
+  const bool deferred = MU > 1 && scratch && u != 0 && unit_chunk <= kEscScratch;
+  const unsigned long long own = MU > 1 ? uint64_t(unit_chunk) << 32 : 0;
   if (threadIdx.x == 0)
-    *reinterpret_cast<volatile unsigned long long*>(st + u) = (u == 0 ? kInclusive : kAggregate) | unit_chunk;
+    *reinterpret_cast<volatile unsigned long long*>(st + u) =
+        (u == 0 ? kInclusive : kAggregate) | (deferred ? kDeferred : 0) | own | unit_chunk;
 
   // Small launches: the tile with the last block zeroes the sections' padding while warp 0 looks
   // back and, with `header`, writes the header once it knows the escape section's length, so
-  // that the item's last CTA has only the result to publish (-1 us for 512 KiB). Bulk launches
-  // leave both to the last CTA: the extra code in the tile cost them 2-3%.
+  // that the item's last CTA has only the result to publish (-1 us for 512 KiB).
   const bool last_tile = MU == 1 && b0 + M >= L.n_blocks;
-  if (threadIdx.x < 32) {
-    const uint64_t excl = u == 0 ? 0 : look_back(st, u);
-    if (threadIdx.x == 0) {
-      if (u != 0) *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (excl + unit_chunk);
-      sh.bcast = excl;
+  if (!deferred) {
+    if (threadIdx.x < 32) {
+      const uint64_t excl = u == 0 ? 0 : look_back(st, u);
+      if (threadIdx.x == 0) {
+        if (u != 0) *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | own | (excl + unit_chunk);
+        sh.bcast = excl;
+      }
+    } else if (last_tile) {
+      zero_padding(L, out, threadIdx.x - 32, kThreads - 32);
     }
-  } else if (last_tile) {
-    zero_padding(L, out, threadIdx.x - 32, kThreads - 32);
+    __syncthreads();
   }
-  __syncthreads();
   ZIPCCL_MARK(6);
-  uint64_t esc_off = sh.bcast;
+  uint64_t esc_off = deferred ? 0 : sh.bcast;
   // A message that overflows its limit becomes Raw at the end: skip what would be discarded,
   // and never write past the capacity.
-  if (L.off_esc + esc_off + unit_chunk > min(it.limit, it.cap)) return;
+  if (!deferred && L.off_esc + esc_off + unit_chunk > min(it.limit, it.cap)) return;
   if (last_tile && header && threadIdx.x >= 32 && threadIdx.x < 64)
     warp_put_header(out, sh, L, esc_off + unit_chunk, it.in + L.n_elems * L.g.elem_bytes, false, 0);
 #pragma unroll
@@ -458,7 +474,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         memcpy(entry, &e, sizeof e);
       }
     }
-    uint8_t* dst = out + L.off_esc + esc_off;
+    uint8_t* dst = deferred ? scratch + uint64_t(it.tile0 + u) * kEscScratch + esc_off : out + L.off_esc + esc_off;
     if (!raw) {
       uint32_t k = esc[m];
       for (uint32_t mk = mask_of(m); mk; mk &= mk - 1)
@@ -562,6 +578,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
   ZIPCCL_MARK_TIME(12);
   ZIPCCL_MARK(0);
+  if (MU > 1) allow_dependents();  // the follow-up kernels may launch once the last tiles run
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t b = blockIdx.x - it.tile0;
@@ -591,13 +608,13 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
     }
     switch (c) {
       case Codec::BF16:
-        encode_unit<Codec::BF16, MU>(it, st, p.L, b, sh, staged, as_staged, !P.checksum);
+        encode_unit<Codec::BF16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
         break;
       case Codec::FP16:
-        encode_unit<Codec::FP16, MU>(it, st, p.L, b, sh, staged, as_staged, !P.checksum);
+        encode_unit<Codec::FP16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
         break;
       default:
-        encode_unit<Codec::FP32, MU>(it, st, p.L, b, sh, staged, as_staged, !P.checksum);
+        encode_unit<Codec::FP32, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
         break;
     }
   }
@@ -612,11 +629,61 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   ZIPCCL_MARK_TIME(13);
 }
 
+// Bulk launches, after encode_kernel, one CTA per tile: a deferred tile gets its offset by a
+// look-back that never waits (every tile has published its count), publishes its inclusive
+// prefix, and moves its escape chunks from temp into the message and its block entries'
+// offsets from tile-relative to absolute.
+constexpr int kFixupThreads = 128;
+template <int MU>
+__global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __grid_constant__ Launch P) {
+  __shared__ Plan plan;
+  __shared__ uint64_t excl_sh;
+  allow_dependents();
+  grid_dependency_wait();
+  const int item = find_item(P);
+  const LaunchItem& it = P.items[item];
+  const uint32_t u = blockIdx.x - it.tile0;
+  unsigned long long* st = P.state + it.tile0;
+  const unsigned long long s = *reinterpret_cast<volatile unsigned long long*>(st + u);
+  if (!(s & kDeferred)) return;
+  const uint32_t chunk = own_escapes(s);
+  if (threadIdx.x < 32) {
+    const uint64_t excl = look_back(st, u);
+    if (threadIdx.x == 0) {
+      *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (s & 0xFFFF00000000ull) | (excl + chunk);
+      excl_sh = excl;
+    }
+  } else if (threadIdx.x == 32) {
+    plan = make_plan(it, it.auto_codec ? static_cast<Codec>(P.item_codec[item] & 0xFF) : static_cast<Codec>(it.codec));
+  }
+  __syncthreads();
+  const Layout& L = plan.L;
+  const uint64_t excl = excl_sh;
+  // A message over its limit becomes Raw (encode_finish_kernel): nothing to place then. The
+  // scratch bytes are cleared either way, as temp is left zeroed.
+  const bool place = L.off_esc + excl + chunk <= min(it.limit, it.cap);
+  uint8_t* src = P.scratch + uint64_t(blockIdx.x) * kEscScratch;
+  for (uint32_t i = threadIdx.x; i < chunk; i += kFixupThreads) {
+    if (place) it.out[L.off_esc + excl + i] = src[i];
+    src[i] = 0;
+  }
+  const uint32_t M = plan.c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
+  const uint32_t b = u * M + threadIdx.x;
+  if (place && threadIdx.x < M && b < L.n_blocks) {
+    uint8_t* entry = it.out + L.off_table + uint64_t(b) * kBlockEntryBytes;
+    uint32_t off;
+    memcpy(&off, entry, sizeof off);  // BlockEntry::esc_offset
+    off += static_cast<uint32_t>(excl);
+    memcpy(entry, &off, sizeof off);
+  }
+}
+
 // Bulk launches: one CTA per item finalizes it once the encode kernel has finished (so that no
 // tile waits for a fence and a counter before it leaves its SM).
 template <int MU>
 __global__ void __launch_bounds__(kThreads) encode_finish_kernel(const __grid_constant__ Launch P) {
   __shared__ EncShared sh;
+  grid_dependency_wait();
   const int item = blockIdx.x;
   const LaunchItem& it = P.items[item];
   if (threadIdx.x == 0)
@@ -658,17 +725,20 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     }
     bool bulk;
     const uint32_t tiles =
-        finish_launch(P, m, &LaunchItem::bytes, kEncodeBulkMU, 0, temp, temp_size, results + first, &bulk);
+        finish_launch(P, m, &LaunchItem::bytes, kEncodeBulkMU, 0, kEscScratch, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return cudaErrorInvalidValue;
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2, at least one, fp32
     // blocks).
+    cudaError_t err;
     if (bulk) {
       encode_kernel<kEncodeBulkMU><<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
-      encode_finish_kernel<kEncodeBulkMU><<<m, kThreads, 0, stream>>>(P);
+      err = cudaGetLastError();
+      if (err == cudaSuccess) err = launch_after(encode_fixup_kernel<kEncodeBulkMU>, tiles, kFixupThreads, stream, P);
+      if (err == cudaSuccess) err = launch_after(encode_finish_kernel<kEncodeBulkMU>, m, kThreads, stream, P);
     } else {
       encode_kernel<1><<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
+      err = cudaGetLastError();
     }
-    const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
   return cudaSuccess;

@@ -496,6 +496,19 @@ TEST_F(GpuCodec, LargeBatchAndBulk) {
                    make_in(gaussian(Codec::FP32, big / 8 + 5, 82), Codec::FP32, true),
                    make_in(gaussian(Codec::BF16, big / 8 + 1, 83), Codec::BF16, true), make_in(patchy, Codec::BF16),
                    make_in(random_bytes(big / 16 + 7, 84), Codec::BF16)});
+  // Bulk tiles that leave their escape chunks in temp for the fixup kernel, in a message that
+  // ends up over its limit (Raw) and in one that just fits.
+  const Bytes bulk_bf16 = gaussian(Codec::BF16, (size_t(17) << 20) + 2, 85);
+  for (double ratio : {0.69, 0.71}) {
+    gpu::EncodeOptions opt;
+    opt.max_ratio = ratio;
+    check_identical({make_in(bulk_bf16, Codec::BF16)}, opt);
+  }
+  // Temp with room for the tiles' words but not for the bulk scratch: every tile looks back.
+  const size_t full = temp_bytes_;
+  temp_bytes_ = size_t(64) << 10;
+  check_identical({make_in(bulk_bf16, Codec::BF16), make_in(gaussian(Codec::FP32, size_t(5) << 20, 86), Codec::FP32)});
+  temp_bytes_ = full;
 }
 
 // Every launch leaves its temp memory zeroed (gpu_codec.h's contract), the encoder's tile

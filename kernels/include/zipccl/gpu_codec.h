@@ -65,7 +65,8 @@ struct EncodeOptions {
 
 // Temporary memory for one launch over messages whose encode input (or decode output
 // capacity) sizes are sizes[0..n). temp_bytes_bound() covers any batch of at most n_items
-// messages totalling total_bytes.
+// messages totalling total_bytes. Bulk encodes (batches of 16 MiB or more) also run with less,
+// down to what they need without their scratch (1/32 of the input), but slower.
 size_t temp_bytes(const size_t* sizes, int n);
 size_t temp_bytes_bound(size_t total_bytes, int n_items);
 
