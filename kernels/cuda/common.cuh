@@ -231,6 +231,8 @@ __device__ __forceinline__ void stage_rounds(uint4* dst, uint32_t first_chunk, c
 
 // Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the
 // last chunk; asynchronous 16-byte copies when src is 16-byte aligned. Reads nothing past len.
+// (Its whole-round loop is stage_rounds()'s, kept inline: calling that raised the bulk
+// decoder's spill loads from 28 to 356 bytes, ptxas -v, session 7.)
 __device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len,
                                       bool vec) {
   if (vec && len % (16 * kThreads) == 0) {  // whole 4 KiB rounds: no per-chunk checks

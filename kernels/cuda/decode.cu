@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common.cuh"
+#include "lanes.h"
 #include "trace.cuh"
 
 namespace zipccl::gpu {
@@ -60,55 +61,6 @@ __device__ __forceinline__ BlockEntry load_entry(const uint8_t* p) {
   return e;
 }
 
-// Four bits to four byte lanes (bit i to bit 0 of byte i), by one multiplication.
-__device__ __forceinline__ uint32_t spread4(uint32_t n) {
-  return ((n & 0xF) * 0x00204081u) & 0x01010101u;
-}
-
-// Fast path of a full coded bf16/fp16 block: four elements at a time as byte lanes (the
-// decoder, like the encoder, is instruction-bound). Returns false on an escape byte > exp_max.
-template <Codec C>
-__device__ __forceinline__ bool decode_lanes(const uint32_t (&p)[Geom<C>::K], uint4 res, uint32_t base,
-                                             const uint8_t* chunk, uint32_t k_esc, uint8_t* dst) {
-  const uint32_t escm = ~(p[0] | p[1] | p[2]) & 0xFFFFu;
-  const uint32_t r4[4] = {res.x, res.y, res.z, res.w};
-  // Exponent bytes of elements 4i..4i+3; escapes count as code 1 until patched, so that
-  // code - 1 + base never borrows or carries between bytes (base + 6 <= exp_max).
-  uint32_t e4[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    e4[i] = (spread4(p[0] >> (4 * i)) | spread4(p[1] >> (4 * i)) << 1 | spread4(p[2] >> (4 * i)) << 2 |
-             spread4(escm >> (4 * i))) - 0x01010101u + base * 0x01010101u;
-  // Escapes are rare per thread (one in ~70 elements of N(0,1) data): one pass per escape, not
-  // per group of four.
-  bool bad = false;
-  for (uint32_t m = escm; m; m &= m - 1) {
-    const uint32_t t = __ffs(m) - 1, x = chunk[k_esc++];
-    bad |= x > Geom<C>::kExpMax;
-    const uint32_t sh = 8 * (t & 3), keep = ~(0xFFu << sh), put = x << sh;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) e4[i] = (t >> 2) == uint32_t(i) ? (e4[i] & keep) | put : e4[i];
-  }
-  uint32_t out[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    uint32_t lo, hi;  // low and high bytes of the four elements
-    if constexpr (C == Codec::BF16) {
-      lo = ((e4[i] & 0x01010101u) << 7) | (r4[i] & 0x7F7F7F7Fu);
-      hi = (r4[i] & 0x80808080u) | ((e4[i] >> 1) & 0x7F7F7F7Fu);
-    } else {
-      lo = r4[i];
-      hi = (e4[i] << 2) | spread4(p[3] >> (4 * i)) | spread4(p[4] >> (4 * i)) << 1 |
-           spread4(p[5] >> (4 * i)) << 7;
-    }
-    out[2 * i] = __byte_perm(lo, hi, 0x5140);
-    out[2 * i + 1] = __byte_perm(lo, hi, 0x7362);
-  }
-  reinterpret_cast<uint4*>(dst)[0] = make_uint4(out[0], out[1], out[2], out[3]);
-  reinterpret_cast<uint4*>(dst)[1] = make_uint4(out[4], out[5], out[6], out[7]);
-  return !bad;
-}
-
 // Thread 0: the CPU decoder's header checks (check_header() and the output capacity); the
 // checker tile reports a failure. The result and the layout go to shared memory for the next
 // barrier.
@@ -123,12 +75,10 @@ __device__ void check(const Launch& P, int item, bool reports, DecShared& sh) {
 }
 
 // The layout a header claims, read from its fields without check_header(), which the item's
-// checker tile runs meanwhile. In a valid header every field is at most its total_bytes <=
-// in_bytes, its sections are kAlign-aligned, the escape section ends within in_bytes, the
-// blocks cover n_elems exactly and n_elems elements fit in an output of at least orig_bytes;
-// *plausible is false otherwise, and then the tile reads and writes nothing (the checker
-// reports the header), so sums of these fields cannot wrap, 16-byte copies stay aligned,
-// escape reads stay within the message and block writes within the output.
+// checker tile runs meanwhile. *plausible is format.h's claimed_layout_in_bounds(): false only
+// for headers the checker refuses, and then the tile reads and writes nothing; true, sums of
+// these fields cannot wrap, 16-byte copies stay aligned, escape reads stay within the message
+// and block writes within the output.
 template <Codec C>
 __device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_bytes, uint64_t out_cap,
                                                  bool* plausible) {
@@ -142,11 +92,7 @@ __device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_by
   L.off_bits = h.off_bits;
   L.bit_stride = h.bit_stride;
   L.off_esc = h.off_esc;
-  *plausible = L.n_elems <= in_bytes && L.off_res <= in_bytes && L.res_stride <= in_bytes &&
-               L.off_bits <= in_bytes && L.bit_stride <= in_bytes && L.off_esc <= in_bytes &&
-               ((L.off_res | L.res_stride | L.off_bits | L.bit_stride) & (kAlign - 1)) == 0 &&
-               h.esc_bytes <= in_bytes - L.off_esc && L.n_elems <= out_cap / Geom<C>::EB &&
-               uint64_t(L.n_blocks) == (L.n_elems + kBlockElems - 1) / kBlockElems;
+  *plausible = claimed_layout_in_bounds(h, Geom<C>::EB, in_bytes, out_cap);
   return L;
 }
 
@@ -308,12 +254,15 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
                                                                              : msg + L.off_esc + e.esc_offset;
     if constexpr (C != Codec::FP32) {
       if (e.mode == kBlockCoded && out_vec && valid[m] == kPerThread) {
-        uint32_t pb[G::K];
+        uint32_t pb[G::K], out[8];
 #pragma unroll
         for (uint32_t k = 0; k < G::K; ++k) pb[k] = plane_of(m, k);
-        if (!decode_lanes<C>(pb, res_of(m, 0), e.base, chunk, esc[m],
-                             it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * G::EB))
-          report(P, item, b0 + m + 1, Status::kBadEscapes);
+        const uint4 r = res_of(m, 0);
+        const uint32_t r4[4] = {r.x, r.y, r.z, r.w};
+        if (!lanes::decode16<C>(pb, r4, e.base, chunk, esc[m], out)) report(P, item, b0 + m + 1, Status::kBadEscapes);
+        uint4* dst = reinterpret_cast<uint4*>(it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * G::EB);
+        dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
+        dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
         continue;
       }
     }

@@ -1,7 +1,7 @@
-// The GPU encoder's per-thread coding of 16 bf16/fp16 elements (8 32-bit words, two elements
-// per word as 16-bit lanes), written for the fewest instructions per element: the encoder is
-// instruction-bound. Host-compilable (portable fallbacks for the intrinsics), so that the CPU
-// tests check it exhaustively against format.h's scalar definitions.
+// The GPU codec's per-thread coding and decoding of 16 bf16/fp16 elements (8 32-bit words, two
+// elements per word as 16-bit lanes), written for the fewest instructions per element.
+// Host-compilable (portable fallbacks for the intrinsics), so that the CPU tests check them
+// exhaustively against format.h's scalar definitions.
 #pragma once
 
 #include <cstdint>
@@ -114,6 +114,60 @@ ZIPCCL_HD uint32_t code16(const uint32_t (&w)[8], uint32_t base, uint32_t (&res)
     planes[5] = plane16(s0, s1, 0);
   }
   return ~(planes[0] | planes[1] | planes[2]) & 0xFFFFu;
+}
+
+// Four bits to four byte lanes (bit i to bit 0 of byte i), by one multiplication.
+ZIPCCL_HD uint32_t spread4(uint32_t n) {
+  return ((n & 0xF) * 0x00204081u) & 0x01010101u;
+}
+
+// Index of the lowest set bit of x != 0.
+ZIPCCL_HD uint32_t lowest_bit(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(x) - 1;
+#else
+  return static_cast<uint32_t>(__builtin_ctz(x));
+#endif
+}
+
+// The inverse of code16() for a coded block: the 16 elements (words as code16() takes them)
+// from the K bit-planes (low 16 bits), the residual words and the window base; elements with
+// code 0 take their exponents from chunk[k_esc], chunk[k_esc + 1], ... in element order. Four
+// elements at a time as byte lanes. Returns false when an escape byte exceeds exp_max (out is
+// then unspecified).
+template <Codec C>
+ZIPCCL_HD bool decode16(const uint32_t (&p)[Lanes<C>::K], const uint32_t (&res)[4], uint32_t base,
+                        const uint8_t* chunk, uint32_t k_esc, uint32_t (&out)[8]) {
+  const uint32_t escm = ~(p[0] | p[1] | p[2]) & 0xFFFFu;
+  // Exponent bytes of elements 4i..4i+3; escapes count as code 1 until patched, so that
+  // code - 1 + base never borrows or carries between bytes (base + 6 <= exp_max).
+  uint32_t e4[4];
+  for (int i = 0; i < 4; ++i)
+    e4[i] = (spread4(p[0] >> (4 * i)) | spread4(p[1] >> (4 * i)) << 1 | spread4(p[2] >> (4 * i)) << 2 |
+             spread4(escm >> (4 * i))) - 0x01010101u + base * 0x01010101u;
+  // Escapes are rare per thread (one in ~70 elements of N(0,1) data): one pass per escape, not
+  // per group of four.
+  bool bad = false;
+  for (uint32_t m = escm; m; m &= m - 1) {
+    const uint32_t t = lowest_bit(m), x = chunk[k_esc++];
+    bad |= x > geometry(C).exp_max;
+    const uint32_t sh = 8 * (t & 3), keep = ~(0xFFu << sh), put = x << sh;
+    for (int i = 0; i < 4; ++i) e4[i] = (t >> 2) == uint32_t(i) ? (e4[i] & keep) | put : e4[i];
+  }
+  for (int i = 0; i < 4; ++i) {
+    uint32_t lo, hi;  // low and high bytes of the four elements
+    if constexpr (C == Codec::BF16) {
+      lo = ((e4[i] & 0x01010101u) << 7) | (res[i] & 0x7F7F7F7Fu);
+      hi = (res[i] & 0x80808080u) | ((e4[i] >> 1) & 0x7F7F7F7Fu);
+    } else {
+      lo = res[i];
+      hi = (e4[i] << 2) | spread4(p[3] >> (4 * i)) | spread4(p[4] >> (4 * i)) << 1 |
+           spread4(p[5] >> (4 * i)) << 7;
+    }
+    out[2 * i] = byte_perm(lo, hi, 0x5140);
+    out[2 * i + 1] = byte_perm(lo, hi, 0x7362);
+  }
+  return !bad;
 }
 
 }  // namespace zipccl::lanes

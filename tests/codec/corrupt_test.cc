@@ -128,6 +128,48 @@ TEST(Corrupt, EveryHeaderBytePerturbed) {
   }
 }
 
+// The GPU decoder's data tiles decode from a header's claimed layout before check_header() has
+// run, when claimed_layout_in_bounds() holds: it must hold for every header check_header()
+// accepts (coded messages of sizes around block and alignment boundaries, the message's exact
+// length and orig_bytes as the output), and where a lying field breaks it, check_header() must
+// refuse the header too.
+TEST(Corrupt, AcceptedHeadersHaveInBoundsLayouts) {
+  size_t checked = 0, refused = 0;
+  for (Codec c : kFloatCodecs) {
+    const uint32_t eb = elem_bytes(c);
+    for (size_t elems : {size_t(1), size_t(7), size_t(8), size_t(127), size_t(128), size_t(129), size_t(4095),
+                         size_t(4096), size_t(4097), size_t(3 * 4096 + 1000), size_t(40000)}) {
+      for (size_t tail = 0; tail < eb; tail += eb > 2 ? 3 : 1) {
+        const Bytes in = gaussian(c, elems * eb + tail, 0.05f, uint32_t(elems + tail));
+        Bytes msg(max_compressed_bytes(in.size()));
+        size_t len = 0;
+        ASSERT_EQ(encode(c, in.data(), in.size(), msg.data(), msg.size(), &len), Status::kOk);
+        Header h;
+        memcpy(&h, msg.data(), sizeof h);
+        if (h.codec == uint8_t(Codec::Raw)) continue;
+        Layout L;
+        ASSERT_EQ(check_header(h, len, &L), Status::kOk);
+        EXPECT_TRUE(claimed_layout_in_bounds(h, eb, len, in.size())) << codec_name(c) << " " << in.size();
+        ++checked;
+        // Each size and offset field larger or smaller by an alignment step or one block.
+        for (uint64_t Header::*f : {&Header::n_elems, &Header::off_res, &Header::res_stride, &Header::off_bits,
+                                     &Header::bit_stride, &Header::off_esc, &Header::esc_bytes}) {
+          for (int64_t d : {int64_t(-kBlockElems), int64_t(-kAlign), int64_t(-1), int64_t(1), int64_t(kAlign),
+                            int64_t(kBlockElems), int64_t(len)}) {
+            Header lie = h;
+            lie.*f += d;
+            if (claimed_layout_in_bounds(lie, eb, len, in.size())) continue;
+            ++refused;
+            EXPECT_NE(check_header(lie, len, &L), Status::kOk) << codec_name(c) << " " << in.size();
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 25u);  // the small sizes go out Raw
+  EXPECT_GE(refused, 100u);
+}
+
 TEST(Corrupt, LyingSizesInAConsistentHeader) {
   // Headers that agree with the layout of a huge message but arrive without its body.
   struct Case {

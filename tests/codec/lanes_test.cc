@@ -1,6 +1,6 @@
-// The GPU encoder's 16-element SWAR coding (kernels/cuda/lanes.h), run on the host: every
-// bf16 and fp16 pattern under every window base, against format.h's scalar definitions that
-// the CPU codec uses. The GPU tests then check the kernels end to end.
+// The GPU codec's 16-element SWAR coding and decoding (kernels/cuda/lanes.h), run on the host:
+// every bf16 and fp16 pattern under every window base, against format.h's scalar definitions
+// that the CPU codec uses. The GPU tests then check the kernels end to end.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,6 +50,26 @@ template <Codec C>
   return ::testing::AssertionSuccess();
 }
 
+// decode16 restores the group from code16's planes (16 bits each, as stored), residuals and
+// the escapes' exponents, read from the chunk at an offset.
+template <Codec C>
+::testing::AssertionResult check_round_trip(const uint16_t* v, uint32_t base) {
+  uint32_t w[8], res[4], planes[Lanes<C>::K], out[8];
+  for (int i = 0; i < 8; ++i) w[i] = v[2 * i] | uint32_t(v[2 * i + 1]) << 16;
+  const uint32_t esc = code16<C>(w, base, res, planes);
+  for (uint32_t& p : planes) p &= 0xFFFF;
+  uint8_t chunk[3 + 16] = {0xEE, 0xEE, 0xEE};
+  uint32_t n = 3;
+  for (int j = 0; j < 16; ++j)
+    if (esc >> j & 1) chunk[n++] = static_cast<uint8_t>(elem_exponent(C, v[j]));
+  if (!decode16<C>(planes, res, base, chunk, 3, out))
+    return ::testing::AssertionFailure() << "escape byte refused, group at " << v[0] << " base " << base;
+  for (int i = 0; i < 8; ++i)
+    if (out[i] != w[i])
+      return ::testing::AssertionFailure() << "word " << i << ": " << out[i] << " for " << w[i] << " base " << base;
+  return ::testing::AssertionSuccess();
+}
+
 template <Codec C>
 void every_pattern_every_base() {
   const uint32_t max_base = geometry(C).exp_max - (kWindow - 1);
@@ -59,7 +79,10 @@ void every_pattern_every_base() {
   for (int order = 0; order < 2; ++order) {  // in sequence, then shuffled (other neighbours)
     if (order) std::shuffle(v.begin(), v.end(), g);
     for (uint32_t base = 0; base <= max_base; ++base)
-      for (size_t i = 0; i < v.size(); i += 16) ASSERT_TRUE(check_group<C>(&v[i], base));
+      for (size_t i = 0; i < v.size(); i += 16) {
+        ASSERT_TRUE(check_group<C>(&v[i], base));
+        ASSERT_TRUE(check_round_trip<C>(&v[i], base));
+      }
   }
 }
 
@@ -85,6 +108,21 @@ void stats_match() {
     }
     ASSERT_EQ(stats16<C>(w), sum | count << kCountShift) << "group at " << i;
   }
+}
+
+// An fp16 escape byte above exp_max (31) is refused; the same byte in range is taken.
+TEST(Lanes, Decode16RefusesFp16EscapeAboveMax) {
+  uint16_t v[16] = {};
+  for (int j = 0; j < 16; ++j) v[j] = uint16_t(15 << 10 | j);  // exponent 15: inside the window at base 14
+  v[5] = uint16_t(2 << 10);                                   // exponent 2: an escape
+  uint32_t w[8], res[4], planes[Lanes<Codec::FP16>::K], out[8];
+  for (int i = 0; i < 8; ++i) w[i] = v[2 * i] | uint32_t(v[2 * i + 1]) << 16;
+  ASSERT_EQ(code16<Codec::FP16>(w, 14, res, planes), 1u << 5);
+  for (uint32_t& p : planes) p &= 0xFFFF;
+  const uint8_t in_range = 31, above = 32;
+  EXPECT_TRUE(decode16<Codec::FP16>(planes, res, 14, &in_range, 0, out));
+  EXPECT_EQ(out[2] >> 16, uint32_t(31 << 10));  // element 5, its escape patched in
+  EXPECT_FALSE(decode16<Codec::FP16>(planes, res, 14, &above, 0, out));
 }
 
 TEST(Lanes, Stats16Bf16) { stats_match<Codec::BF16>(); }

@@ -218,6 +218,20 @@ ZIPCCL_HD Status check_header(const Header& h, uint64_t in_bytes, Layout* out) {
   return Status::kOk;
 }
 
+// What the GPU decoder's data tiles need of a coded header's claimed layout, which they decode
+// from while the checker tile runs check_header() (decode.cu): every section offset and stride
+// kAlign-aligned and at most in_bytes, the escape section ending within in_bytes, the blocks
+// covering n_elems exactly, and n_elems elements of elem_bytes fitting in out_cap. Every header
+// that check_header() accepts for in_bytes, with orig_bytes <= out_cap, satisfies it (tested):
+// the tiles refuse only headers the checker refuses too.
+ZIPCCL_HD bool claimed_layout_in_bounds(const Header& h, uint32_t elem_bytes, uint64_t in_bytes, uint64_t out_cap) {
+  return h.n_elems <= in_bytes && h.off_res <= in_bytes && h.res_stride <= in_bytes && h.off_bits <= in_bytes &&
+         h.bit_stride <= in_bytes && h.off_esc <= in_bytes &&
+         ((h.off_res | h.res_stride | h.off_bits | h.bit_stride) & (kAlign - 1)) == 0 &&
+         h.esc_bytes <= in_bytes - h.off_esc && h.n_elems <= out_cap / elem_bytes &&
+         uint64_t(h.n_blocks) == (h.n_elems + kBlockElems - 1) / kBlockElems;
+}
+
 // Largest coded message an encoder keeps for an input of n bytes under a caller's ratio limit
 // (clamped to [0, 1]; NaN counts as 0); anything larger goes out as a Raw message.
 inline uint64_t coded_limit(uint64_t n, double max_ratio) {
