@@ -362,8 +362,9 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat) {
       {"entry to finish", "entry -> header, entries", "-> staging issued", "-> escape chunks staged",
        "-> data waited for", "-> escape scan", "-> decoded", "", "-> before finish",
        "finish (fence, atomic)", "last CTA's finalize"}};
-  printf("\n%zu KiB bf16, %s launch: kernel span encode %.2f us, decode %.2f us (median)\n", bytes >> 10,
-         repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3, median(span[1]) / 1e3);
+  printf("\n%zu KiB bf16, %s launch: kernel span encode %.2f us, decode %.2f us (median)%s\n", bytes >> 10,
+         repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3, median(span[1]) / 1e3,
+         bulk ? "; bulk: the tiles do not finish items (the follow-up kernels do; not traced)" : "");
   printf("| phase (SM cycles, median / p90) | encode | phase | decode |\n| --- | --- | --- | --- |\n");
   for (int k = 0; k <= 10; ++k) {
     printf("| %s | %.0f / %.0f |", names[0][k], median(phase[0][k]), pct(phase[0][k], 0.9));

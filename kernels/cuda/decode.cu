@@ -412,11 +412,12 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
   }
   ZIPCCL_MARK(6);  // (slot 7 is the encoder's)
   ZIPCCL_MARK(8);
-  if (MU == 1) {  // small launches: the item's last tile publishes (bulk ones: decode_finish_kernel)
-    const bool last = finish_tile(P, item, &sh.flag);
-    ZIPCCL_MARK(9);
-    if (last) finalize(P, item, sh);
-  }
+  // Small launches: the item's last tile publishes (bulk ones: decode_finish_kernel); slot 9
+  // follows slot 8 at once in bulk ones.
+  bool last = false;
+  if (MU == 1) last = finish_tile(P, item, &sh.flag);
+  ZIPCCL_MARK(9);
+  if (last) finalize(P, item, sh);
   ZIPCCL_MARK(10);
   ZIPCCL_MARK_TIME(13);
 }

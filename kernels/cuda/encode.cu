@@ -620,11 +620,12 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   }
   cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
   ZIPCCL_MARK(8);
-  if (MU == 1) {  // small launches: the item's last tile finalizes (bulk ones: encode_finish_kernel)
-    const bool last = finish_tile(P, item, &sh.flag);
-    ZIPCCL_MARK(9);
-    if (last) finalize<MU>(P, item, p, st, sh);
-  }
+  // Small launches: the item's last tile finalizes (bulk ones: encode_finish_kernel); slot 9
+  // follows slot 8 at once in bulk ones.
+  bool last = false;
+  if (MU == 1) last = finish_tile(P, item, &sh.flag);
+  ZIPCCL_MARK(9);
+  if (last) finalize<MU>(P, item, p, st, sh);
   ZIPCCL_MARK(10);
   ZIPCCL_MARK_TIME(13);
 }
