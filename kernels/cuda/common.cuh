@@ -80,6 +80,11 @@ static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 constexpr size_t kTempHead = 3 * kMaxBatch * sizeof(uint32_t);
 constexpr uint32_t kCodecChosen = 0x100;
 
+// Where a launch of `tiles` tiles has its bulk scratch in temp: after the words, 16-byte aligned.
+inline size_t scratch_at(size_t tiles) {
+  return (kTempHead + tiles * 8 + 15) & ~size_t(15);
+}
+
 inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
   return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + tile - 1) / tile);
 }
@@ -104,14 +109,14 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
   }
   if (temp_size < kTempHead + size_t(tiles) * 8) return 0;
   // The scratch speeds bulk encodes up; without room for it they run without (every tile looks back).
-  const size_t scratch_at = (kTempHead + size_t(tiles) * 8 + 15) & ~size_t(15);
-  const size_t scratch = *bulk && temp_size >= scratch_at + size_t(tiles) * bulk_scratch ? size_t(tiles) * bulk_scratch : 0;
+  const size_t at = scratch_at(tiles);
+  const size_t scratch = *bulk && temp_size >= at + size_t(tiles) * bulk_scratch ? size_t(tiles) * bulk_scratch : 0;
   P.n = m;
   P.item_done = static_cast<uint32_t*>(temp);
   P.item_err = P.item_done + kMaxBatch;
   P.item_codec = P.item_err + kMaxBatch;
   P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
-  P.scratch = scratch ? static_cast<uint8_t*>(temp) + scratch_at : nullptr;
+  P.scratch = scratch ? static_cast<uint8_t*>(temp) + at : nullptr;
   P.results = results;
   return tiles;
 }

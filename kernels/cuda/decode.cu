@@ -55,6 +55,12 @@ __device__ __forceinline__ void report(const Launch& P, int item, uint32_t order
   atomicMax(&P.item_err[item], ~((order << 4) | static_cast<uint32_t>(s)));
 }
 
+// Byte i of an item's header, 0 when fewer than kHeaderBytes were received (the header check
+// reports the truncation).
+__device__ __forceinline__ uint8_t header_byte(const LaunchItem& it, uint32_t i) {
+  return it.bytes >= kHeaderBytes ? it.in[i] : 0;
+}
+
 __device__ __forceinline__ BlockEntry load_entry(const uint8_t* p) {
   BlockEntry e;
   memcpy(&e, p, sizeof e);
@@ -366,7 +372,7 @@ __global__ void __launch_bounds__(kThreads, 6) decode_kernel(const __grid_consta
   // blocks when MU = 1). Reads stay within the bytes received; entries past the table are
   // never used.
   if (threadIdx.x < kHeaderBytes) {
-    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = it.bytes >= kHeaderBytes ? it.in[threadIdx.x] : 0;
+    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = header_byte(it, threadIdx.x);
   } else if (threadIdx.x < kHeaderBytes + 2 * (kMaxUnitBlocks + 1)) {
     const uint32_t j = threadIdx.x - kHeaderBytes, shape = j / (kMaxUnitBlocks + 1), m = j % (kMaxUnitBlocks + 1);
     const uint32_t M = shape == 0 ? MU : unit_blocks<Codec::FP32, MU>();
@@ -429,7 +435,7 @@ __global__ void __launch_bounds__(kThreads) decode_finish_kernel(const __grid_co
   const int item = blockIdx.x;
   const LaunchItem& it = P.items[item];
   if (threadIdx.x < kHeaderBytes)
-    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = it.bytes >= kHeaderBytes ? it.in[threadIdx.x] : 0;
+    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = header_byte(it, threadIdx.x);
   __syncthreads();
   finalize(P, item, sh);
 }

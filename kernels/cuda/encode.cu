@@ -172,10 +172,14 @@ __device__ uint64_t look_back(unsigned long long* st, uint32_t b) {
   }
 }
 
-// Bytes of input per tile of codec c (unit_blocks() blocks).
+// Blocks per tile of codec c (unit_blocks()), and the tile's bytes of input.
+template <int MU>
+__device__ __forceinline__ uint32_t tile_blocks(Codec c) {
+  return c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
+}
 template <int MU>
 __device__ __forceinline__ uint32_t unit_bytes(Codec c) {
-  return c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() * kBlockElems * 4 : tile_bytes<MU>();
+  return c == Codec::FP32 ? tile_blocks<MU>(c) * kBlockElems * 4 : tile_bytes<MU>();
 }
 
 // Stage tile u's input (as codec c tiles it) in shared memory, one copy group per 8 KiB: a
@@ -514,7 +518,7 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
   } else {
     uint64_t esc_bytes = 0;
     if (!raw) {
-      const uint32_t M = p.c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
+      const uint32_t M = tile_blocks<MU>(p.c);
       const uint32_t last = (p.L.n_blocks - 1) / M;  // the last tile's state holds the total
       const unsigned long long s = *reinterpret_cast<volatile unsigned long long*>(st + last);
       esc_bytes = s & 0xFFFFFFFFull;
@@ -600,7 +604,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
       cta_copy(it.out + kHeaderBytes + lo, it.in + lo, len);
     }
   } else if (!p.too_large &&
-             b * uint64_t(c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU) < p.L.n_blocks) {
+             b * uint64_t(tile_blocks<MU>(c)) < p.L.n_blocks) {
     const bool as_staged = guess != Codec::Raw && unit_bytes<MU>(guess) == unit_bytes<MU>(c);
     if (guess != Codec::Raw && !as_staged) {  // the copies in flight must land before restaging
       cp_async_wait(0);
@@ -630,6 +634,12 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   ZIPCCL_MARK_TIME(13);
 }
 
+// An item's plan once encode_kernel has finished (an auto item's codec is in temp by then).
+__device__ __forceinline__ Plan finished_plan(const Launch& P, int item) {
+  const LaunchItem& it = P.items[item];
+  return make_plan(it, it.auto_codec ? static_cast<Codec>(P.item_codec[item] & 0xFF) : static_cast<Codec>(it.codec));
+}
+
 // Bulk launches, after encode_kernel, one CTA per tile: a deferred tile gets its offset by a
 // look-back that never waits (every tile has published its count), publishes its inclusive
 // prefix, and moves its escape chunks from temp into the message and its block entries'
@@ -655,7 +665,7 @@ __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __gri
       excl_sh = excl;
     }
   } else if (threadIdx.x == 32) {
-    plan = make_plan(it, it.auto_codec ? static_cast<Codec>(P.item_codec[item] & 0xFF) : static_cast<Codec>(it.codec));
+    plan = finished_plan(P, item);
   }
   __syncthreads();
   const Layout& L = plan.L;
@@ -668,7 +678,7 @@ __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __gri
     if (place) it.out[L.off_esc + excl + i] = src[i];
     src[i] = 0;
   }
-  const uint32_t M = plan.c == Codec::FP32 ? unit_blocks<Codec::FP32, MU>() : MU;
+  const uint32_t M = tile_blocks<MU>(plan.c);
   const uint32_t b = u * M + threadIdx.x;
   if (place && threadIdx.x < M && b < L.n_blocks) {
     uint8_t* entry = it.out + L.off_table + uint64_t(b) * kBlockEntryBytes;
@@ -688,7 +698,7 @@ __global__ void __launch_bounds__(kThreads) encode_finish_kernel(const __grid_co
   const int item = blockIdx.x;
   const LaunchItem& it = P.items[item];
   if (threadIdx.x == 0)
-    sh.plan = make_plan(it, it.auto_codec ? static_cast<Codec>(P.item_codec[item] & 0xFF) : static_cast<Codec>(it.codec));
+    sh.plan = finished_plan(P, item);
   __syncthreads();
   finalize<MU>(P, item, sh.plan, P.state + it.tile0, sh);
 }

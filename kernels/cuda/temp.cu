@@ -18,8 +18,8 @@ size_t temp_bytes(const size_t* sizes, int n) {
       bulk_tiles += detail::tiles_for(sizes[i], detail::tile_bytes<kEncodeBulkMU>());
       total += sizes[i];
     }
-    const size_t words = detail::kTempHead + tiles * 8;
-    const size_t need = total >= detail::kBulkBytes ? ((words + 15) & ~size_t(15)) + bulk_tiles * kEscScratch : words;
+    const size_t need = total >= detail::kBulkBytes ? detail::scratch_at(tiles) + bulk_tiles * kEscScratch
+                                                    : detail::kTempHead + tiles * 8;
     most = need > most ? need : most;
   }
   return most;
