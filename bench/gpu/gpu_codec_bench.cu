@@ -117,6 +117,28 @@ struct Bulk {
   double enc_gbs, dec_gbs, ratio;
 };
 
+// One message of `bytes` to encode into a buffer of max_compressed_bytes(bytes), and its
+// message (msg_bytes of it) to decode back into `bytes`.
+gpu::EncodeItem encode_item(const void* in, size_t bytes, void* msg, Codec codec = Codec::BF16,
+                            bool auto_codec = false) {
+  gpu::EncodeItem e;
+  e.in = in;
+  e.bytes = bytes;
+  e.out = msg;
+  e.out_cap = max_compressed_bytes(bytes);
+  e.codec = codec;
+  e.auto_codec = auto_codec;
+  return e;
+}
+gpu::DecodeItem decode_item(const void* msg, size_t msg_bytes, void* out, size_t bytes) {
+  gpu::DecodeItem d;
+  d.in = msg;
+  d.in_bytes = msg_bytes;
+  d.out = out;
+  d.out_cap = bytes;
+  return d;
+}
+
 // Bulk throughput of one message of `bytes`, two buffer sets alternated so that repeats do
 // not run from L2.
 Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps, bool queued) {
@@ -132,13 +154,7 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps, bool que
   uint64_t msg_bytes = 0;
   for (int i = 0; i < reps + 3; ++i) {
     const int k = i & 1;
-    gpu::EncodeItem e;
-    e.in = in[k];
-    e.bytes = bytes;
-    e.out = msg[k];
-    e.out_cap = max_compressed_bytes(bytes);
-    e.codec = codec;
-    e.auto_codec = auto_codec;
+    const gpu::EncodeItem e = encode_item(in[k], bytes, msg[k], codec, auto_codec);
     const float enc_ms = timed_ms(c, queued, [&] { CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s)); });
     if (c.res[0].status != 0) {
       fprintf(stderr, "encode status %d\n", c.res[0].status);
@@ -146,11 +162,7 @@ Bulk bulk(Ctx& c, Codec codec, bool auto_codec, size_t bytes, int reps, bool que
     }
     msg_bytes = c.res[0].bytes;
     if (i >= 3) te.push_back(enc_ms);
-    gpu::DecodeItem d;
-    d.in = msg[k];
-    d.in_bytes = msg_bytes;
-    d.out = out[k];
-    d.out_cap = bytes;
+    const gpu::DecodeItem d = decode_item(msg[k], msg_bytes, out[k], bytes);
     const float dec_ms = timed_ms(c, queued, [&] { CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s)); });
     if (c.res[0].status != 0) {
       fprintf(stderr, "decode status %d\n", c.res[0].status);
@@ -220,11 +232,7 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
     CK(cudaMalloc(&msg[i], max_compressed_bytes(bytes)));
     CK(cudaMalloc(&out[i], bytes));
     CK(cudaMemcpy(in[i], host.data(), bytes, cudaMemcpyHostToDevice));
-    e[i].in = in[i];
-    e[i].bytes = bytes;
-    e[i].out = msg[i];
-    e[i].out_cap = max_compressed_bytes(bytes);
-    e[i].codec = Codec::BF16;
+    e[i] = encode_item(in[i], bytes, msg[i]);
   }
   cudaEvent_t done;
   CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -242,10 +250,7 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
         fprintf(stderr, "encode status %d\n", c.res[k].status);
         exit(1);
       }
-      d[k].in = msg[k];
-      d[k].in_bytes = c.res[k].bytes;
-      d[k].out = out[k];
-      d[k].out_cap = bytes;
+      d[k] = decode_item(msg[k], c.res[k].bytes, out[k], bytes);
     }
     auto t2 = clk::now();
     CK(gpu::decode_batch(d.data(), batch, c.temp, c.temp_bytes, c.res, c.s));
@@ -315,18 +320,10 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat) {
       gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
       for (int r = 0; r < repeat; ++r) {
         if (dir == 0) {
-          gpu::EncodeItem e;
-          e.in = in;
-          e.bytes = bytes;
-          e.out = msg;
-          e.out_cap = max_compressed_bytes(bytes);
+          const gpu::EncodeItem e = encode_item(in, bytes, msg);
           CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s));
         } else {
-          gpu::DecodeItem d;
-          d.in = msg;
-          d.in_bytes = msg_bytes;
-          d.out = out;
-          d.out_cap = bytes;
+          const gpu::DecodeItem d = decode_item(msg, msg_bytes, out, bytes);
           CK(gpu::decode_batch(&d, 1, c.temp, c.temp_bytes, c.res, c.s));
         }
         CK(cudaStreamSynchronize(c.s));
