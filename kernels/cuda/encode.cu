@@ -590,13 +590,18 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   // The tile's input is requested first, so that the codec choice and the plan overlap with
   // the loads. An auto item is staged as bf16/fp16 tiles it, which is how fp32 tiles it too
   // except in 8 KiB tiles (MU = 1), where an fp32 tile restages.
-  const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-  if (guess != Codec::Raw) stage_tile<MU>(it, guess, b, staged);
-  const Codec c = it.auto_codec ? item_codec(P, item, b, sh) : guess;
-  if (threadIdx.x == 0) sh.plan = make_plan(it, c);
+  // Neither the guess nor the codec is kept in a register across the barrier (at 40 registers
+  // ptxas spilled the codec, and its reload from local memory stalled every warp after it).
+  {
+    const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
+    if (guess != Codec::Raw) stage_tile<MU>(it, guess, b, staged);
+    const Codec c = it.auto_codec ? item_codec(P, item, b, sh) : guess;
+    if (threadIdx.x == 0) sh.plan = make_plan(it, c);
+  }
   __syncthreads();
   ZIPCCL_MARK(1);
   const Plan& p = sh.plan;
+  const Codec c = p.c;
   if (p.raw && !p.too_large) {
     if (!P.raw_header_only && it.cap >= kHeaderBytes + it.bytes) {
       uint64_t lo, len;
@@ -605,8 +610,9 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
     }
   } else if (!p.too_large &&
              b * uint64_t(tile_blocks<MU>(c)) < p.L.n_blocks) {
-    const bool as_staged = guess != Codec::Raw && unit_bytes<MU>(guess) == unit_bytes<MU>(c);
-    if (guess != Codec::Raw && !as_staged) {  // the copies in flight must land before restaging
+    // Staged as guessed: as c tiles it (c is not Raw here), or as bf16 tiles it for an auto item.
+    const bool as_staged = !it.auto_codec || unit_bytes<MU>(Codec::BF16) == unit_bytes<MU>(c);
+    if (!as_staged) {  // the copies in flight must land before restaging
       cp_async_wait(0);
       __syncthreads();
     }
