@@ -649,49 +649,64 @@ __device__ __forceinline__ Plan finished_plan(const Launch& P, int item) {
 // Bulk launches, after encode_kernel, one CTA per tile: a deferred tile gets its offset by a
 // look-back that never waits (every tile has published its count), publishes its inclusive
 // prefix, and moves its escape chunks from temp into the message and its block entries'
-// offsets from tile-relative to absolute.
+// offsets from tile-relative to absolute. The CTA is a chain of memory round trips, so every
+// load (state word, scratch slot, entries) is issued before the look-back's.
 constexpr int kFixupThreads = 128;
+static_assert(kFixupThreads * 8 == kEscScratch, "a scratch slot is 8 bytes per fixup thread");
 template <int MU>
 __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __grid_constant__ Launch P) {
   __shared__ Plan plan;
   __shared__ uint64_t excl_sh;
   allow_dependents();
   grid_dependency_wait();
+  if (!P.scratch) return;  // no tile deferred
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
   const uint32_t u = blockIdx.x - it.tile0;
   unsigned long long* st = P.state + it.tile0;
+  uint2* slot = reinterpret_cast<uint2*>(P.scratch + uint64_t(blockIdx.x) * kEscScratch);
   const unsigned long long s = *reinterpret_cast<volatile unsigned long long*>(st + u);
+  const uint2 bytes = slot[threadIdx.x];  // zero past the chunk: temp is left zeroed
+  // Warp 1: the plan, and lane m the offset in the entry of the tile's block m (in bounds of
+  // the output once the plan is coded).
+  uint32_t entry_off = 0;
+  uint8_t* entry = nullptr;
+  if (threadIdx.x / 32 == 1) {
+    const Plan p = finished_plan(P, item);
+    if (threadIdx.x == 32) plan = p;
+    const uint32_t m = threadIdx.x - 32, b = u * tile_blocks<MU>(p.c) + m;
+    if (!p.raw && !p.too_large && m < tile_blocks<MU>(p.c) && b < p.L.n_blocks) {
+      entry = it.out + p.L.off_table + uint64_t(b) * kBlockEntryBytes;
+      memcpy(&entry_off, entry, sizeof entry_off);  // BlockEntry::esc_offset
+    }
+  }
   if (!(s & kDeferred)) return;
-  const uint32_t chunk = own_escapes(s);
   if (threadIdx.x < 32) {
     const uint64_t excl = look_back(st, u);
     if (threadIdx.x == 0) {
-      *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (s & 0xFFFF00000000ull) | (excl + chunk);
+      *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (s & 0xFFFF00000000ull) | (excl + own_escapes(s));
       excl_sh = excl;
     }
-  } else if (threadIdx.x == 32) {
-    plan = finished_plan(P, item);
   }
   __syncthreads();
+  const uint32_t chunk = own_escapes(s);
   const Layout& L = plan.L;
   const uint64_t excl = excl_sh;
   // A message over its limit becomes Raw (encode_finish_kernel): nothing to place then. The
   // scratch bytes are cleared either way, as temp is left zeroed.
   const bool place = L.off_esc + excl + chunk <= min(it.limit, it.cap);
-  uint8_t* src = P.scratch + uint64_t(blockIdx.x) * kEscScratch;
-  for (uint32_t i = threadIdx.x; i < chunk; i += kFixupThreads) {
-    if (place) it.out[L.off_esc + excl + i] = src[i];
-    src[i] = 0;
+  const uint32_t first = 8 * threadIdx.x;
+  if (first < chunk) {
+    slot[threadIdx.x] = make_uint2(0, 0);
+    if (place) {
+      uint8_t* dst = it.out + L.off_esc + excl + first;
+      const unsigned long long v = (uint64_t(bytes.y) << 32) | bytes.x;
+      for (uint32_t i = 0; i < 8 && first + i < chunk; ++i) dst[i] = static_cast<uint8_t>(v >> (8 * i));
+    }
   }
-  const uint32_t M = tile_blocks<MU>(plan.c);
-  const uint32_t b = u * M + threadIdx.x;
-  if (place && threadIdx.x < M && b < L.n_blocks) {
-    uint8_t* entry = it.out + L.off_table + uint64_t(b) * kBlockEntryBytes;
-    uint32_t off;
-    memcpy(&off, entry, sizeof off);  // BlockEntry::esc_offset
-    off += static_cast<uint32_t>(excl);
-    memcpy(entry, &off, sizeof off);
+  if (entry && place) {
+    entry_off += static_cast<uint32_t>(excl);
+    memcpy(entry, &entry_off, sizeof entry_off);
   }
 }
 
