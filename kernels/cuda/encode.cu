@@ -40,6 +40,7 @@ struct EncShared {
   uint32_t red[kWarps];
   uint32_t base[kMaxUnitBlocks];  // window base of each block of the tile
   uint32_t scan[kWarps][kMaxUnitBlocks / 2];
+  uint16_t escm[kMaxUnitBlocks][kThreads];  // each thread's escape mask per block (encode_unit)
   uint64_t bcast;
   int flag;
   int codec;
@@ -323,15 +324,16 @@ __device__ __noinline__ void warp_put_header(uint8_t* out, EncShared& sh, const 
 // Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
 // memory with asynchronous copies (by the caller when `staged`, else here), all in flight at
 // once, block m's group(s) waited for before block m is coded; every pass reads shared memory.
-// Per block only the thread's escape mask outlives the block's iteration (16 bits of escm), so
-// registers do not grow with the tile.
+// Per block only the thread's escape mask outlives the block's iteration, in shared memory (in
+// registers, at 40 per thread, ptxas moved it through local memory in every iteration of the
+// bf16 kernel's block loop), so registers do not grow with the tile.
 template <Codec C, int MU>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, uint8_t* scratch,
                                             const Layout& L, uint32_t u, EncShared& sh, uint4* data, bool staged,
                                             bool header) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
-  static_assert(M <= kMaxUnitBlocks, "shared arrays, escm and copy-group waits hold 4 blocks");
+  static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 4 blocks");
   constexpr int W = kPerThread * G::EB / 4;  // words per thread and block
   constexpr int kBlockGroups = kBlockElems * G::EB / 8192, kGroups = M * kBlockGroups;  // copy groups
   const uint32_t b0 = u * M;
@@ -343,11 +345,16 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 
   // Codes, residual bytes and code bit-planes in one pass per block. Planes are written before
   // the block is known to be coded: a block that turns out raw rewrites all its plane bytes
-  // after the escape scan (ordered by its barrier). escm: this thread's escapes, bit 16m+j =
-  // element j of block m.
-  uint64_t escm = 0;
+  // after the escape scan (ordered by its barrier). sh.escm[m][t]: thread t's escapes in block
+  // m, bit j = element j.
 #pragma unroll 1
-  for (int m = 0; m < M; ++m) {
+  for (int m0 = 0; m0 < M; ++m0) {
+    // m opaque to the compiler in the four-block bf16/fp16 loops: otherwise it turns the
+    // block's addresses into 64-bit pointers carried across iterations, which at 40 registers
+    // go through local memory (bf16 kernel: -10% at 256 MiB). fp32's two-block loop has no
+    // such pointers and was 9% slower with it.
+    int m = m0;
+    if constexpr (M > 1 && G::EB == 2) asm volatile("" : "+r"(m));
     const uint32_t nb = elems(m), valid = nb > e0 ? min(nb - e0, uint32_t(kPerThread)) : 0;
     cp_async_wait(kGroups - kBlockGroups * (m + 1));
     __syncthreads();
@@ -433,10 +440,10 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         }
       }
     }
-    escm |= uint64_t(escmask) << (16 * m);
+    sh.escm[m][threadIdx.x] = static_cast<uint16_t>(escmask);
   }
   ZIPCCL_MARK(4);
-  auto mask_of = [&](int m) { return uint32_t(escm >> (16 * m)) & 0xFFFFu; };
+  auto mask_of = [&](int m) { return uint32_t(sh.escm[m][threadIdx.x]); };
   uint32_t esc[M], escapes[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) esc[m] = __popc(mask_of(m));
@@ -598,7 +605,13 @@ __device__ Codec item_codec(const Launch& P, int item, uint32_t b, EncShared& sh
   return static_cast<Codec>(sh.codec);
 }
 
-template <int MU>
+// FIXED: the codec of every item of the launch when the host knows it (all items coded with one
+// codec, none auto), else kAnyCodec. A kernel for one codec carries only its coding path - a
+// third of the mixed kernel's code, whose instruction fetch stalls were 15% of its stall
+// samples - and holds no codec in a register.
+constexpr int kAnyCodec = -1;
+
+template <int MU, int FIXED>
 __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
   __shared__ EncShared sh;
   extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
@@ -614,16 +627,17 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   // except in 8 KiB tiles (MU = 1), where an fp32 tile restages.
   // Neither the guess nor the codec is kept in a register across the barrier (at 40 registers
   // ptxas spilled the codec, and its reload from local memory stalled every warp after it).
+  constexpr bool fixed = FIXED != kAnyCodec;
   {
-    const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
+    const Codec guess = fixed ? static_cast<Codec>(FIXED) : it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
     if (guess != Codec::Raw) stage_tile<MU>(it, guess, b, staged);
-    const Codec c = it.auto_codec ? item_codec(P, item, b, sh) : guess;
+    const Codec c = !fixed && it.auto_codec ? item_codec(P, item, b, sh) : guess;
     if (threadIdx.x == 0) sh.plan = make_plan(it, c);
   }
   __syncthreads();
   ZIPCCL_MARK(1);
   const Plan& p = sh.plan;
-  const Codec c = p.c;
+  const Codec c = fixed ? static_cast<Codec>(FIXED) : p.c;
   if (p.raw && !p.too_large) {
     if (!P.raw_header_only && it.cap >= kHeaderBytes + it.bytes) {
       uint64_t lo, len;
@@ -633,21 +647,25 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   } else if (!p.too_large &&
              b * uint64_t(tile_blocks<MU>(c)) < p.L.n_blocks) {
     // Staged as guessed: as c tiles it (c is not Raw here), or as bf16 tiles it for an auto item.
-    const bool as_staged = !it.auto_codec || unit_bytes<MU>(Codec::BF16) == unit_bytes<MU>(c);
+    const bool as_staged = fixed || !it.auto_codec || unit_bytes<MU>(Codec::BF16) == unit_bytes<MU>(c);
     if (!as_staged) {  // the copies in flight must land before restaging
       cp_async_wait(0);
       __syncthreads();
     }
-    switch (c) {
-      case Codec::BF16:
-        encode_unit<Codec::BF16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
-        break;
-      case Codec::FP16:
-        encode_unit<Codec::FP16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
-        break;
-      default:
-        encode_unit<Codec::FP32, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
-        break;
+    if constexpr (fixed) {
+      encode_unit<static_cast<Codec>(FIXED), MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+    } else {
+      switch (c) {
+        case Codec::BF16:
+          encode_unit<Codec::BF16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+          break;
+        case Codec::FP16:
+          encode_unit<Codec::FP16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+          break;
+        default:
+          encode_unit<Codec::FP32, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+          break;
+      }
     }
   }
   cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
@@ -660,6 +678,21 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   if (last) finalize<MU>(P, item, p, st, sh);
   ZIPCCL_MARK(10);
   ZIPCCL_MARK_TIME(13);
+}
+
+// The encode kernel for a launch whose items all use codec `fixed` (kAnyCodec: mixed or auto).
+template <int MU>
+void (*encode_kernel_for(int fixed))(Launch) {
+  switch (fixed) {
+    case static_cast<int>(Codec::BF16):
+      return encode_kernel<MU, static_cast<int>(Codec::BF16)>;
+    case static_cast<int>(Codec::FP16):
+      return encode_kernel<MU, static_cast<int>(Codec::FP16)>;
+    case static_cast<int>(Codec::FP32):
+      return encode_kernel<MU, static_cast<int>(Codec::FP32)>;
+    default:
+      return encode_kernel<MU, kAnyCodec>;
+  }
 }
 
 // An item's plan once encode_kernel has finished (an auto item's codec is in temp by then).
@@ -777,6 +810,11 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
       l.codec = static_cast<uint8_t>(e.codec);
       l.auto_codec = e.auto_codec;
     }
+    int fixed = m > 0 && !P.items[0].auto_codec && P.items[0].codec != static_cast<uint8_t>(Codec::Raw)
+                    ? P.items[0].codec
+                    : kAnyCodec;
+    for (int i = 1; i < m; ++i)
+      if (P.items[i].auto_codec || P.items[i].codec != P.items[0].codec) fixed = kAnyCodec;
     bool bulk;
     const uint32_t tiles =
         finish_launch(P, m, &LaunchItem::bytes, kEncodeBulkMU, 0, kEscScratch, temp, temp_size, results + first, &bulk);
@@ -785,12 +823,12 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     // blocks).
     cudaError_t err;
     if (bulk) {
-      encode_kernel<kEncodeBulkMU><<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
+      encode_kernel_for<kEncodeBulkMU>(fixed)<<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
       err = cudaGetLastError();
       if (err == cudaSuccess) err = launch_after(encode_fixup_kernel<kEncodeBulkMU>, tiles, kFixupThreads, stream, P);
       if (err == cudaSuccess) err = launch_after(encode_finish_kernel<kEncodeBulkMU>, m, kThreads, stream, P);
     } else {
-      encode_kernel<1><<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
+      encode_kernel_for<1>(fixed)<<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
       err = cudaGetLastError();
     }
     if (err != cudaSuccess) return err;

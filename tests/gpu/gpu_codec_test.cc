@@ -511,6 +511,33 @@ TEST_F(GpuCodec, LargeBatchAndBulk) {
   temp_bytes_ = full;
 }
 
+// Batches whose items all use one codec, none auto, run the encode kernels built for that codec
+// (the other tests' batches mostly mix codecs or auto items): the adversarial inputs again, in
+// a small launch and in a bulk one.
+TEST_F(GpuCodec, SingleCodecBatches) {
+  const size_t n = quick() ? 40000 : 200000;
+  const Bytes noise = random_bytes(n, 31);
+  Bytes patterns(65536 * 2);  // every 16-bit pattern (2-byte codecs), 32768 patterns (fp32)
+  for (uint32_t i = 0; i < 65536; ++i) memcpy(&patterns[2 * i], &i, 2);
+  for (Codec c : {Codec::BF16, Codec::FP16, Codec::FP32}) {
+    std::vector<In> ins;
+    for (size_t s : {size_t(0), size_t(1), size_t(3), size_t(4099), size_t(8192), size_t(16387), size_t(65542)})
+      ins.push_back(make_in(gaussian(c, s, uint32_t(s)), c));
+    ins.push_back(make_in(noise, c));  // raw blocks, then a Raw message
+    ins.push_back(make_in(patterns, c));
+    Bytes patchy = gaussian(c, n, 32);  // coded and raw blocks in one message
+    for (size_t at = 8192; at + 8192 <= n; at += 3 * 8192) memcpy(&patchy[at], &noise[at], 8192);
+    ins.push_back(make_in(patchy, c));
+    ins.push_back(make_in(Bytes(n, 0), c));
+    In shifted = make_in(gaussian(c, 20011, 33), c);
+    shifted.in_shift = 3;
+    shifted.out_shift = 5;
+    ins.push_back(shifted);
+    check_identical(ins);
+    check_identical({make_in(gaussian(c, (size_t(17) << 20) + 6, 34, 1.0f), c), make_in(patchy, c)});
+  }
+}
+
 // Every launch leaves its temp memory zeroed (gpu_codec.h's contract), the encoder's tile
 // ticket counter included: after mixed small batches and a bulk batch, encode and decode.
 TEST_F(GpuCodec, TempLeftZeroed) {
