@@ -104,6 +104,23 @@ Bytes random_bytes(size_t n, uint32_t seed) {
   return b;
 }
 
+// Where two equally long messages differ, against the sections of b's layout (header fields).
+std::string differences(const Bytes& a, const Bytes& b) {
+  size_t first = a.size(), last = 0, count = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    if (a[i] != b[i]) {
+      first = std::min(first, i);
+      last = i;
+      ++count;
+    }
+  Header h{};
+  if (b.size() >= sizeof h) memcpy(&h, b.data(), sizeof h);
+  return std::to_string(count) + " bytes differ in [" + std::to_string(first) + ", " + std::to_string(last) +
+         "]; sections: table " + std::to_string(h.off_table) + ", residuals " + std::to_string(h.off_res) +
+         ", planes " + std::to_string(h.off_bits) + ", escapes " + std::to_string(h.off_esc) + ", end " +
+         std::to_string(b.size());
+}
+
 class GpuCodec : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -247,7 +264,8 @@ class GpuCodec : public ::testing::Test {
       ref.resize(ref_len);
       ASSERT_EQ(outs[i].r.bytes, ref_len)
           << "item " << i << " size " << x.size() << " codec " << codec_name(c);
-      ASSERT_EQ(outs[i].msg, ref) << "item " << i << " size " << x.size() << " codec " << codec_name(c);
+      ASSERT_EQ(outs[i].msg, ref) << "item " << i << " size " << x.size() << " codec " << codec_name(c) << ", "
+                                  << differences(outs[i].msg, ref);
       ASSERT_EQ(outs[i].r.codec, ref[5]) << "item " << i;
       EXPECT_EQ(outs[i].r.raw_from_input, 0);
       Bytes back(x.size() + 1);
