@@ -9,6 +9,7 @@
 #include "zipccl/codec.h"
 #include "zipccl/format.h"
 #include "zipccl/gpu_codec.h"
+#include "swizzle.h"
 
 namespace zipccl::gpu::detail {
 
@@ -195,15 +196,6 @@ __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M]
     x[m] = xs[m];
     total[m] = ts[m];
   }
-}
-
-// Shared-memory slot of 16-byte chunk g of a staged tile. Threads read 16-byte vectors at a
-// stride of 32 or 64 bytes; XOR-ing bits 3-4 of the index into bits 0-1 spreads each group of
-// 8 lanes over all 32 banks, and keeps consecutive chunks (cp.async writes) conflict-free.
-// swz(b + c) == b + swz(c) when b is a multiple of 32: callers swizzle a thread's own offset
-// once and add section bases as plain offsets.
-__device__ __forceinline__ uint32_t swz(uint32_t g) {
-  return g ^ ((g >> 3) & 3);
 }
 
 // 16-byte asynchronous global->shared copy (sm_80+), completed by cp_async_wait().

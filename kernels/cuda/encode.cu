@@ -248,9 +248,8 @@ __device__ __forceinline__ uint32_t staged_elem(const uint4* data, int m, uint32
   return Geom<C>::EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
 }
 
-// This thread's element j (0..15) of block m of the staged tile. Its chunks are swz(EB t) ^ q
-// (q < EB), so the element's byte offset in the block is own ^ (j EB), own = 16 swz(EB t): two
-// instructions per escape instead of staged_elem()'s eight.
+// This thread's element j (0..15) of block m of the staged tile, at own ^ (j EB) with own =
+// own_base(t, EB) (swizzle.h): two instructions per escape instead of staged_elem()'s eight.
 template <Codec C>
 __device__ __forceinline__ uint32_t own_elem(const uint4* data, int m, uint32_t own, uint32_t j) {
   constexpr uint32_t EB = Geom<C>::EB;
@@ -508,7 +507,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     }
     uint8_t* dst = deferred ? scratch + uint64_t(it.tile0 + u) * kEscScratch + esc_off : out + L.off_esc + esc_off;
     if (!raw) {
-      const uint32_t own = 16 * swz(G::EB * threadIdx.x);
+      const uint32_t own = own_base(threadIdx.x, G::EB);
       uint32_t k = esc[m];
       for (uint32_t mk = mask_of(m); mk; mk &= mk - 1)
         dst[k++] = static_cast<uint8_t>(elem_exponent(C, own_elem<C>(data, m, own, __ffs(mk) - 1)));
