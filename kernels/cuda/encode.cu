@@ -8,6 +8,7 @@
 // last block; bulk launches leave the header, padding, fallback and result to a second kernel.
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "common.cuh"
 #include "lanes.h"
@@ -651,19 +652,16 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
       cp_async_wait(0);
       __syncthreads();
     }
+    const auto unit = [&](auto codec) {
+      encode_unit<decltype(codec)::value, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+    };
     if constexpr (fixed) {
-      encode_unit<static_cast<Codec>(FIXED), MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+      unit(std::integral_constant<Codec, static_cast<Codec>(FIXED)>());
     } else {
       switch (c) {
-        case Codec::BF16:
-          encode_unit<Codec::BF16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
-          break;
-        case Codec::FP16:
-          encode_unit<Codec::FP16, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
-          break;
-        default:
-          encode_unit<Codec::FP32, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
-          break;
+        case Codec::BF16: unit(std::integral_constant<Codec, Codec::BF16>()); break;
+        case Codec::FP16: unit(std::integral_constant<Codec, Codec::FP16>()); break;
+        default: unit(std::integral_constant<Codec, Codec::FP32>()); break;
       }
     }
   }
@@ -735,15 +733,15 @@ __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __gri
     }
   }
   if (!(s & kDeferred)) return;
+  const uint32_t chunk = own_escapes(s);
   if (threadIdx.x < 32) {
     const uint64_t excl = look_back(st, u);
     if (threadIdx.x == 0) {
-      *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (s & 0xFFFF00000000ull) | (excl + own_escapes(s));
+      *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (s & 0xFFFF00000000ull) | (excl + chunk);
       excl_sh = excl;
     }
   }
   __syncthreads();
-  const uint32_t chunk = own_escapes(s);
   const Layout& L = plan.L;
   const uint64_t excl = excl_sh;
   // A message over its limit becomes Raw (encode_finish_kernel): nothing to place then. The
