@@ -104,21 +104,31 @@ Bytes random_bytes(size_t n, uint32_t seed) {
   return b;
 }
 
-// Where two equally long messages differ, against the sections of b's layout (header fields).
-std::string differences(const Bytes& a, const Bytes& b) {
+// Where two equally long messages differ, against the sections of b's layout (header fields),
+// and whether a still decodes to the input x (another valid coding, or a corrupt one).
+std::string decodes_to(const Bytes& msg, const Bytes& x) {
+  Bytes back(x.size() + 1);
+  size_t len = 0;
+  const Status s = zipccl::decode(msg.data(), msg.size(), back.data(), back.size(), &len);
+  if (s != Status::kOk) return "no (status " + std::to_string(int(s)) + ")";
+  return len == x.size() && memcmp(back.data(), x.data(), len) == 0 ? "yes" : "no (other bytes)";
+}
+
+std::string differences(const Bytes& a, const Bytes& b, const Bytes& x) {
   size_t first = a.size(), last = 0, count = 0;
+  std::string some;  // the first few, as offset: a's byte/b's byte
   for (size_t i = 0; i < a.size() && i < b.size(); ++i)
     if (a[i] != b[i]) {
       first = std::min(first, i);
       last = i;
-      ++count;
+      if (++count <= 8) some += " " + std::to_string(i) + ":" + std::to_string(a[i]) + "/" + std::to_string(b[i]);
     }
   Header h{};
   if (b.size() >= sizeof h) memcpy(&h, b.data(), sizeof h);
   return std::to_string(count) + " bytes differ in [" + std::to_string(first) + ", " + std::to_string(last) +
-         "]; sections: table " + std::to_string(h.off_table) + ", residuals " + std::to_string(h.off_res) +
+         "] (" + some + " ); sections: table " + std::to_string(h.off_table) + ", residuals " + std::to_string(h.off_res) +
          ", planes " + std::to_string(h.off_bits) + ", escapes " + std::to_string(h.off_esc) + ", end " +
-         std::to_string(b.size());
+         std::to_string(b.size()) + "; a decodes to the input: " + decodes_to(a, x);
 }
 
 class GpuCodec : public ::testing::Test {
@@ -265,7 +275,7 @@ class GpuCodec : public ::testing::Test {
       ASSERT_EQ(outs[i].r.bytes, ref_len)
           << "item " << i << " size " << x.size() << " codec " << codec_name(c);
       ASSERT_EQ(outs[i].msg, ref) << "item " << i << " size " << x.size() << " codec " << codec_name(c) << ", "
-                                  << differences(outs[i].msg, ref);
+                                  << differences(outs[i].msg, ref, x);
       ASSERT_EQ(outs[i].r.codec, ref[5]) << "item " << i;
       EXPECT_EQ(outs[i].r.raw_from_input, 0);
       Bytes back(x.size() + 1);
