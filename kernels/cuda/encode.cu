@@ -737,7 +737,11 @@ __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __gri
   if (threadIdx.x < 32) {
     const uint64_t excl = look_back(st, u);
     if (threadIdx.x == 0) {
-      *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | (s & 0xFFFF00000000ull) | (excl + chunk);
+      // Keeps what the CTA's threads read of the word (kDeferred, own escapes): nothing orders
+      // a warp's read before this write, and a warp that saw no kDeferred would leave its
+      // bytes unplaced and its scratch uncleared (it happened under compute-sanitizer).
+      *reinterpret_cast<volatile unsigned long long*>(st + u) =
+          kInclusive | (s & (kDeferred | 0xFFFF00000000ull)) | (excl + chunk);
       excl_sh = excl;
     }
   }
