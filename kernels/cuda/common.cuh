@@ -136,8 +136,12 @@ __device__ __forceinline__ int find_item(const Launch& P) {
 }
 
 __device__ __forceinline__ uint32_t warp_sum(uint32_t x) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(~0u, x);  // one REDUX instead of five shuffles and adds
+#else
   for (int o = 16; o; o >>= 1) x += __shfl_xor_sync(~0u, x, o);
   return x;
+#endif
 }
 __device__ __forceinline__ uint64_t warp_sum64(uint64_t x) {
   for (int o = 16; o; o >>= 1) x += __shfl_xor_sync(~0u, x, o);

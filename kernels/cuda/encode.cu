@@ -43,6 +43,7 @@ struct EncShared {
   uint32_t scan[kWarps][kMaxUnitBlocks / 2];
   uint16_t escm[kMaxUnitBlocks][kThreads];  // each thread's escape mask per block (encode_unit)
   uint64_t bcast;
+  uint32_t tile_elems;
   int flag;
   int codec;
   union {
@@ -341,7 +342,18 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
   if (!staged) stage_tile<MU>(it, C, u, data);
-  auto elems = [&](int m) { return b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0u; };
+  // Elements per block from the tile's count in 32-bit arithmetic (block_elems()'s 64-bit form,
+  // evaluated per use, was 9% of the bulk encoder's instructions), the count in shared memory
+  // for multi-block tiles (in a register the bf16 bulk kernel spilled); a raw block's chunk
+  // from the codec's constant plane count.
+  const uint64_t start = uint64_t(b0) * kBlockElems;
+  const uint32_t tile_elems = L.n_elems > start ? uint32_t(min(L.n_elems - start, uint64_t(M) * kBlockElems)) : 0;
+  if (M > 1 && threadIdx.x == 0) sh.tile_elems = tile_elems;
+  auto elems = [&](int m) {
+    const uint32_t lo = m * kBlockElems, n = M > 1 ? sh.tile_elems : tile_elems;
+    return n > lo ? min(n - lo, kBlockElems) : 0u;
+  };
+  auto raw_chunk_of = [](uint32_t nb) { return nb - raw_plane_bytes(G::K, nb); };
 
   // Codes, residual bytes and code bit-planes in one pass per block. Planes are written before
   // the block is known to be coded: a block that turns out raw rewrites all its plane bytes
@@ -355,9 +367,9 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     // such pointers and was 9% slower with it.
     int m = m0;
     if constexpr (M > 1 && G::EB == 2) asm volatile("" : "+r"(m));
-    const uint32_t nb = elems(m), valid = nb > e0 ? min(nb - e0, uint32_t(kPerThread)) : 0;
     cp_async_wait(kGroups - kBlockGroups * (m + 1));
-    __syncthreads();
+    __syncthreads();  // also orders thread 0's sh.tile_elems before elems()
+    const uint32_t nb = elems(m), valid = nb > e0 ? min(nb - e0, uint32_t(kPerThread)) : 0;
     if (m == 0) ZIPCCL_MARK(2);
     uint32_t base;
     {  // the block's window from its mean nonzero exponent
@@ -451,7 +463,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   uint32_t unit_chunk = 0;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const uint32_t raw_chunk = raw_chunk_bytes(L, elems(m));
+    const uint32_t raw_chunk = raw_chunk_of(elems(m));
     unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
   }
   ZIPCCL_MARK(5);
@@ -488,10 +500,12 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   if (!deferred && L.off_esc + esc_off + unit_chunk > min(it.limit, it.cap)) return;
   if (last_tile && header && threadIdx.x >= 32 && threadIdx.x < 64)
     warp_put_header(out, sh, L, esc_off + unit_chunk, it.in + L.n_elems * L.g.elem_bytes, false, 0);
+  // The blocks' escape chunks follow each other from the tile's first (in temp when deferred).
+  uint8_t* dst = deferred ? scratch + uint64_t(it.tile0 + u) * kEscScratch : out + L.off_esc + esc_off;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const uint32_t b = b0 + m, nb = elems(m);
-    const uint32_t raw_chunk = raw_chunk_bytes(L, nb);
+    const uint32_t raw_chunk = raw_chunk_of(nb);
     const bool raw = escapes[m] > raw_chunk;
     const uint32_t chunk = raw ? raw_chunk : escapes[m];
     if (threadIdx.x == 0 && nb) {
@@ -506,7 +520,6 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         memcpy(entry, &e, sizeof e);
       }
     }
-    uint8_t* dst = deferred ? scratch + uint64_t(it.tile0 + u) * kEscScratch + esc_off : out + L.off_esc + esc_off;
     if (!raw) {
       const uint32_t own = own_base(threadIdx.x, G::EB);
       uint32_t k = esc[m];
@@ -515,7 +528,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     } else {
       // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
       // past nb), the rest form the chunk.
-      const uint32_t groups = (nb + 7) / 8, in_planes = raw_plane_bytes(L, nb);
+      const uint32_t groups = (nb + 7) / 8, in_planes = raw_plane_bytes(G::K, nb);
       uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
       for (uint32_t i = threadIdx.x; i < G::K * groups; i += kThreads)
         planes[(i / groups) * L.bit_stride + i % groups] = i < nb ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
@@ -523,6 +536,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         dst[i - in_planes] = elem_top(C, staged_elem<C>(data, m, i));
     }
     esc_off += chunk;
+    dst += chunk;
   }
   ZIPCCL_MARK(7);
 }

@@ -115,10 +115,11 @@ ZIPCCL_HD uint32_t block_elems(const Layout& L, uint32_t b) {
 // A raw block keeps its top bytes verbatim: the first min(nb, K*ceil(nb/8)) in the block's
 // bit-plane slots (plane after plane), the rest in its escape chunk. So a raw block costs
 // exactly its original size.
-ZIPCCL_HD uint32_t raw_plane_bytes(const Layout& L, uint32_t nb) {
-  uint32_t in_planes = L.g.bit_planes * ((nb + 7) / 8);
+ZIPCCL_HD constexpr uint32_t raw_plane_bytes(uint32_t bit_planes, uint32_t nb) {
+  const uint32_t in_planes = bit_planes * ((nb + 7) / 8);
   return in_planes < nb ? in_planes : nb;
 }
+ZIPCCL_HD uint32_t raw_plane_bytes(const Layout& L, uint32_t nb) { return raw_plane_bytes(L.g.bit_planes, nb); }
 ZIPCCL_HD uint32_t raw_chunk_bytes(const Layout& L, uint32_t nb) { return nb - raw_plane_bytes(L, nb); }
 
 // Header and block table, little-endian on the wire (all supported hosts and GPUs are).
