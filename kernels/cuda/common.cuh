@@ -263,6 +263,14 @@ __device__ __forceinline__ void grid_dependency_wait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+// A batch call that fails after a kernel of it is queued (a follow-up that did not launch, a
+// later launch's temp too small) returns err and zeroes temp behind that kernel, which may
+// have left flags and counters in it; the batch's results are then never published.
+inline cudaError_t launch_error(cudaError_t err, bool queued, void* temp, size_t temp_size, cudaStream_t stream) {
+  if (queued) init_temp(temp, temp_size, stream);
+  return err;
+}
+
 template <typename... Args>
 cudaError_t launch_after(void (*kernel)(Args...), uint32_t grid, uint32_t block, cudaStream_t stream, Args... args) {
   int dev = 0, major = 0;
@@ -276,7 +284,10 @@ cudaError_t launch_after(void (*kernel)(Args...), uint32_t grid, uint32_t block,
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
-  cfg.numAttrs = major >= 9 ? 1 : 0;
+  // Only kernels compiled from sm_90 PTX wait in grid_dependency_wait(): a build without sm_90
+  // code runs JIT-compiled older PTX on an H100, whose follow-ups must launch stream-ordered.
+  cudaFuncAttributes fa{};
+  cfg.numAttrs = major >= 9 && cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.ptxVersion >= 90 ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, args...);
 }
 

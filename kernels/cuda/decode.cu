@@ -453,12 +453,14 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
                          cudaStream_t stream) {
   using namespace detail;
   if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
+  for (int i = 0; i < n; ++i)  // all before the first launch (see launch_error())
+    if ((items[i].in_bytes && !items[i].in) || (items[i].out_cap && !items[i].out)) return cudaErrorInvalidValue;
+  bool queued = false;
   for (int first = 0; first < n; first += kMaxBatch) {
     const int m = std::min(n - first, kMaxBatch);
     Launch P{};
     for (int i = 0; i < m; ++i) {
       const DecodeItem& d = items[first + i];
-      if ((d.in_bytes && !d.in) || (d.out_cap && !d.out)) return cudaErrorInvalidValue;
       LaunchItem& l = P.items[i];
       l.in = static_cast<const uint8_t*>(d.in);
       l.out = static_cast<uint8_t*>(d.out);
@@ -468,17 +470,19 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     bool bulk;
     const uint32_t tiles =
         finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, 0, temp, temp_size, results + first, &bulk);
-    if (tiles == 0) return cudaErrorInvalidValue;
+    if (tiles == 0) return launch_error(cudaErrorInvalidValue, queued, temp, temp_size, stream);
     cudaError_t err;
     if (bulk) {
       decode_kernel<kDecodeBulkMU><<<tiles, kThreads, decode_stage_bytes<kDecodeBulkMU>(), stream>>>(P);
       err = cudaGetLastError();
+      queued |= err == cudaSuccess;
       if (err == cudaSuccess) err = launch_after(decode_finish_kernel, m, kThreads, stream, P);
     } else {
       decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
       err = cudaGetLastError();
+      queued |= err == cudaSuccess;
     }
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess) return launch_error(err, queued, temp, temp_size, stream);
   }
   return cudaSuccess;
 }

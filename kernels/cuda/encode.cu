@@ -807,6 +807,10 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
                          cudaStream_t stream, const EncodeOptions& opt) {
   using namespace detail;
   if (n < 0 || (n > 0 && (!items || !temp || !results))) return cudaErrorInvalidValue;
+  for (int i = 0; i < n; ++i)  // all before the first launch (see launch_error())
+    if ((items[i].bytes && !items[i].in) || !items[i].out || static_cast<uint8_t>(items[i].codec) >= kNumCodecs)
+      return cudaErrorInvalidValue;
+  bool queued = false;
   for (int first = 0; first < n; first += kMaxBatch) {
     const int m = std::min(n - first, kMaxBatch);
     Launch P{};
@@ -814,8 +818,6 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     P.raw_header_only = opt.raw_header_only;
     for (int i = 0; i < m; ++i) {
       const EncodeItem& e = items[first + i];
-      if ((e.bytes && !e.in) || !e.out || static_cast<uint8_t>(e.codec) >= kNumCodecs)
-        return cudaErrorInvalidValue;
       LaunchItem& l = P.items[i];
       l.in = static_cast<const uint8_t*>(e.in);
       l.out = static_cast<uint8_t*>(e.out);
@@ -833,20 +835,22 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     bool bulk;
     const uint32_t tiles =
         finish_launch(P, m, &LaunchItem::bytes, kEncodeBulkMU, 0, kEscScratch, temp, temp_size, results + first, &bulk);
-    if (tiles == 0) return cudaErrorInvalidValue;
+    if (tiles == 0) return launch_error(cudaErrorInvalidValue, queued, temp, temp_size, stream);
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2, at least one, fp32
     // blocks).
     cudaError_t err;
     if (bulk) {
       encode_kernel_for<kEncodeBulkMU>(fixed)<<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
       err = cudaGetLastError();
+      queued |= err == cudaSuccess;
       if (err == cudaSuccess) err = launch_after(encode_fixup_kernel<kEncodeBulkMU>, tiles, kFixupThreads, stream, P);
       if (err == cudaSuccess) err = launch_after(encode_finish_kernel<kEncodeBulkMU>, m, kThreads, stream, P);
     } else {
       encode_kernel_for<1>(fixed)<<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
       err = cudaGetLastError();
+      queued |= err == cudaSuccess;
     }
-    if (err != cudaSuccess) return err;
+    if (err != cudaSuccess) return launch_error(err, queued, temp, temp_size, stream);
   }
   return cudaSuccess;
 }

@@ -744,7 +744,25 @@ TEST_F(GpuCodec, BadArguments) {
   d.out_cap = 10;
   EXPECT_EQ(gpu::decode_batch(&d, 1, temp_, temp_bytes_, &r, stream_), cudaErrorInvalidValue);
   EXPECT_EQ(gpu::encode_batch(nullptr, 0, nullptr, 0, nullptr, stream_), cudaSuccess);
+  // A bad item in the second launch of a batch: nothing is launched, no result published.
+  std::vector<gpu::EncodeItem> many(gpu::kMaxBatch + 6);
+  for (auto& x : many) {
+    x.in = out;
+    x.bytes = 1024;
+    x.out = static_cast<uint8_t*>(out) + (1 << 19);
+    x.out_cap = 4096;
+  }
+  many.back().out = nullptr;
+  gpu::Result* res = nullptr;
+  CUDA_OK(cudaMallocHost(&res, many.size() * sizeof(gpu::Result)));
+  memset(res, 0, many.size() * sizeof(gpu::Result));
+  EXPECT_EQ(gpu::encode_batch(many.data(), int(many.size()), temp_, temp_bytes_, res, stream_), cudaErrorInvalidValue);
+  CUDA_OK(cudaStreamSynchronize(stream_));
+  for (size_t i = 0; i < many.size(); ++i) EXPECT_EQ(res[i].done, 0) << "item " << i;
+  cudaFreeHost(res);
   cudaFree(out);
+  // temp is still as init_temp() left it.
+  check_identical({make_in(gaussian(Codec::BF16, 10000, 3), Codec::BF16)});
 }
 
 // Real training tensors: the GPU's messages equal the CPU's, so the ratio is identical.

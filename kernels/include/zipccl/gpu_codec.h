@@ -76,7 +76,8 @@ cudaError_t init_temp(void* temp, size_t temp_bytes, cudaStream_t stream);
 // Encode n items on stream. results[i] (device or pinned host memory) gets item i's message
 // length and status (kOk, kNoSpace, kTooLarge) as the CPU encode() would return them.
 // Returns cudaErrorInvalidValue for bad arguments (temp too small, null pointers), else the
-// launch status. Never blocks.
+// launch status. Never blocks. On an error return the batch's results are not published (do
+// not wait for them) and temp is left zeroed for the next call.
 cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp_bytes, Result* results,
                          cudaStream_t stream, const EncodeOptions& opt = {});
 
