@@ -222,7 +222,7 @@ struct Lat {
 // Host-observed latency: from the launch call until cudaEventQuery reports the event after
 // it complete (the size is then readable in pinned memory). Also: polling Result::done
 // instead of the event, and the encode and decode kernels alone (events, queued behind a gate).
-Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
+Lat latency(Ctx& c, size_t bytes, int batch, int reps, bool auto_codec = false) {
   const auto host = gaussian(Codec::BF16, bytes, 2, 0.02f);
   std::vector<uint8_t*> in(batch), msg(batch), out(batch);
   std::vector<gpu::EncodeItem> e(batch);
@@ -232,7 +232,7 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps) {
     CK(cudaMalloc(&msg[i], max_compressed_bytes(bytes)));
     CK(cudaMalloc(&out[i], bytes));
     CK(cudaMemcpy(in[i], host.data(), bytes, cudaMemcpyHostToDevice));
-    e[i] = encode_item(in[i], bytes, msg[i]);
+    e[i] = encode_item(in[i], bytes, msg[i], Codec::BF16, auto_codec);
   }
   cudaEvent_t done;
   CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
@@ -434,7 +434,9 @@ int main(int argc, char** argv) {
                              {"bf16 256 MiB", Codec::BF16, false, size_t(256) << 20},
                              {"bf16 64 MiB auto", Codec::BF16, true, size_t(64) << 20},
                              {"fp16 64 MiB", Codec::FP16, false, size_t(64) << 20},
+                             {"fp16 64 MiB auto", Codec::FP16, true, size_t(64) << 20},
                              {"fp32 64 MiB", Codec::FP32, false, size_t(64) << 20},
+                             {"fp32 64 MiB auto", Codec::FP32, true, size_t(64) << 20},
                              {"bf16 4 MiB", Codec::BF16, false, size_t(4) << 20}};
   for (const Case& k : cases) {
     if (k.bytes > big) continue;
@@ -473,10 +475,12 @@ int main(int argc, char** argv) {
     const char* name;
     size_t bytes;
     int batch;
+    bool a;  // auto codec, as the plugin encodes
   };
   for (const L& l : {L{"128 KiB", size_t(128) << 10, 1}, L{"512 KiB", size_t(512) << 10, 1},
-                     L{"4 MiB", size_t(4) << 20, 1}, L{"8 x 512 KiB (one batch)", size_t(512) << 10, 8}}) {
-    const Lat t = latency(c, l.bytes, l.batch, quick ? 100 : 500);
+                     L{"512 KiB, auto codec", size_t(512) << 10, 1, true}, L{"4 MiB", size_t(4) << 20, 1},
+                     L{"8 x 512 KiB (one batch)", size_t(512) << 10, 8}}) {
+    const Lat t = latency(c, l.bytes, l.batch, quick ? 100 : 500, l.a);
     printf("| %s | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.1f / %.1f |\n", l.name, t.enc_med, t.enc_p90, t.dec_med,
            t.dec_p90, t.poll_med, t.enc_gpu_us, t.dec_gpu_us);
   }
