@@ -56,6 +56,18 @@ struct EncShared {
   };
 };
 
+// window_base() of format.h for one block (exp_sum < 2^21, exp_count <= 4096): the same
+// result with 32-bit arithmetic, as 64-bit division costs ~100 instructions on the GPU.
+template <Codec C>
+__device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t exp_count) {
+  constexpr uint32_t kMaxBase = Geom<C>::kExpMax - (kWindow - 1);
+  if (exp_count == 0) return 0;
+  const int32_t num = int32_t(exp_sum * 1024) - int32_t(kWindowOffsetQ10) * int32_t(exp_count);
+  if (num < 0) return 0;
+  const uint32_t base = uint32_t(num) / (exp_count * 1024);
+  return base > kMaxBase ? kMaxBase : base;
+}
+
 // ---- Codec choice, bit-exact with zipccl::classify(): the same sampled windows, the same
 // block plan per window, the same double arithmetic on exact integers.
 __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
@@ -100,7 +112,10 @@ __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
     const Codec c = codecs[ci];
     const uint32_t eb = geometry(c).elem_bytes, nb = uint32_t(win / eb);
     const uint64_t t = sh.cls.sum[2 * (w & 3)][ci] + sh.cls.sum[2 * (w & 3) + 1][ci];
-    const uint32_t base = window_base(c, t & 0xFFFFFFFFu, uint32_t(t >> 32));
+    const uint32_t s = t & 0xFFFFFFFFu, count = uint32_t(t >> 32);  // < 2^21 and <= 1024 in 2 KiB
+    const uint32_t base = ci == 0   ? block_window_base<Codec::BF16>(s, count)
+                          : ci == 1 ? block_window_base<Codec::FP16>(s, count)
+                                    : block_window_base<Codec::FP32>(s, count);
     uint32_t e = 0;
     for (uint32_t j = 0; j < 32 / eb; ++j) {
       const uint32_t k = off / eb + j;
@@ -112,26 +127,31 @@ __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
   if ((threadIdx.x & 31) == 0)
     for (int ci = 0; ci < 3; ++ci) sh.cls.esc[threadIdx.x >> 5][ci] = esc[ci];
   __syncthreads();
-  if (threadIdx.x == 0) {
-    Codec best = Codec::Raw;
-    double best_ratio = 0.95;  // classify.cc's kMaxUsefulRatio
-    for (int ci = 0; ci < 3; ++ci) {
-      const Layout L = make_layout(codecs[ci], win);
-      const uint32_t nb = static_cast<uint32_t>(L.n_elems);
-      double bits = 0;
-      for (uint64_t wi = 0; wi < windows; ++wi) {
-        const uint32_t e = sh.cls.esc[2 * wi][ci] + sh.cls.esc[2 * wi + 1][ci];
-        const uint32_t raw_chunk = raw_chunk_bytes(L, nb);
-        const uint32_t chunk = e > raw_chunk ? raw_chunk : e;
-        bits += double(nb) * (8.0 * L.g.res_planes + L.g.bit_planes) + 8.0 * chunk;
-      }
-      const double ratio = bits / (8.0 * double(win) * double(windows));
-      if (ratio < best_ratio) {
-        best_ratio = ratio;
-        best = codecs[ci];
-      }
+  // Lane ci of warp 0 estimates codec ci's ratio (classify.cc's arithmetic: only the element
+  // count and geometry of make_layout(c, win) enter it), lane 0 keeps the best in codec order.
+  if (threadIdx.x < 32) {
+    const uint32_t ci = threadIdx.x < 3 ? threadIdx.x : 0;
+    const CodecGeometry g = geometry(ci == 0 ? Codec::BF16 : ci == 1 ? Codec::FP16 : Codec::FP32);
+    const uint32_t nb = static_cast<uint32_t>(win / g.elem_bytes);
+    const uint32_t raw_chunk = nb - raw_plane_bytes(g.bit_planes, nb);
+    double bits = 0;
+    for (uint64_t wi = 0; wi < windows; ++wi) {
+      const uint32_t e = sh.cls.esc[2 * wi][ci] + sh.cls.esc[2 * wi + 1][ci];
+      const uint32_t chunk = e > raw_chunk ? raw_chunk : e;
+      bits += double(nb) * (8.0 * g.res_planes + g.bit_planes) + 8.0 * chunk;
     }
-    sh.codec = static_cast<int>(best);
+    const double ratio = bits / (8.0 * double(win) * double(windows));
+    const double ratios[3] = {ratio, __shfl_sync(~0u, ratio, 1), __shfl_sync(~0u, ratio, 2)};
+    if (threadIdx.x == 0) {
+      Codec best = Codec::Raw;
+      double best_ratio = 0.95;  // classify.cc's kMaxUsefulRatio
+      for (int k = 0; k < 3; ++k)
+        if (ratios[k] < best_ratio) {
+          best_ratio = ratios[k];
+          best = codecs[k];
+        }
+      sh.codec = static_cast<int>(best);
+    }
   }
   __syncthreads();
   const Codec best = static_cast<Codec>(sh.codec);
@@ -257,18 +277,6 @@ __device__ __forceinline__ uint32_t own_elem(const uint4* data, int m, uint32_t 
   constexpr uint32_t EB = Geom<C>::EB;
   const uint8_t* p = reinterpret_cast<const uint8_t*>(data + m * (kBlockElems * EB / 16)) + (own ^ (j * EB));
   return EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
-}
-
-// window_base() of format.h for one block (exp_sum < 2^21, exp_count <= 4096): the same
-// result with 32-bit arithmetic, as 64-bit division costs ~100 instructions on the GPU.
-template <Codec C>
-__device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t exp_count) {
-  constexpr uint32_t kMaxBase = Geom<C>::kExpMax - (kWindow - 1);
-  if (exp_count == 0) return 0;
-  const int32_t num = int32_t(exp_sum * 1024) - int32_t(kWindowOffsetQ10) * int32_t(exp_count);
-  if (num < 0) return 0;
-  const uint32_t base = uint32_t(num) / (exp_count * 1024);
-  return base > kMaxBase ? kMaxBase : base;
 }
 
 // The block's window base from each thread's exponent sum and nonzero count, packed in one word
@@ -619,6 +627,21 @@ __device__ Codec item_codec(const Launch& P, int item, uint32_t b, EncShared& sh
   return static_cast<Codec>(sh.codec);
 }
 
+// The encode kernel's shared memory at namespace scope, so that encode_unit_apart() reaches it
+// as shared memory (through a parameter it would be a generic pointer).
+__shared__ EncShared g_sh;
+extern __shared__ uint4 g_staged[];  // the tile's input, 16-byte chunks at swz() slots
+
+// encode_unit() as a call, for fp16 and fp32 in the generic kernel (auto and mixed batches):
+// inlined, their paths shared the kernel's register allocation with the bf16 path, which
+// spilled. Apart: bf16 auto +7%, fp16 auto -5%, fp32 auto -1% (bulk), bf16 being the common
+// case of the plugin; apart fp32 alone lost on all three.
+template <Codec C, int MU>
+__device__ __noinline__ void encode_unit_apart(const LaunchItem& it, unsigned long long* st, uint8_t* scratch,
+                                               uint32_t u, bool staged, bool header) {
+  encode_unit<C, MU>(it, st, scratch, g_sh.plan.L, u, g_sh, g_staged, staged, header);
+}
+
 // FIXED: the codec of every item of the launch when the host knows it (all items coded with one
 // codec, none auto), else kAnyCodec. A kernel for one codec carries only its coding path - a
 // third of the mixed kernel's code, whose instruction fetch stalls were 15% of its stall
@@ -627,8 +650,8 @@ constexpr int kAnyCodec = -1;
 
 template <int MU, int FIXED>
 __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
-  __shared__ EncShared sh;
-  extern __shared__ uint4 staged[];  // the tile's input, 16-byte chunks at swz() slots
+  EncShared& sh = g_sh;
+  uint4* const staged = g_staged;
   ZIPCCL_MARK_TIME(12);
   ZIPCCL_MARK(0);
   if (MU > 1) allow_dependents();  // the follow-up kernels may launch once the last tiles run
@@ -667,7 +690,11 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
       __syncthreads();
     }
     const auto unit = [&](auto codec) {
-      encode_unit<decltype(codec)::value, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+      constexpr Codec C = decltype(codec)::value;
+      if constexpr (fixed || C == Codec::BF16)
+        encode_unit<C, MU>(it, st, P.scratch, p.L, b, sh, staged, as_staged, !P.checksum);
+      else
+        encode_unit_apart<C, MU>(it, st, P.scratch, b, as_staged, !P.checksum);
     };
     if constexpr (fixed) {
       unit(std::integral_constant<Codec, static_cast<Codec>(FIXED)>());
