@@ -301,7 +301,7 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps, bool auto_codec = false) 
 // the median / p90 over the data tiles and launches, in SM cycles; the last CTA's finalize as
 // slot 10 - slot 9 of the CTA where it is largest; the kernel span from the first entry to the
 // last exit by %globaltimer.
-void trace(Ctx& c, size_t bytes, int launches, int repeat) {
+void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = false) {
   const bool bulk = bytes >= (size_t(16) << 20);
   const auto host = gaussian(Codec::BF16, bytes, 2, bulk ? 1.0f : 0.02f);
   uint8_t *in, *msg, *out;
@@ -320,7 +320,7 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat) {
       gate_kernel<<<1, 1, 0, c.s>>>(kGateNs);
       for (int r = 0; r < repeat; ++r) {
         if (dir == 0) {
-          const gpu::EncodeItem e = encode_item(in, bytes, msg);
+          const gpu::EncodeItem e = encode_item(in, bytes, msg, Codec::BF16, auto_codec);
           CK(gpu::encode_batch(&e, 1, c.temp, c.temp_bytes, c.res, c.s));
         } else {
           const gpu::DecodeItem d = decode_item(msg, msg_bytes, out, bytes);
@@ -359,8 +359,8 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat) {
       {"entry to finish", "entry -> header, entries", "-> staging issued", "-> escape chunks staged",
        "-> data waited for", "-> escape scan", "-> decoded", "", "-> before finish",
        "finish (fence, atomic)", "last CTA's finalize"}};
-  printf("\n%zu KiB bf16, %s launch: kernel span encode %.2f us, decode %.2f us (median)%s\n", bytes >> 10,
-         repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3, median(span[1]) / 1e3,
+  printf("\n%zu KiB bf16%s, %s launch: kernel span encode %.2f us, decode %.2f us (median)%s\n", bytes >> 10,
+         auto_codec ? " (auto codec)" : "", repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3, median(span[1]) / 1e3,
          bulk ? "; bulk: the tiles do not finish items (the follow-up kernels do; not traced)" : "");
   printf("| phase (SM cycles, median / p90) | encode | phase | decode |\n| --- | --- | --- | --- |\n");
   for (int k = 0; k <= 10; ++k) {
@@ -404,6 +404,7 @@ int main(int argc, char** argv) {
 #ifdef ZIPCCL_GPU_TRACE
     trace(c, size_t(512) << 10, 100, 1);
     trace(c, size_t(512) << 10, 100, 2);
+    trace(c, size_t(512) << 10, 100, 1, true);
     trace(c, size_t(4) << 20, 50, 1);
     trace(c, size_t(64) << 20, 10, 1);
     return 0;
