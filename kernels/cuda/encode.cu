@@ -72,21 +72,30 @@ __device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t
 // block plan per window, the same double arithmetic on exact integers.
 __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
   if (n < 64) return Codec::Raw;
+  // classify.cc's window, count and stride without 64-bit division by a variable (n / win is 1
+  // below 2048 bytes, where win is n rounded down to 4; the stride's divisor is 1, 2 or 3).
   const uint64_t win = n < 2048 ? n & ~uint64_t(3) : 2048;
-  const uint64_t windows = n / win < 4 ? n / win : 4;
-  const uint64_t stride = ((n - win) / (windows > 1 ? windows - 1 : 1)) & ~uint64_t(3);
-  // 64 threads (two warps) per window, 32 bytes each.
+  const uint64_t windows = n < 2048 ? 1 : (n >> 11) < 4 ? n >> 11 : 4;
+  const uint64_t gap = n - win;
+  const uint64_t stride = (windows == 4 ? gap / 3 : windows == 3 ? gap / 2 : gap) & ~uint64_t(3);
+  // 64 threads (two warps) per window, 32 bytes each: whole 32-byte runs by unconditional loads
+  // (16 bytes at a time where aligned), so that all are in flight at once.
   const uint32_t w = threadIdx.x / 64, off = (threadIdx.x % 64) * 32;
+  const uint8_t* src = in + w * stride + off;
   uint32_t word[8];
+  if (w < windows && off + 32 <= win && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+    const uint4 a = reinterpret_cast<const uint4*>(src)[0], b = reinterpret_cast<const uint4*>(src)[1];
+    const uint32_t x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    uint32_t v = 0;
+    for (int i = 0; i < 8; ++i) word[i] = x[i];
+  } else {
+    uint8_t x[32];
+    const bool whole = w < windows && off + 32 <= win;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const uint64_t idx = off + i * 4 + k;
-      if (w < windows && idx < win) v |= uint32_t(in[w * stride + idx]) << (8 * k);
-    }
-    word[i] = v;
+    for (int j = 0; j < 32; ++j) x[j] = whole || (w < windows && off + j < win) ? src[j] : 0;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      word[i] = x[4 * i] | uint32_t(x[4 * i + 1]) << 8 | uint32_t(x[4 * i + 2]) << 16 | uint32_t(x[4 * i + 3]) << 24;
   }
   const Codec codecs[3] = {Codec::BF16, Codec::FP16, Codec::FP32};
   uint64_t sum[3];
