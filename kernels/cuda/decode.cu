@@ -161,7 +161,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     Status s = Status::kOk;
     if (e.esc_offset != expect || expect + e.esc_count > esc_bytes)
       s = Status::kBadBlock;
-    else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != nb[m] - raw_plane_bytes(L, nb[m])))
+    else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != raw_chunk_bytes(L, nb[m])))
       s = Status::kBadBlock;
     else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > G::kExpMax))
       s = Status::kBadBlock;
@@ -471,17 +471,13 @@ cudaError_t decode_batch(const DecodeItem* items, int n, void* temp, size_t temp
     const uint32_t tiles =
         finish_launch(P, m, &LaunchItem::cap, kDecodeBulkMU, 1, 0, temp, temp_size, results + first, &bulk);
     if (tiles == 0) return launch_error(cudaErrorInvalidValue, queued, temp, temp_size, stream);
-    cudaError_t err;
-    if (bulk) {
+    if (bulk)
       decode_kernel<kDecodeBulkMU><<<tiles, kThreads, decode_stage_bytes<kDecodeBulkMU>(), stream>>>(P);
-      err = cudaGetLastError();
-      queued |= err == cudaSuccess;
-      if (err == cudaSuccess) err = launch_after(decode_finish_kernel, m, kThreads, stream, P);
-    } else {
+    else
       decode_kernel<1><<<tiles, kThreads, decode_stage_bytes<1>(), stream>>>(P);
-      err = cudaGetLastError();
-      queued |= err == cudaSuccess;
-    }
+    cudaError_t err = cudaGetLastError();
+    queued |= err == cudaSuccess;
+    if (bulk && err == cudaSuccess) err = launch_after(decode_finish_kernel, m, kThreads, stream, P);
     if (err != cudaSuccess) return launch_error(err, queued, temp, temp_size, stream);
   }
   return cudaSuccess;

@@ -82,15 +82,15 @@ __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
   // (16 bytes at a time where aligned), so that all are in flight at once.
   const uint32_t w = threadIdx.x / 64, off = (threadIdx.x % 64) * 32;
   const uint8_t* src = in + w * stride + off;
+  const bool whole = w < windows && off + 32 <= win;
   uint32_t word[8];
-  if (w < windows && off + 32 <= win && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+  if (whole && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
     const uint4 a = reinterpret_cast<const uint4*>(src)[0], b = reinterpret_cast<const uint4*>(src)[1];
     const uint32_t x[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
     for (int i = 0; i < 8; ++i) word[i] = x[i];
   } else {
     uint8_t x[32];
-    const bool whole = w < windows && off + 32 <= win;
 #pragma unroll
     for (int j = 0; j < 32; ++j) x[j] = whole || (w < windows && off + j < win) ? src[j] : 0;
 #pragma unroll
@@ -142,7 +142,7 @@ __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
     const uint32_t ci = threadIdx.x < 3 ? threadIdx.x : 0;
     const CodecGeometry g = geometry(ci == 0 ? Codec::BF16 : ci == 1 ? Codec::FP16 : Codec::FP32);
     const uint32_t nb = static_cast<uint32_t>(win / g.elem_bytes);
-    const uint32_t raw_chunk = nb - raw_plane_bytes(g.bit_planes, nb);
+    const uint32_t raw_chunk = raw_chunk_bytes(g.bit_planes, nb);
     double bits = 0;
     for (uint64_t wi = 0; wi < windows; ++wi) {
       const uint32_t e = sh.cls.esc[2 * wi][ci] + sh.cls.esc[2 * wi + 1][ci];
@@ -370,7 +370,6 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     const uint32_t lo = m * kBlockElems, n = M > 1 ? sh.tile_elems : tile_elems;
     return n > lo ? min(n - lo, kBlockElems) : 0u;
   };
-  auto raw_chunk_of = [](uint32_t nb) { return nb - raw_plane_bytes(G::K, nb); };
 
   // Codes, residual bytes and code bit-planes in one pass per block. Planes are written before
   // the block is known to be coded: a block that turns out raw rewrites all its plane bytes
@@ -480,7 +479,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   uint32_t unit_chunk = 0;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const uint32_t raw_chunk = raw_chunk_of(elems(m));
+    const uint32_t raw_chunk = raw_chunk_bytes(G::K, elems(m));
     unit_chunk += escapes[m] > raw_chunk ? raw_chunk : escapes[m];
   }
   ZIPCCL_MARK(5);
@@ -522,7 +521,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const uint32_t b = b0 + m, nb = elems(m);
-    const uint32_t raw_chunk = raw_chunk_of(nb);
+    const uint32_t raw_chunk = raw_chunk_bytes(G::K, nb);
     const bool raw = escapes[m] > raw_chunk;
     const uint32_t chunk = raw ? raw_chunk : escapes[m];
     if (threadIdx.x == 0 && nb) {
@@ -874,18 +873,14 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     if (tiles == 0) return launch_error(cudaErrorInvalidValue, queued, temp, temp_size, stream);
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2, at least one, fp32
     // blocks).
-    cudaError_t err;
-    if (bulk) {
+    if (bulk)
       encode_kernel_for<kEncodeBulkMU>(fixed)<<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
-      err = cudaGetLastError();
-      queued |= err == cudaSuccess;
-      if (err == cudaSuccess) err = launch_after(encode_fixup_kernel<kEncodeBulkMU>, tiles, kFixupThreads, stream, P);
-      if (err == cudaSuccess) err = launch_after(encode_finish_kernel<kEncodeBulkMU>, m, kThreads, stream, P);
-    } else {
+    else
       encode_kernel_for<1>(fixed)<<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
-      err = cudaGetLastError();
-      queued |= err == cudaSuccess;
-    }
+    cudaError_t err = cudaGetLastError();
+    queued |= err == cudaSuccess;
+    if (bulk && err == cudaSuccess) err = launch_after(encode_fixup_kernel<kEncodeBulkMU>, tiles, kFixupThreads, stream, P);
+    if (bulk && err == cudaSuccess) err = launch_after(encode_finish_kernel<kEncodeBulkMU>, m, kThreads, stream, P);
     if (err != cudaSuccess) return launch_error(err, queued, temp, temp_size, stream);
   }
   return cudaSuccess;

@@ -104,8 +104,8 @@ Bytes random_bytes(size_t n, uint32_t seed) {
   return b;
 }
 
-// Where two equally long messages differ, against the sections of b's layout (header fields),
-// and whether a still decodes to the input x (another valid coding, or a corrupt one).
+// Whether msg decodes to the input x (a message that differs from the CPU's: another valid
+// coding, or a corrupt one).
 std::string decodes_to(const Bytes& msg, const Bytes& x) {
   Bytes back(x.size() + 1);
   size_t len = 0;
@@ -114,6 +114,8 @@ std::string decodes_to(const Bytes& msg, const Bytes& x) {
   return len == x.size() && memcmp(back.data(), x.data(), len) == 0 ? "yes" : "no (other bytes)";
 }
 
+// Where two equally long messages differ, against the sections of b's layout (header fields),
+// and whether a still decodes to the input x.
 std::string differences(const Bytes& a, const Bytes& b, const Bytes& x) {
   size_t first = a.size(), last = 0, count = 0;
   std::string some;  // the first few, as offset: a's byte/b's byte

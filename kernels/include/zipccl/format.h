@@ -119,8 +119,11 @@ ZIPCCL_HD constexpr uint32_t raw_plane_bytes(uint32_t bit_planes, uint32_t nb) {
   const uint32_t in_planes = bit_planes * ((nb + 7) / 8);
   return in_planes < nb ? in_planes : nb;
 }
+ZIPCCL_HD constexpr uint32_t raw_chunk_bytes(uint32_t bit_planes, uint32_t nb) {
+  return nb - raw_plane_bytes(bit_planes, nb);
+}
 ZIPCCL_HD uint32_t raw_plane_bytes(const Layout& L, uint32_t nb) { return raw_plane_bytes(L.g.bit_planes, nb); }
-ZIPCCL_HD uint32_t raw_chunk_bytes(const Layout& L, uint32_t nb) { return nb - raw_plane_bytes(L, nb); }
+ZIPCCL_HD uint32_t raw_chunk_bytes(const Layout& L, uint32_t nb) { return raw_chunk_bytes(L.g.bit_planes, nb); }
 
 // Header and block table, little-endian on the wire (all supported hosts and GPUs are).
 struct Header {
