@@ -28,6 +28,9 @@ constexpr int kDecodeBulkMU = 2;
 // Bulk encode tiles whose escape chunks total at most this many bytes (N(0,1) bf16: ~400 of a
 // 32 KiB tile) leave them in temp and do not look back (encode.cu).
 constexpr uint32_t kEscScratch = 1024;
+// ... and add their escape bytes to their group's sum (per item, groups of kGroupTiles tiles),
+// from which encode_fixup_kernel gets a tile's offset in one round of loads.
+constexpr uint32_t kGroupTiles = 128;
 template <int MU>
 constexpr uint32_t tile_bytes() {
   return MU * 8192u;
@@ -72,18 +75,28 @@ struct Launch {
   uint32_t* item_codec;       // temp: kCodecChosen | codec, once tile 0 has classified an auto item
   unsigned long long* state;  // temp: look-back state, per tile
   uint8_t* scratch;           // temp: bulk encode tiles' escape chunks, kEscScratch bytes per tile
+  uint32_t* group_esc;        // temp, with scratch: escape bytes per group of kGroupTiles tiles
   Result* results;
 };
 static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 
 // Temp layout: item_done[kMaxBatch], item_err[kMaxBatch], item_codec[kMaxBatch], then 8 bytes
-// per tile, then (bulk encode launches) kEscScratch bytes per tile from a 16-byte boundary.
+// per tile, then (bulk encode launches) kEscScratch bytes per tile from a 16-byte boundary and
+// the group sums.
 constexpr size_t kTempHead = 3 * kMaxBatch * sizeof(uint32_t);
 constexpr uint32_t kCodecChosen = 0x100;
 
 // Where a launch of `tiles` tiles has its bulk scratch in temp: after the words, 16-byte aligned.
 inline size_t scratch_at(size_t tiles) {
   return (kTempHead + tiles * 8 + 15) & ~size_t(15);
+}
+// Group sums of a launch of `tiles` tiles: item i's groups start at group_slot(tile0_i, i, 0),
+// past the previous item's (ceil(t / G) <= floor(t / G) + 1).
+inline size_t group_words(size_t tiles) {
+  return tiles / kGroupTiles + kMaxBatch + 1;
+}
+__host__ __device__ __forceinline__ uint32_t group_slot(uint32_t tile0, int item, uint32_t u) {
+  return tile0 / kGroupTiles + item + u / kGroupTiles;
 }
 
 inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
@@ -111,13 +124,17 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
   if (temp_size < kTempHead + size_t(tiles) * 8) return 0;
   // The scratch speeds bulk encodes up; without room for it they run without (every tile looks back).
   const size_t at = scratch_at(tiles);
-  const size_t scratch = *bulk && temp_size >= at + size_t(tiles) * bulk_scratch ? size_t(tiles) * bulk_scratch : 0;
+  const size_t scratch = *bulk && bulk_scratch &&
+                                 temp_size >= at + size_t(tiles) * bulk_scratch + group_words(tiles) * sizeof(uint32_t)
+                             ? size_t(tiles) * bulk_scratch
+                             : 0;
   P.n = m;
   P.item_done = static_cast<uint32_t*>(temp);
   P.item_err = P.item_done + kMaxBatch;
   P.item_codec = P.item_err + kMaxBatch;
   P.state = reinterpret_cast<unsigned long long*>(static_cast<uint8_t*>(temp) + kTempHead);
   P.scratch = scratch ? static_cast<uint8_t*>(temp) + at : nullptr;
+  P.group_esc = scratch ? reinterpret_cast<uint32_t*>(P.scratch + scratch) : nullptr;
   P.results = results;
   return tiles;
 }

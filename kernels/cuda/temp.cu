@@ -9,7 +9,8 @@ using detail::kEncodeBulkMU;
 size_t temp_bytes(const size_t* sizes, int n) {
   // Batches are split into launches of kMaxBatch items; a launch needs the counters plus one
   // word per tile (at most one per 8 KiB, and the decoder's checker tile per item), bulk
-  // launches kEscScratch bytes per encode tile too, and the largest launch decides.
+  // launches kEscScratch bytes per encode tile and the group sums too, and the largest launch
+  // decides.
   size_t most = 0;
   for (int first = 0; first < n; first += kMaxBatch) {
     size_t tiles = 0, bulk_tiles = 0, total = 0;
@@ -18,7 +19,8 @@ size_t temp_bytes(const size_t* sizes, int n) {
       bulk_tiles += detail::tiles_for(sizes[i], detail::tile_bytes<kEncodeBulkMU>());
       total += sizes[i];
     }
-    const size_t need = total >= detail::kBulkBytes ? detail::scratch_at(tiles) + bulk_tiles * kEscScratch
+    const size_t need = total >= detail::kBulkBytes ? detail::scratch_at(tiles) + bulk_tiles * kEscScratch +
+                                                          detail::group_words(bulk_tiles) * sizeof(uint32_t)
                                                     : detail::kTempHead + tiles * 8;
     most = need > most ? need : most;
   }
@@ -28,7 +30,8 @@ size_t temp_bytes(const size_t* sizes, int n) {
 size_t temp_bytes_bound(size_t total_bytes, int n_items) {
   const size_t per_launch = n_items < kMaxBatch ? n_items : kMaxBatch;
   return detail::kTempHead + (total_bytes / detail::tile_bytes<1>() + 2 * per_launch) * 8 + 16 +
-         (total_bytes / detail::tile_bytes<kEncodeBulkMU>() + per_launch) * kEscScratch;
+         (total_bytes / detail::tile_bytes<kEncodeBulkMU>() + per_launch) * kEscScratch +
+         (total_bytes / (detail::tile_bytes<kEncodeBulkMU>() * detail::kGroupTiles) + kMaxBatch + 2) * sizeof(uint32_t);
 }
 
 cudaError_t init_temp(void* temp, size_t bytes, cudaStream_t stream) {
