@@ -480,7 +480,8 @@ int main(int argc, char** argv) {
   };
   for (const L& l : {L{"128 KiB", size_t(128) << 10, 1}, L{"512 KiB", size_t(512) << 10, 1},
                      L{"512 KiB, auto codec", size_t(512) << 10, 1, true}, L{"4 MiB", size_t(4) << 20, 1},
-                     L{"8 x 512 KiB (one batch)", size_t(512) << 10, 8}}) {
+                     L{"8 x 512 KiB (one batch)", size_t(512) << 10, 8},
+                     L{"8 x 512 KiB, auto codec", size_t(512) << 10, 8, true}}) {
     const Lat t = latency(c, l.bytes, l.batch, quick ? 100 : 500, l.a);
     printf("| %s | %.1f (%.1f) | %.1f (%.1f) | %.1f | %.1f / %.1f |\n", l.name, t.enc_med, t.enc_p90, t.dec_med,
            t.dec_p90, t.poll_med, t.enc_gpu_us, t.dec_gpu_us);
