@@ -12,6 +12,7 @@
 
 #include "common.cuh"
 #include "lanes.h"
+#include "pick.h"
 #include "trace.cuh"
 
 namespace zipccl::gpu {
@@ -50,7 +51,7 @@ struct EncShared {
     Header header;
     CrcShared crc;
     struct {
-      uint64_t sum[kWarps][3];
+      uint32_t sum[kWarps][3];  // exponent sum | nonzero count << lanes::kCountShift
       uint32_t esc[kWarps][3];
     } cls;
   };
@@ -69,7 +70,7 @@ __device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t
 }
 
 // ---- Codec choice, bit-exact with zipccl::classify(): the same sampled windows, the same
-// block plan per window, the same double arithmetic on exact integers.
+// block plan per window, its arithmetic in integers (equivalent: pick.h).
 __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
   if (n < 64) return Codec::Raw;
   // classify.cc's window, count and stride without 64-bit division by a variable (n / win is 1
@@ -97,75 +98,57 @@ __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
     for (int i = 0; i < 8; ++i)
       word[i] = x[4 * i] | uint32_t(x[4 * i + 1]) << 8 | uint32_t(x[4 * i + 2]) << 16 | uint32_t(x[4 * i + 3]) << 24;
   }
-  const Codec codecs[3] = {Codec::BF16, Codec::FP16, Codec::FP32};
-  uint64_t sum[3];
+  // Per codec, this thread's exponent sum (bits 0-19) and nonzero count (from bit 20), packed
+  // as lanes::stats16() packs them; a 2 KiB window's fit the same word (at most 261,120 and
+  // 1024), so warp sums are single REDUX instructions. Bytes past the window are zero, which
+  // adds nothing.
+  uint32_t st[3] = {lanes::stats16<Codec::BF16>(word), lanes::stats16<Codec::FP16>(word), 0};
 #pragma unroll
-  for (int ci = 0; ci < 3; ++ci) {
-    const Codec c = codecs[ci];
-    const uint32_t eb = geometry(c).elem_bytes, nb = uint32_t(win / eb);
-    uint64_t s = 0;
-    for (uint32_t j = 0; j < 32 / eb; ++j) {
-      const uint32_t k = off / eb + j;
-      const uint32_t v = eb == 2 ? (word[j / 2] >> (16 * (j & 1))) & 0xFFFF : word[j];
-      const uint32_t e = elem_exponent(c, v);
-      if (k < nb) s += e | (uint64_t(e != 0) << 32);
-    }
-    sum[ci] = warp_sum64(s);
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t e = elem_exponent(Codec::FP32, word[j]);
+    st[2] += e + (uint32_t(e != 0) << lanes::kCountShift);
   }
+#pragma unroll
+  for (int ci = 0; ci < 3; ++ci) st[ci] = warp_sum(st[ci]);
   if ((threadIdx.x & 31) == 0)
-    for (int ci = 0; ci < 3; ++ci) sh.cls.sum[threadIdx.x >> 5][ci] = sum[ci];
+    for (int ci = 0; ci < 3; ++ci) sh.cls.sum[threadIdx.x >> 5][ci] = st[ci];
   __syncthreads();
-  uint32_t esc[3];
+  // Escapes under each codec's window base for this window (two warps' sums). The zero bytes
+  // past the window are exponent-0 elements, escapes under any base but 0: taken off again.
+  uint32_t base[3];
 #pragma unroll
   for (int ci = 0; ci < 3; ++ci) {
-    const Codec c = codecs[ci];
-    const uint32_t eb = geometry(c).elem_bytes, nb = uint32_t(win / eb);
-    const uint64_t t = sh.cls.sum[2 * (w & 3)][ci] + sh.cls.sum[2 * (w & 3) + 1][ci];
-    const uint32_t s = t & 0xFFFFFFFFu, count = uint32_t(t >> 32);  // < 2^21 and <= 1024 in 2 KiB
-    const uint32_t base = ci == 0   ? block_window_base<Codec::BF16>(s, count)
-                          : ci == 1 ? block_window_base<Codec::FP16>(s, count)
-                                    : block_window_base<Codec::FP32>(s, count);
-    uint32_t e = 0;
-    for (uint32_t j = 0; j < 32 / eb; ++j) {
-      const uint32_t k = off / eb + j;
-      const uint32_t v = eb == 2 ? (word[j / 2] >> (16 * (j & 1))) & 0xFFFF : word[j];
-      e += k < nb && exp_code(elem_exponent(c, v), base) == 0;
-    }
-    esc[ci] = warp_sum(e);
+    const uint32_t t = sh.cls.sum[2 * w][ci] + sh.cls.sum[2 * w + 1][ci];
+    const uint32_t sum = t & ((1u << lanes::kCountShift) - 1), count = t >> lanes::kCountShift;
+    base[ci] = ci == 0   ? block_window_base<Codec::BF16>(sum, count)
+               : ci == 1 ? block_window_base<Codec::FP16>(sum, count)
+                         : block_window_base<Codec::FP32>(sum, count);
+  }
+  // This thread's bytes within its window (threads of unused windows: counts not read).
+  const uint32_t valid = w >= windows ? 32u : off < win ? min(uint32_t(win) - off, 32u) : 0u;
+  uint32_t esc[3] = {lanes::escapes16<Codec::BF16>(word, base[0]), lanes::escapes16<Codec::FP16>(word, base[1]), 0};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) esc[2] += exp_code(elem_exponent(Codec::FP32, word[j]), base[2]) == 0;
+#pragma unroll
+  for (int ci = 0; ci < 3; ++ci) {
+    const uint32_t eb = ci == 2 ? 4 : 2;
+    esc[ci] = warp_sum(esc[ci] - (base[ci] ? (32 - valid) / eb : 0));
   }
   if ((threadIdx.x & 31) == 0)
     for (int ci = 0; ci < 3; ++ci) sh.cls.esc[threadIdx.x >> 5][ci] = esc[ci];
   __syncthreads();
-  // Lane ci of warp 0 estimates codec ci's ratio (classify.cc's arithmetic: only the element
-  // count and geometry of make_layout(c, win) enter it), lane 0 keeps the best in codec order.
-  if (threadIdx.x < 32) {
-    const uint32_t ci = threadIdx.x < 3 ? threadIdx.x : 0;
-    const CodecGeometry g = geometry(ci == 0 ? Codec::BF16 : ci == 1 ? Codec::FP16 : Codec::FP32);
-    const uint32_t nb = static_cast<uint32_t>(win / g.elem_bytes);
-    const uint32_t raw_chunk = raw_chunk_bytes(g.bit_planes, nb);
-    double bits = 0;
-    for (uint64_t wi = 0; wi < windows; ++wi) {
-      const uint32_t e = sh.cls.esc[2 * wi][ci] + sh.cls.esc[2 * wi + 1][ci];
-      const uint32_t chunk = e > raw_chunk ? raw_chunk : e;
-      bits += double(nb) * (8.0 * g.res_planes + g.bit_planes) + 8.0 * chunk;
-    }
-    const double ratio = bits / (8.0 * double(win) * double(windows));
-    const double ratios[3] = {ratio, __shfl_sync(~0u, ratio, 1), __shfl_sync(~0u, ratio, 2)};
-    if (threadIdx.x == 0) {
-      Codec best = Codec::Raw;
-      double best_ratio = 0.95;  // classify.cc's kMaxUsefulRatio
-      for (int k = 0; k < 3; ++k)
-        if (ratios[k] < best_ratio) {
-          best_ratio = ratios[k];
-          best = codecs[k];
-        }
-      sh.codec = static_cast<int>(best);
-    }
+  // Every warp decides alike (no barrier after): lane ci sums codec ci's bits over the windows
+  // as classify.cc does (in integers: exact sums either way), then pick::best_codec().
+  const uint32_t lane = threadIdx.x & 31, ci = lane < 3 ? lane : 0;
+  const CodecGeometry g = geometry(ci == 0 ? Codec::BF16 : ci == 1 ? Codec::FP16 : Codec::FP32);
+  const uint32_t nb = static_cast<uint32_t>(win) / g.elem_bytes, raw_chunk = raw_chunk_bytes(g.bit_planes, nb);
+  uint32_t bits = 0;  // < 2^17
+  for (uint32_t wi = 0; wi < windows; ++wi) {
+    const uint32_t e = sh.cls.esc[2 * wi][ci] + sh.cls.esc[2 * wi + 1][ci];
+    bits += nb * (8 * g.res_planes + g.bit_planes) + 8 * min(e, raw_chunk);
   }
-  __syncthreads();
-  const Codec best = static_cast<Codec>(sh.codec);
-  __syncthreads();
-  return best;
+  const uint32_t all[3] = {__shfl_sync(~0u, bits, 0), __shfl_sync(~0u, bits, 1), __shfl_sync(~0u, bits, 2)};
+  return pick::best_codec(all, 8 * static_cast<uint32_t>(win * windows));
 }
 
 __device__ __forceinline__ Plan make_plan(const LaunchItem& it, Codec c) {

@@ -79,6 +79,27 @@ ZIPCCL_HD uint32_t nibbles(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3) {
   return byte_perm(c0, c1, 0x6420) | byte_perm(c2, c3, 0x6420) << 4;
 }
 
+// Per 16-bit lane of word w: min(e - base + 1 mod 2^16, 8) for its exponent e, given
+// k = code_addend(base): the code 1..7 inside the window; 0 (e = base - 1) or 8 (everything
+// else, e < base wrapping high) outside, both with zero low three bits.
+ZIPCCL_HD uint32_t code_addend(uint32_t base) {
+  return ((1u - base) & 0xFFFF) * 0x00010001u;
+}
+template <Codec C>
+ZIPCCL_HD uint32_t lane_codes(uint32_t w, uint32_t k) {
+  return add_min_u16x2(exps<C>(w), k, 0x00080008u);
+}
+
+// Escapes among the 16 elements under window base `base` (code16()'s mask, counted): two
+// instructions per word, for the codec classifier.
+template <Codec C>
+ZIPCCL_HD uint32_t escapes16(const uint32_t (&w)[8], uint32_t base) {
+  const uint32_t k = code_addend(base);
+  uint32_t coded = 0;  // per lane
+  for (int i = 0; i < 8; ++i) coded += add_min_u16x2(lane_codes<C>(w[i], k) & 0x00070007u, 0, 0x00010001u);
+  return 16 - (coded & 0xFFFF) - (coded >> 16);
+}
+
 // Code 16 elements under window base `base`: residual bytes (res, elements in order), the K
 // bit-planes (low 16 bits of planes[k]; code bits 0-2, then fp16's m8, m9 and sign) and the
 // escape mask (bit j: element j is outside the window). As format.h's exp_code(),
@@ -86,11 +107,9 @@ ZIPCCL_HD uint32_t nibbles(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3) {
 template <Codec C>
 ZIPCCL_HD uint32_t code16(const uint32_t (&w)[8], uint32_t base, uint32_t (&res)[4],
                           uint32_t (&planes)[Lanes<C>::K]) {
-  // Per lane min(e - base + 1 mod 2^16, 8): the code 1..7 inside the window; 0 (e = base - 1)
-  // or 8 (everything else, e < base wrapping high) outside, both with zero low three bits.
-  const uint32_t k = ((1u - base) & 0xFFFF) * 0x00010001u;
+  const uint32_t k = code_addend(base);
   uint32_t c[8];
-  for (int i = 0; i < 8; ++i) c[i] = add_min_u16x2(exps<C>(w[i]), k, 0x00080008u);
+  for (int i = 0; i < 8; ++i) c[i] = lane_codes<C>(w[i], k);
   for (int i = 0; i < 4; ++i) {
     const uint32_t lo = byte_perm(w[2 * i], w[2 * i + 1], 0x6420);  // low bytes of 4 elements
     if constexpr (C == Codec::BF16) {

@@ -27,7 +27,8 @@ TEST(Lanes, Gather8EveryCombination) {
   }
 }
 
-// Checks code16 on 16 elements against exp_code / elem_residual / fp16_extra.
+// Checks code16 on 16 elements against exp_code / elem_residual / fp16_extra, and escapes16
+// against code16's escape mask.
 template <Codec C>
 ::testing::AssertionResult check_group(const uint16_t* v, uint32_t base) {
   uint32_t w[8];
@@ -47,6 +48,9 @@ template <Codec C>
         return ::testing::AssertionFailure() << "plane " << k << " of " << v[j] << " base " << base;
   }
   if (esc >> 16) return ::testing::AssertionFailure() << "escape mask above bit 15";
+  if (escapes16<C>(w, base) != uint32_t(__builtin_popcount(esc)))
+    return ::testing::AssertionFailure() << "escapes16 " << escapes16<C>(w, base) << " for mask " << esc << " base "
+                                         << base;
   return ::testing::AssertionSuccess();
 }
 
