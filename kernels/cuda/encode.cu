@@ -773,6 +773,8 @@ __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __gri
   uint64_t excl = 0;
 #pragma unroll
   for (int w = 0; w < kFixupThreads / 32; ++w) excl += warp_part[w];
+  // The later tiles of the group read this word's own count (bits 32-47) meanwhile: kept, as is
+  // kDeferred.
   if (threadIdx.x == 0)
     *reinterpret_cast<volatile unsigned long long*>(st + u) =
         kInclusive | (s & (kDeferred | 0xFFFF00000000ull)) | (excl + chunk);

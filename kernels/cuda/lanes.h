@@ -90,7 +90,7 @@ ZIPCCL_HD uint32_t lane_codes(uint32_t w, uint32_t k) {
   return add_min_u16x2(exps<C>(w), k, 0x00080008u);
 }
 
-// Escapes among the 16 elements under window base `base` (code16()'s mask, counted): two
+// Escapes among the 16 elements under window base `base` (code16()'s mask, counted): two DPX
 // instructions per word, for the codec classifier.
 template <Codec C>
 ZIPCCL_HD uint32_t escapes16(const uint32_t (&w)[8], uint32_t base) {
