@@ -360,7 +360,8 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
        "-> data waited for", "-> escape scan", "-> decoded", "", "-> before finish",
        "finish (fence, atomic)", "last CTA's finalize"}};
   printf("\n%zu KiB bf16%s, %s launch: kernel span encode %.2f us, decode %.2f us (median)%s\n", bytes >> 10,
-         auto_codec ? " (auto codec)" : "", repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3, median(span[1]) / 1e3,
+         auto_codec ? " (auto codec)" : "", repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3,
+         median(span[1]) / 1e3,
          bulk ? "; bulk: the tiles do not finish items (the follow-up kernels do; not traced)" : "");
   printf("| phase (SM cycles, median / p90) | encode | phase | decode |\n| --- | --- | --- | --- |\n");
   for (int k = 0; k <= 10; ++k) {

@@ -124,8 +124,7 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
   if (temp_size < kTempHead + size_t(tiles) * 8) return 0;
   // The scratch speeds bulk encodes up; without room for it they run without (every tile looks back).
   const size_t at = scratch_at(tiles);
-  const size_t scratch = *bulk && bulk_scratch &&
-                                 temp_size >= at + size_t(tiles) * bulk_scratch + group_words(tiles) * sizeof(uint32_t)
+  const size_t scratch = *bulk && temp_size >= at + size_t(tiles) * bulk_scratch + group_words(tiles) * sizeof(uint32_t)
                              ? size_t(tiles) * bulk_scratch
                              : 0;
   P.n = m;
