@@ -16,7 +16,8 @@ namespace zipccl::gpu::detail {
 // One CTA (a "tile") codes MU * 8 KiB of original data: MU blocks of bf16/fp16, MU/2 (at
 // least 1) of fp32, or a slice of a Raw payload. MU is 1 for small batches (more CTAs, lower
 // latency); bulk batches use kEncodeBulkMU / kDecodeBulkMU (docs/gpu-codec.md has the
-// measurements). In each block a thread owns 16 consecutive elements.
+// measurements). In each block a thread owns 16 consecutive elements (kThreads per CTA), except
+// in the bulk bf16/fp16 encode kernels: 32 (128 threads per CTA; encode.cu's encode_pt()).
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kPerThread = kBlockElems / kThreads;
@@ -165,11 +166,12 @@ __device__ __forceinline__ uint64_t warp_sum64(uint64_t x) {
 }
 
 // M (at most 4) independent exclusive prefix sums over the CTA in thread order, of per-thread
-// values <= 16 (escape counts of a thread's 16 elements of a block); total[m] gets the sums.
+// values <= 32 (escape counts of a thread's 16 or 32 elements of a block) over NW warps;
+// total[m] gets the sums.
 // Two sums travel as the 16-bit halves of a word (a CTA's sum is at most 4096), so one warp
 // scan per pair and one barrier serve them all; sh is written once per tile (callers scan
 // once), so no barrier after the reads.
-template <int M>
+template <int M, int NW = kWarps>
 __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M], uint32_t (*sh)[kMaxUnitBlocks / 2]) {
   static_assert(M >= 1 && M <= kMaxUnitBlocks, "two sums per word");
   constexpr int K = (M + 1) / 2;
@@ -192,12 +194,12 @@ __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M]
   uint32_t ts[2 * K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
-    uint32_t t = lane < kWarps ? sh[lane][k] : 0;  // the warp sums in lanes 0..7
+    uint32_t t = lane < NW ? sh[lane][k] : 0;  // the warp sums in lanes 0..NW-1
     // The total first, in one instruction (the encoder publishes it to its successors at
     // once), then this warp's offset from an inclusive scan of the warp sums.
     const uint32_t all = __reduce_add_sync(~0u, t);
 #pragma unroll
-    for (int o = 1; o < kWarps; o <<= 1) {
+    for (int o = 1; o < NW; o <<= 1) {
       const uint32_t y = __shfl_up_sync(~0u, t, o);
       if (lane >= o) t += y;
     }
@@ -244,17 +246,18 @@ __device__ __forceinline__ void stage_rounds(uint4* dst, uint32_t first_chunk, c
 }
 
 // Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the
-// last chunk; asynchronous 16-byte copies when src is 16-byte aligned. Reads nothing past len.
-// (Its whole-round loop is stage_rounds()'s, kept inline: calling that raised the bulk
-// decoder's spill loads from 28 to 356 bytes, ptxas -v, session 7.)
+// last chunk; asynchronous 16-byte copies when src is 16-byte aligned, by a CTA of NT threads.
+// Reads nothing past len. (Its whole-round loop is stage_rounds()'s, kept inline: calling that
+// raised the bulk decoder's spill loads from 28 to 356 bytes, ptxas -v, session 7.)
+template <int NT = kThreads>
 __device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len,
                                       bool vec) {
-  if (vec && len % (16 * kThreads) == 0) {  // whole 4 KiB rounds: no per-chunk checks
-    for (uint32_t c = threadIdx.x; c < len / 16; c += kThreads) cp_async16(dst + swz(first_chunk + c), src + 16 * c);
+  if (vec && len % (16 * NT) == 0) {  // whole rounds: no per-chunk checks
+    for (uint32_t c = threadIdx.x; c < len / 16; c += NT) cp_async16(dst + swz(first_chunk + c), src + 16 * c);
     return;
   }
   const uint32_t chunks = (len + 15) / 16;
-  for (uint32_t c = threadIdx.x; c < chunks; c += kThreads) {
+  for (uint32_t c = threadIdx.x; c < chunks; c += NT) {
     uint8_t* d = reinterpret_cast<uint8_t*>(dst + swz(first_chunk + c));
     if (vec && 16 * c + 16 <= len) {
       cp_async16(d, src + 16 * c);
@@ -334,15 +337,16 @@ __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64
   *reinterpret_cast<volatile uint8_t*>(&r->done) = 1;
 }
 
-// Copy len bytes with the whole CTA (16-byte vectors when both sides allow it).
+// Copy len bytes with the whole CTA of NT threads (16-byte vectors when both sides allow it).
+template <int NT = kThreads>
 __device__ __forceinline__ void cta_copy(uint8_t* dst, const uint8_t* src, uint64_t len) {
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
     const uint64_t nv = len / 16;
-    for (uint64_t i = threadIdx.x; i < nv; i += kThreads)
+    for (uint64_t i = threadIdx.x; i < nv; i += NT)
       reinterpret_cast<uint4*>(dst)[i] = __ldcs(reinterpret_cast<const uint4*>(src) + i);
-    for (uint64_t i = nv * 16 + threadIdx.x; i < len; i += kThreads) dst[i] = src[i];
+    for (uint64_t i = nv * 16 + threadIdx.x; i < len; i += NT) dst[i] = src[i];
   } else {
-    for (uint64_t i = threadIdx.x; i < len; i += kThreads) dst[i] = src[i];
+    for (uint64_t i = threadIdx.x; i < len; i += NT) dst[i] = src[i];
   }
 }
 

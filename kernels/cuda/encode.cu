@@ -42,7 +42,8 @@ struct EncShared {
   uint32_t red[kWarps];
   uint32_t base[kMaxUnitBlocks];  // window base of each block of the tile
   uint32_t scan[kWarps][kMaxUnitBlocks / 2];
-  uint16_t escm[kMaxUnitBlocks][kThreads];  // each thread's escape mask per block (encode_unit)
+  // Each thread's escape mask per block (encode_unit): 16 bits, or 32 in 128-thread CTAs.
+  uint16_t escm[kMaxUnitBlocks][kThreads];
   uint64_t bcast;
   uint32_t tile_elems;
   int flag;
@@ -200,7 +201,7 @@ __device__ __forceinline__ uint32_t unit_bytes(Codec c) {
 // Stage tile u's input (as codec c tiles it) in shared memory, one copy group per 8 KiB: a
 // group per bf16/fp16 block, two per fp32 block (waited for together). Bytes past the last
 // whole element are staged too and never read as elements.
-template <int MU>
+template <int MU, int NT>
 __device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32_t u, uint4* data) {
   const uint32_t unit = unit_bytes<MU>(c);
   const bool vec = (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
@@ -208,8 +209,8 @@ __device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32
     const uint8_t* src = it.in + uint64_t(u) * unit + 16 * threadIdx.x;
     uint4* dst = data + swz(threadIdx.x);  // swz(32k + c) == 32k + swz(c)
     auto group = [&](uint32_t g) {
-      cp_async16(dst + g * 512, src + g * 8192);
-      cp_async16(dst + g * 512 + kThreads, src + g * 8192 + 16 * kThreads);
+#pragma unroll
+      for (int i = 0; i < 512 / NT; ++i) cp_async16(dst + g * 512 + i * NT, src + g * 8192 + 16 * i * NT);
       cp_async_commit();
     };
     // Unrolled at the tile size of bf16/fp16 (and of fp32 in bulk tiles): the loop's address
@@ -226,7 +227,7 @@ __device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32
   for (uint32_t g = 0; g < unit / 8192; ++g) {
     const uint64_t begin = uint64_t(u) * unit + g * 8192;
     if (begin < it.bytes)
-      stage(data, g * 512, it.in + begin, static_cast<uint32_t>(min(uint64_t(8192), it.bytes - begin)), vec);
+      stage<NT>(data, g * 512, it.in + begin, static_cast<uint32_t>(min(uint64_t(8192), it.bytes - begin)), vec);
     cp_async_commit();
   }
 }
@@ -244,6 +245,13 @@ __device__ __forceinline__ void read_words(const uint4* data, int m, uint32_t (&
     w[4 * q + 2] = x.z;
     w[4 * q + 3] = x.w;
   }
+}
+
+// Words 8h .. 8h+7 of w (16 bf16/fp16 elements), for lanes::stats16() and code16().
+template <int W>
+__device__ __forceinline__ void words8(const uint32_t (&w)[W], int h, uint32_t (&x)[8]) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) x[i] = w[8 * h + i];
 }
 
 template <Codec C, int W>
@@ -272,10 +280,10 @@ __device__ __forceinline__ uint32_t own_elem(const uint4* data, int m, uint32_t 
 }
 
 // The block's window base from each thread's exponent sum and nonzero count, packed in one word
-// (a warp's sum < 32 * 16 * 255 < 2^kCountShift, its count <= 512): warp sums, then thread 0
-// adds the warps' and computes the base once for the CTA.
+// (a warp's sum < 32 * 32 * 255 < 2^kCountShift, its count <= 1024): warp sums, then thread 0
+// adds the NW warps' and computes the base once for the CTA.
 using lanes::kCountShift;
-template <Codec C>
+template <Codec C, int NW>
 __device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh, int m) {
   s = warp_sum(s);
   if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = s;
@@ -283,7 +291,7 @@ __device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh, i
   if (threadIdx.x == 0) {
     uint32_t sum = 0, count = 0;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
+    for (int w = 0; w < NW; ++w) {
       sum += sh.red[w] & ((1u << kCountShift) - 1);
       count += sh.red[w] >> kCountShift;
     }
@@ -327,21 +335,24 @@ __device__ __noinline__ void warp_put_header(uint8_t* out, EncShared& sh, const 
 // once, block m's group(s) waited for before block m is coded; every pass reads shared memory.
 // Per block only the thread's escape mask outlives the block's iteration, in shared memory (in
 // registers, at 40 per thread, ptxas moved it through local memory in every iteration of the
-// bf16 kernel's block loop), so registers do not grow with the tile.
-template <Codec C, int MU>
+// bf16 kernel's block loop), so registers do not grow with the tile. A thread codes PT (16 or
+// 32) consecutive elements of each block: NT = 4096 / PT threads.
+template <Codec C, int MU, int PT>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, uint8_t* scratch,
                                             uint32_t* group, const Layout& L, uint32_t u, EncShared& sh, uint4* data,
                                             bool staged, bool header) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 4 blocks");
-  constexpr int W = kPerThread * G::EB / 4;  // words per thread and block
+  constexpr int NT = kBlockElems / PT, NW = NT / 32;
+  static_assert(PT == 16 || (PT == 32 && G::EB == 2), "16 elements per thread, or 32 of bf16/fp16");
+  constexpr int W = PT * G::EB / 4;  // words per thread and block
   constexpr int kBlockGroups = kBlockElems * G::EB / 8192, kGroups = M * kBlockGroups;  // copy groups
   const uint32_t b0 = u * M;
-  const uint32_t e0 = threadIdx.x * kPerThread;
+  const uint32_t e0 = threadIdx.x * PT;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   uint8_t* out = it.out;
-  if (!staged) stage_tile<MU>(it, C, u, data);
+  if (!staged) stage_tile<MU, NT>(it, C, u, data);
   // Elements per block from the tile's count in 32-bit arithmetic (block_elems()'s 64-bit form,
   // evaluated per use, was 9% of the bulk encoder's instructions), the count in shared memory
   // for multi-block tiles (in a register the bf16 bulk kernel spilled); a raw block's chunk
@@ -360,15 +371,15 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   // m, bit j = element j.
 #pragma unroll 1
   for (int m0 = 0; m0 < M; ++m0) {
-    // m opaque to the compiler in the four-block bf16/fp16 loops: otherwise it turns the
-    // block's addresses into 64-bit pointers carried across iterations, which at 40 registers
-    // go through local memory (bf16 kernel: -10% at 256 MiB). fp32's two-block loop has no
-    // such pointers and was 9% slower with it.
+    // m opaque to the compiler in the four-block bf16/fp16 loops of 256-thread CTAs: otherwise
+    // it turns the block's addresses into 64-bit pointers carried across iterations, which at
+    // 40 registers go through local memory (bf16 kernel: -10% at 256 MiB). fp32's two-block
+    // loop has no such pointers and was 9% slower with it; 128-thread CTAs have 80 registers.
     int m = m0;
-    if constexpr (M > 1 && G::EB == 2) asm volatile("" : "+r"(m));
+    if constexpr (M > 1 && G::EB == 2 && PT == 16) asm volatile("" : "+r"(m));
     cp_async_wait(kGroups - kBlockGroups * (m + 1));
     __syncthreads();  // also orders thread 0's sh.tile_elems before elems()
-    const uint32_t nb = elems(m), valid = nb > e0 ? min(nb - e0, uint32_t(kPerThread)) : 0;
+    const uint32_t nb = elems(m), valid = nb > e0 ? min(nb - e0, uint32_t(PT)) : 0;
     if (m == 0) ZIPCCL_MARK(2);
     uint32_t base;
     {  // the block's window from its mean nonzero exponent
@@ -377,33 +388,52 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       uint32_t s = 0;  // exponent sum + (nonzero exponents << kCountShift)
       bool whole = false;
       if constexpr (C != Codec::FP32) {
-        whole = valid == kPerThread;
-        if (whole) s = lanes::stats16<C>(w);
+        whole = valid == PT;
+        if (whole) {
+#pragma unroll
+          for (int h = 0; h < W / 8; ++h) {
+            uint32_t x[8];
+            words8(w, h, x);
+            s += lanes::stats16<C>(x);
+          }
+        }
       }
       if (!whole) {
 #pragma unroll
-        for (int j = 0; j < kPerThread; ++j) {
+        for (int j = 0; j < PT; ++j) {
           const uint32_t e = elem_exponent(C, elem_at<C>(w, j));
           if (uint32_t(j) < valid) s += e + (uint32_t(e != 0) << kCountShift);
         }
       }
-      base = cta_window_base<C>(s, sh, m);
+      base = cta_window_base<C, NW>(s, sh, m);
     }
     if (m == 0) ZIPCCL_MARK(3);
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;
-    uint8_t* planes = out + L.off_bits + first / 8 + 2 * threadIdx.x;
+    uint8_t* planes = out + L.off_bits + first / 8 + (PT / 8) * threadIdx.x;
     uint32_t w[W];
     read_words<C>(data, m, w);
     uint32_t escmask = 0;
     bool done = false;
     if constexpr (C != Codec::FP32) {
-      if (out_vec && valid == kPerThread) {
-        uint32_t res[4], pl[Geom<C>::K];
-        escmask = lanes::code16<C>(w, base, res, pl);
-        *reinterpret_cast<uint4*>(out + L.off_res + first + e0) = make_uint4(res[0], res[1], res[2], res[3]);
-        uint16_t* p16 = reinterpret_cast<uint16_t*>(planes);
+      if (out_vec && valid == PT) {
+        uint32_t pl[Geom<C>::K] = {};
 #pragma unroll
-        for (uint32_t k = 0; k < Geom<C>::K; ++k) p16[k * (L.bit_stride / 2)] = static_cast<uint16_t>(pl[k]);
+        for (int h = 0; h < PT / 16; ++h) {
+          uint32_t res[4], ph[Geom<C>::K];
+          uint32_t x[8];
+          words8(w, h, x);
+          escmask |= lanes::code16<C>(x, base, res, ph) << (16 * h);
+          *reinterpret_cast<uint4*>(out + L.off_res + first + e0 + 16 * h) = make_uint4(res[0], res[1], res[2], res[3]);
+#pragma unroll
+          for (uint32_t k = 0; k < Geom<C>::K; ++k) pl[k] |= (ph[k] & 0xFFFF) << (16 * h);
+        }
+#pragma unroll
+        for (uint32_t k = 0; k < Geom<C>::K; ++k) {
+          if constexpr (PT == 16)
+            reinterpret_cast<uint16_t*>(planes)[k * (L.bit_stride / 2)] = static_cast<uint16_t>(pl[k]);
+          else
+            reinterpret_cast<uint32_t*>(planes)[k * (L.bit_stride / 4)] = pl[k];
+        }
         done = true;
       }
     }
@@ -411,25 +441,28 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 #pragma unroll
       for (uint32_t r = 0; r < G::R; ++r) {
         uint8_t* dst = out + L.off_res + r * L.res_stride + first + e0;
-        if (out_vec && valid == kPerThread) {
-          uint32_t x[4];
+        if (out_vec && valid == PT) {
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            x[i] = 0;
+          for (int h = 0; h < PT / 16; ++h) {
+            uint32_t x[4];
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-              x[i] |= uint32_t(elem_residual(C, elem_at<C>(w, 4 * i + k), r)) << (8 * k);
+            for (int i = 0; i < 4; ++i) {
+              x[i] = 0;
+#pragma unroll
+              for (int k = 0; k < 4; ++k)
+                x[i] |= uint32_t(elem_residual(C, elem_at<C>(w, 16 * h + 4 * i + k), r)) << (8 * k);
+            }
+            reinterpret_cast<uint4*>(dst)[h] = make_uint4(x[0], x[1], x[2], x[3]);
           }
-          *reinterpret_cast<uint4*>(dst) = make_uint4(x[0], x[1], x[2], x[3]);
         } else {
 #pragma unroll
-          for (int j = 0; j < kPerThread; ++j)
+          for (int j = 0; j < PT; ++j)
             if (uint32_t(j) < valid) dst[j] = elem_residual(C, elem_at<C>(w, j), r);
         }
       }
-      uint32_t sym[kPerThread];
+      uint32_t sym[PT];
 #pragma unroll
-      for (int j = 0; j < kPerThread; ++j) {
+      for (int j = 0; j < PT; ++j) {
         const uint32_t v = elem_at<C>(w, j);
         // Elements past the block's end have no code (zero bits), as in the CPU encoder.
         sym[j] = uint32_t(j) < valid ? exp_code(elem_exponent(C, v), base) : 1;
@@ -439,26 +472,34 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       }
 #pragma unroll
       for (uint32_t k = 0; k < G::K; ++k) {
-        uint32_t bits = 0;  // group 2t in bits 0-7, group 2t+1 in bits 8-15
+        uint32_t bits = 0;  // the thread's 8-element groups in bytes 0, 1 (, 2, 3)
 #pragma unroll
-        for (int j = 0; j < kPerThread; ++j) bits |= ((sym[j] >> k) & 1) << j;
+        for (int j = 0; j < PT; ++j) bits |= ((sym[j] >> k) & 1) << j;
         uint8_t* dst = planes + k * L.bit_stride;
-        if (out_vec && valid == kPerThread) {
+        if (out_vec && valid == PT && PT == 16) {
           *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(bits);
+        } else if (out_vec && valid == PT) {
+          *reinterpret_cast<uint32_t*>(dst) = bits;
         } else {
-          if (valid > 0) dst[0] = static_cast<uint8_t>(bits);
-          if (valid > 8) dst[1] = static_cast<uint8_t>(bits >> 8);
+#pragma unroll
+          for (int i = 0; i < PT / 8; ++i)
+            if (valid > 8u * i) dst[i] = static_cast<uint8_t>(bits >> (8 * i));
         }
       }
     }
-    sh.escm[m][threadIdx.x] = static_cast<uint16_t>(escmask);
+    if constexpr (PT == 16)
+      sh.escm[m][threadIdx.x] = static_cast<uint16_t>(escmask);
+    else
+      reinterpret_cast<uint32_t*>(sh.escm[m])[threadIdx.x] = escmask;
   }
   ZIPCCL_MARK(4);
-  auto mask_of = [&](int m) { return uint32_t(sh.escm[m][threadIdx.x]); };
+  auto mask_of = [&](int m) {
+    return PT == 16 ? uint32_t(sh.escm[m][threadIdx.x]) : reinterpret_cast<const uint32_t*>(sh.escm[m])[threadIdx.x];
+  };
   uint32_t esc[M], escapes[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) esc[m] = __popc(mask_of(m));
-  cta_scans<M>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
+  cta_scans<M, NW>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
   uint32_t unit_chunk = 0;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -490,7 +531,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         sh.bcast = excl;
       }
     } else if (last_tile) {
-      zero_padding(L, out, threadIdx.x - 32, kThreads - 32);
+      zero_padding(L, out, threadIdx.x - 32, NT - 32);
     }
     __syncthreads();
   }
@@ -522,7 +563,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       }
     }
     if (!raw) {
-      const uint32_t own = own_base(threadIdx.x, G::EB);
+      const uint32_t own = own_base(threadIdx.x, G::EB * PT / 16);
       uint32_t k = esc[m];
       for (uint32_t mk = mask_of(m); mk; mk &= mk - 1)
         dst[k++] = static_cast<uint8_t>(elem_exponent(C, own_elem<C>(data, m, own, __ffs(mk) - 1)));
@@ -531,9 +572,9 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       // past nb), the rest form the chunk.
       const uint32_t groups = (nb + 7) / 8, in_planes = raw_plane_bytes(G::K, nb);
       uint8_t* planes = out + L.off_bits + uint64_t(b) * kBlockElems / 8;
-      for (uint32_t i = threadIdx.x; i < G::K * groups; i += kThreads)
+      for (uint32_t i = threadIdx.x; i < G::K * groups; i += NT)
         planes[(i / groups) * L.bit_stride + i % groups] = i < nb ? elem_top(C, staged_elem<C>(data, m, i)) : 0;
-      for (uint32_t i = in_planes + threadIdx.x; i < nb; i += kThreads)
+      for (uint32_t i = in_planes + threadIdx.x; i < nb; i += NT)
         dst[i - in_planes] = elem_top(C, staged_elem<C>(data, m, i));
     }
     esc_off += chunk;
@@ -635,7 +676,7 @@ extern __shared__ uint4 g_staged[];  // the tile's input, 16-byte chunks at swz(
 template <Codec C, int MU>
 __device__ __noinline__ void encode_unit_apart(const LaunchItem& it, unsigned long long* st, uint8_t* scratch,
                                                uint32_t* group, uint32_t u, bool staged, bool header) {
-  encode_unit<C, MU>(it, st, scratch, group, g_sh.plan.L, u, g_sh, g_staged, staged, header);
+  encode_unit<C, MU, 16>(it, st, scratch, group, g_sh.plan.L, u, g_sh, g_staged, staged, header);
 }
 
 // FIXED: the codec of every item of the launch when the host knows it (all items coded with one
@@ -644,8 +685,17 @@ __device__ __noinline__ void encode_unit_apart(const LaunchItem& it, unsigned lo
 // samples - and holds no codec in a register.
 constexpr int kAnyCodec = -1;
 
+// Elements per thread and block: 32 (128 threads per CTA) in the bulk bf16 and fp16 kernels,
+// whose per-thread and per-warp work of a tile (waits, barriers, scans, addresses, escape
+// loops) then serves twice the elements; else 16 (256 threads).
+constexpr int encode_pt(int MU, int fixed) {
+  return MU > 1 && (fixed == static_cast<int>(Codec::BF16) || fixed == static_cast<int>(Codec::FP16)) ? 32 : 16;
+}
+constexpr int encode_threads(int MU, int fixed) { return kBlockElems / encode_pt(MU, fixed); }
+
 template <int MU, int FIXED>
-__global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_constant__ Launch P) {
+__global__ void __launch_bounds__(encode_threads(MU, FIXED), 6) encode_kernel(const __grid_constant__ Launch P) {
+  constexpr int PT = encode_pt(MU, FIXED), NT = kBlockElems / PT;
   EncShared& sh = g_sh;
   uint4* const staged = g_staged;
   ZIPCCL_MARK_TIME(12);
@@ -663,7 +713,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
   constexpr bool fixed = FIXED != kAnyCodec;
   {
     const Codec guess = fixed ? static_cast<Codec>(FIXED) : it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-    if (guess != Codec::Raw) stage_tile<MU>(it, guess, b, staged);
+    if (guess != Codec::Raw) stage_tile<MU, NT>(it, guess, b, staged);
     const Codec c = !fixed && it.auto_codec ? item_codec(P, item, b, sh) : guess;
     if (threadIdx.x == 0) sh.plan = make_plan(it, c);
   }
@@ -675,7 +725,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
     if (!P.raw_header_only && it.cap >= kHeaderBytes + it.bytes) {
       uint64_t lo, len;
       raw_slice(it, b, &lo, &len);
-      cta_copy(it.out + kHeaderBytes + lo, it.in + lo, len);
+      cta_copy<NT>(it.out + kHeaderBytes + lo, it.in + lo, len);
     }
   } else if (!p.too_large &&
              b * uint64_t(tile_blocks<MU>(c)) < p.L.n_blocks) {
@@ -689,7 +739,7 @@ __global__ void __launch_bounds__(kThreads, 6) encode_kernel(const __grid_consta
     const auto unit = [&](auto codec) {
       constexpr Codec C = decltype(codec)::value;
       if constexpr (fixed || C == Codec::BF16)
-        encode_unit<C, MU>(it, st, P.scratch, group, p.L, b, sh, staged, as_staged, !P.checksum);
+        encode_unit<C, MU, (C == Codec::FP32 ? 16 : PT)>(it, st, P.scratch, group, p.L, b, sh, staged, as_staged, !P.checksum);
       else
         encode_unit_apart<C, MU>(it, st, P.scratch, group, b, as_staged, !P.checksum);
     };
@@ -865,7 +915,8 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     // Dynamic shared memory: one staged unit (MU bf16/fp16 blocks or MU/2, at least one, fp32
     // blocks).
     if (bulk)
-      encode_kernel_for<kEncodeBulkMU>(fixed)<<<tiles, kThreads, tile_bytes<kEncodeBulkMU>(), stream>>>(P);
+      encode_kernel_for<kEncodeBulkMU>(fixed)<<<tiles, encode_threads(kEncodeBulkMU, fixed), tile_bytes<kEncodeBulkMU>(),
+                                               stream>>>(P);
     else
       encode_kernel_for<1>(fixed)<<<tiles, kThreads, 4 * kBlockElems, stream>>>(P);
     cudaError_t err = cudaGetLastError();
