@@ -489,20 +489,25 @@ TEST_F(GpuCodec, AutoCodecMatchesClassify) {
     ins.push_back(make_in(Bytes(n, 0), Codec::BF16, true));
   }
   // The device's choice shows in the codec of the message: the CPU's, for classify()'s choice.
-  std::vector<Out> outs;
-  encode(ins, &outs);
-  size_t coded = 0;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const Bytes& x = ins[i].data;
-    Bytes ref(max_compressed_bytes(x.size()));
-    size_t len = 0;
-    ASSERT_EQ(zipccl::encode(classify(x.data(), x.size()), x.data(), x.size(), ref.data(), ref.size(), &len),
-              Status::kOk);
-    EXPECT_EQ(outs[i].r.codec, ref[5]) << "item " << i << " size " << x.size();
-    coded += ref[5] != uint8_t(Codec::Raw);
+  // Twice: in a small launch, and with a 16 MiB item added, in a bulk launch (whose CTAs have
+  // half the threads, so its classifier reads 64 bytes per thread instead of 32).
+  for (bool bulk : {false, true}) {
+    if (bulk) ins.push_back(make_in(gaussian(Codec::FP16, size_t(16) << 20, 5), Codec::BF16, true));
+    std::vector<Out> outs;
+    encode(ins, &outs);
+    size_t coded = 0;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      const Bytes& x = ins[i].data;
+      Bytes ref(max_compressed_bytes(x.size()));
+      size_t len = 0;
+      ASSERT_EQ(zipccl::encode(classify(x.data(), x.size()), x.data(), x.size(), ref.data(), ref.size(), &len),
+                Status::kOk);
+      EXPECT_EQ(outs[i].r.codec, ref[5]) << "item " << i << " size " << x.size() << (bulk ? " (bulk)" : "");
+      coded += ref[5] != uint8_t(Codec::Raw);
+    }
+    EXPECT_GT(coded, ins.size() / 3) << "most Gaussian inputs are coded";
+    check_identical(ins);
   }
-  EXPECT_GT(coded, ins.size() / 3) << "most Gaussian inputs are coded";
-  check_identical(ins);
 }
 
 TEST_F(GpuCodec, LargeBatchAndBulk) {
