@@ -714,24 +714,46 @@ TEST_F(GpuCodec, CorruptedInputs) {
       add(x, SIZE_MAX, orig[bi]);
     }
   }
-  std::vector<Out> outs;
-  decode(cases, &outs);
-  size_t errors = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
+  // The GPU's status and output of case i against the CPU decoder's; true for an error.
+  auto same_as_cpu = [&](size_t i, const Out& out, const char* launch) {
     const Dec& d = cases[i];
     const size_t in_bytes = d.in_bytes == SIZE_MAX ? d.msg.size() : d.in_bytes;
     Bytes ref(d.out_cap + 1);
     size_t len = 0;
     const Status s = zipccl::decode(d.msg.data(), in_bytes, ref.data(), d.out_cap, &len);
-    ASSERT_EQ(outs[i].r.status, int(s)) << "case " << i << ": cpu says " << status_string(s);
-    errors += s != Status::kOk;
+    EXPECT_EQ(out.r.status, int(s)) << launch << " case " << i << ": cpu says " << status_string(s);
     if (s == Status::kOk) {
-      ASSERT_EQ(outs[i].r.bytes, len);
-      ASSERT_EQ(memcmp(outs[i].msg.data(), ref.data(), len), 0) << "case " << i;
+      EXPECT_EQ(out.r.bytes, len) << launch << " case " << i;
+      EXPECT_TRUE(out.msg.size() == len && memcmp(out.msg.data(), ref.data(), len) == 0) << launch << " case " << i;
     }
-  }
+    return s != Status::kOk;
+  };
+  std::vector<Out> outs;
+  decode(cases, &outs);
+  size_t errors = 0;
+  for (size_t i = 0; i < cases.size(); ++i) errors += same_as_cpu(i, outs[i], "small");
   EXPECT_GT(errors, cases.size() / 2) << "most mutations must be detected";
   printf("%zu corrupted cases, %zu errors, all statuses equal to the CPU's\n", cases.size(), errors);
+  ASSERT_FALSE(HasFailure());
+  // The same cases in bulk launches, whose tiles differ (two blocks, 128 threads): 63 cases and
+  // a valid 16 MiB message per launch (quick: every 8th group of 63).
+  const Bytes big = gaussian(Codec::BF16, size_t(16) << 20, 7);
+  Bytes big_msg(max_compressed_bytes(big.size()));
+  size_t big_len = 0;
+  ASSERT_EQ(zipccl::encode(Codec::BF16, big.data(), big.size(), big_msg.data(), big_msg.size(), &big_len), Status::kOk);
+  big_msg.resize(big_len);
+  size_t bulk_cases = 0;
+  for (size_t first = 0; first < cases.size(); first += quick() ? 8 * 63 : 63) {
+    std::vector<Dec> batch(cases.begin() + first, cases.begin() + std::min(cases.size(), first + 63));
+    batch.push_back({big_msg, SIZE_MAX, big.size(), 0});
+    decode(batch, &outs);
+    ASSERT_EQ(outs.back().r.status, int(Status::kOk));
+    ASSERT_TRUE(outs.back().msg == big) << "the valid bulk message";
+    for (size_t i = 0; i + 1 < batch.size(); ++i) same_as_cpu(first + i, outs[i], "bulk");
+    ASSERT_FALSE(HasFailure());
+    bulk_cases += batch.size() - 1;
+  }
+  printf("%zu of them in bulk launches, all statuses equal to the CPU's\n", bulk_cases);
 }
 
 TEST_F(GpuCodec, BadArguments) {
