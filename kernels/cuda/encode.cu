@@ -476,10 +476,11 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 #pragma unroll
         for (int j = 0; j < PT; ++j) bits |= ((sym[j] >> k) & 1) << j;
         uint8_t* dst = planes + k * L.bit_stride;
-        if (out_vec && valid == PT && PT == 16) {
-          *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(bits);
-        } else if (out_vec && valid == PT) {
-          *reinterpret_cast<uint32_t*>(dst) = bits;
+        if (out_vec && valid == PT) {
+          if constexpr (PT == 16)
+            *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(bits);
+          else
+            *reinterpret_cast<uint32_t*>(dst) = bits;
         } else {
 #pragma unroll
           for (int i = 0; i < PT / 8; ++i)
@@ -696,6 +697,7 @@ constexpr int encode_threads(int MU, int fixed) { return kBlockElems / encode_pt
 template <int MU, int FIXED>
 __global__ void __launch_bounds__(encode_threads(MU, FIXED), 6) encode_kernel(const __grid_constant__ Launch P) {
   constexpr int PT = encode_pt(MU, FIXED), NT = kBlockElems / PT;
+  static_assert(FIXED != kAnyCodec || NT == kThreads, "the classifier and encode_unit_apart() use 256 threads");
   EncShared& sh = g_sh;
   uint4* const staged = g_staged;
   ZIPCCL_MARK_TIME(12);
@@ -739,7 +741,7 @@ __global__ void __launch_bounds__(encode_threads(MU, FIXED), 6) encode_kernel(co
     const auto unit = [&](auto codec) {
       constexpr Codec C = decltype(codec)::value;
       if constexpr (fixed || C == Codec::BF16)
-        encode_unit<C, MU, (C == Codec::FP32 ? 16 : PT)>(it, st, P.scratch, group, p.L, b, sh, staged, as_staged, !P.checksum);
+        encode_unit<C, MU, PT>(it, st, P.scratch, group, p.L, b, sh, staged, as_staged, !P.checksum);
       else
         encode_unit_apart<C, MU>(it, st, P.scratch, group, b, as_staged, !P.checksum);
     };
