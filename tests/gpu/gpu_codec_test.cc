@@ -539,6 +539,10 @@ TEST_F(GpuCodec, LargeBatchAndBulk) {
     opt.max_ratio = ratio;
     check_identical({make_in(bulk_bf16, Codec::BF16)}, opt);
   }
+  // A checksum in a bulk launch (computed by the item's finalizing CTA).
+  gpu::EncodeOptions crc;
+  crc.checksum = true;
+  check_identical({make_in(bulk_bf16, Codec::BF16), make_in(random_bytes(5000, 87), Codec::FP16)}, crc);
   // Temp with room for the tiles' words but not for the bulk scratch: every tile looks back.
   const size_t full = temp_bytes_;
   temp_bytes_ = size_t(64) << 10;
