@@ -489,8 +489,8 @@ TEST_F(GpuCodec, AutoCodecMatchesClassify) {
     ins.push_back(make_in(Bytes(n, 0), Codec::BF16, true));
   }
   // The device's choice shows in the codec of the message: the CPU's, for classify()'s choice.
-  // Twice: in a small launch, and with a 16 MiB item added, in a bulk launch (whose CTAs have
-  // half the threads, so its classifier reads 64 bytes per thread instead of 32).
+  // Twice: in a small launch, and with a 16 MiB item added, in a bulk launch (whose 32 KiB
+  // tiles wait for tile 0's choice while staged as bf16).
   for (bool bulk : {false, true}) {
     if (bulk) ins.push_back(make_in(gaussian(Codec::FP16, size_t(16) << 20, 5), Codec::BF16, true));
     std::vector<Out> outs;
@@ -739,8 +739,8 @@ TEST_F(GpuCodec, CorruptedInputs) {
   EXPECT_GT(errors, cases.size() / 2) << "most mutations must be detected";
   printf("%zu corrupted cases, %zu errors, all statuses equal to the CPU's\n", cases.size(), errors);
   ASSERT_FALSE(HasFailure());
-  // The same cases in bulk launches, whose tiles differ (two blocks, 128 threads): 63 cases and
-  // a valid 16 MiB message per launch (quick: every 8th group of 63).
+  // The same cases in bulk launches, whose tiles hold two blocks and whose results a second
+  // kernel publishes: 63 cases and a valid 16 MiB message per launch (quick: every 8th group).
   const Bytes big = gaussian(Codec::BF16, size_t(16) << 20, 7);
   Bytes big_msg(max_compressed_bytes(big.size()));
   size_t big_len = 0;
