@@ -17,7 +17,7 @@ namespace zipccl::gpu::detail {
 // least 1) of fp32, or a slice of a Raw payload. MU is 1 for small batches (more CTAs, lower
 // latency); bulk batches use kEncodeBulkMU / kDecodeBulkMU (docs/gpu-codec.md has the
 // measurements). In each block a thread owns 16 consecutive elements (kThreads per CTA), except
-// in the bulk bf16/fp16 encode kernels: 32 (128 threads per CTA; encode.cu's encode_pt()).
+// in the bulk encode kernels for a known codec: 32 (128 threads per CTA; encode.cu's encode_pt()).
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kPerThread = kBlockElems / kThreads;

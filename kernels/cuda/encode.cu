@@ -232,7 +232,7 @@ __device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32
   }
 }
 
-// A thread's 16 elements of block m of the staged tile, as words (2 bf16/fp16 or 1 fp32 each).
+// A thread's PT elements of block m of the staged tile, as W words (2 bf16/fp16 or 1 fp32 each).
 template <Codec C, int W>
 __device__ __forceinline__ void read_words(const uint4* data, int m, uint32_t (&w)[W]) {
   constexpr uint32_t kBlockChunks = kBlockElems * Geom<C>::EB / 16;
@@ -260,6 +260,29 @@ __device__ __forceinline__ uint32_t elem_at(const uint32_t (&w)[W], int j) {
     return w[j];
   else
     return (w[j / 2] >> (16 * (j & 1))) & 0xFFFF;
+}
+
+// A thread's PT bits of plane k (its 8-element groups in bytes 0, 1 (, 2, 3)), at its aligned
+// slot `planes` of plane 0.
+template <int PT>
+__device__ __forceinline__ void put_plane_bits(uint8_t* planes, uint64_t bit_stride, uint32_t k, uint32_t bits) {
+  if constexpr (PT == 16)
+    reinterpret_cast<uint16_t*>(planes)[k * (bit_stride / 2)] = static_cast<uint16_t>(bits);
+  else
+    reinterpret_cast<uint32_t*>(planes)[k * (bit_stride / 4)] = bits;
+}
+
+// This thread's escape mask of block m in EncShared::escm: 16 bits, or 32 in 128-thread CTAs.
+template <int PT>
+__device__ __forceinline__ void put_escm(EncShared& sh, int m, uint32_t mask) {
+  if constexpr (PT == 16)
+    sh.escm[m][threadIdx.x] = static_cast<uint16_t>(mask);
+  else
+    reinterpret_cast<uint32_t*>(sh.escm[m])[threadIdx.x] = mask;
+}
+template <int PT>
+__device__ __forceinline__ uint32_t escm_of(const EncShared& sh, int m) {
+  return PT == 16 ? sh.escm[m][threadIdx.x] : reinterpret_cast<const uint32_t*>(sh.escm[m])[threadIdx.x];
 }
 
 // Element i of block m of the staged tile.
@@ -345,7 +368,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 4 blocks");
   constexpr int NT = kBlockElems / PT, NW = NT / 32;
-  static_assert(PT == 16 || (PT == 32 && G::EB == 2), "16 elements per thread, or 32 of bf16/fp16");
+  static_assert(PT == 16 || PT == 32, "16 or 32 elements per thread");
   constexpr int W = PT * G::EB / 4;  // words per thread and block
   constexpr int kBlockGroups = kBlockElems * G::EB / 8192, kGroups = M * kBlockGroups;  // copy groups
   const uint32_t b0 = u * M;
@@ -428,12 +451,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
           for (uint32_t k = 0; k < Geom<C>::K; ++k) pl[k] |= (ph[k] & 0xFFFF) << (16 * h);
         }
 #pragma unroll
-        for (uint32_t k = 0; k < Geom<C>::K; ++k) {
-          if constexpr (PT == 16)
-            reinterpret_cast<uint16_t*>(planes)[k * (L.bit_stride / 2)] = static_cast<uint16_t>(pl[k]);
-          else
-            reinterpret_cast<uint32_t*>(planes)[k * (L.bit_stride / 4)] = pl[k];
-        }
+        for (uint32_t k = 0; k < Geom<C>::K; ++k) put_plane_bits<PT>(planes, L.bit_stride, k, pl[k]);
         done = true;
       }
     }
@@ -477,10 +495,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         for (int j = 0; j < PT; ++j) bits |= ((sym[j] >> k) & 1) << j;
         uint8_t* dst = planes + k * L.bit_stride;
         if (out_vec && valid == PT) {
-          if constexpr (PT == 16)
-            *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(bits);
-          else
-            *reinterpret_cast<uint32_t*>(dst) = bits;
+          put_plane_bits<PT>(planes, L.bit_stride, k, bits);
         } else {
 #pragma unroll
           for (int i = 0; i < PT / 8; ++i)
@@ -488,18 +503,12 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         }
       }
     }
-    if constexpr (PT == 16)
-      sh.escm[m][threadIdx.x] = static_cast<uint16_t>(escmask);
-    else
-      reinterpret_cast<uint32_t*>(sh.escm[m])[threadIdx.x] = escmask;
+    put_escm<PT>(sh, m, escmask);
   }
   ZIPCCL_MARK(4);
-  auto mask_of = [&](int m) {
-    return PT == 16 ? uint32_t(sh.escm[m][threadIdx.x]) : reinterpret_cast<const uint32_t*>(sh.escm[m])[threadIdx.x];
-  };
   uint32_t esc[M], escapes[M];
 #pragma unroll
-  for (int m = 0; m < M; ++m) esc[m] = __popc(mask_of(m));
+  for (int m = 0; m < M; ++m) esc[m] = __popc(escm_of<PT>(sh, m));
   cta_scans<M, NW>(esc, escapes, sh.scan);  // esc[m] becomes this thread's first escape slot
   uint32_t unit_chunk = 0;
 #pragma unroll
@@ -566,7 +575,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
     if (!raw) {
       const uint32_t own = own_base(threadIdx.x, G::EB * PT / 16);
       uint32_t k = esc[m];
-      for (uint32_t mk = mask_of(m); mk; mk &= mk - 1)
+      for (uint32_t mk = escm_of<PT>(sh, m); mk; mk &= mk - 1)
         dst[k++] = static_cast<uint8_t>(elem_exponent(C, own_elem<C>(data, m, own, __ffs(mk) - 1)));
     } else {
       // Top bytes: the first K*groups fill the block's plane slots, plane after plane (zero
@@ -686,12 +695,11 @@ __device__ __noinline__ void encode_unit_apart(const LaunchItem& it, unsigned lo
 // samples - and holds no codec in a register.
 constexpr int kAnyCodec = -1;
 
-// Elements per thread and block: 32 (128 threads per CTA) in the bulk bf16 and fp16 kernels,
-// whose per-thread and per-warp work of a tile (waits, barriers, scans, addresses, escape
-// loops) then serves twice the elements; else 16 (256 threads).
-constexpr int encode_pt(int MU, int fixed) {
-  return MU > 1 && (fixed == static_cast<int>(Codec::BF16) || fixed == static_cast<int>(Codec::FP16)) ? 32 : 16;
-}
+// Elements per thread and block: 32 (128 threads per CTA) in the bulk kernels for a known
+// codec, whose per-thread and per-warp work of a tile (waits, barriers, scans, addresses,
+// escape loops) then serves twice the elements; else 16 (256 threads). The generic kernel (auto
+// and mixed batches) at 128 threads was slower: auto bf16 -2 to -5%, fp16 -5%, fp32 -6%.
+constexpr int encode_pt(int MU, int fixed) { return MU > 1 && fixed != kAnyCodec ? 32 : 16; }
 constexpr int encode_threads(int MU, int fixed) { return kBlockElems / encode_pt(MU, fixed); }
 
 template <int MU, int FIXED>

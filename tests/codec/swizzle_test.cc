@@ -16,20 +16,21 @@ TEST(Swizzle, BasesOfThirtyTwoChunksAddPlainly) {
 }
 
 // The encoder reads thread t's element j at own_base(t, eb) ^ (j * eb); the general rule puts
-// byte offset off of a block at 16 swz(off / 16) + off % 16. 128-thread CTAs give a thread 32
-// bf16/fp16 elements, 64 bytes as 16 fp32 elements have: at own_base(t, 4) ^ (2 j).
+// byte offset off of a block at 16 swz(off / 16) + off % 16. 128-thread CTAs (bulk launches)
+// give a thread 32 elements: at own_base(t, 2 eb) ^ (j eb).
 TEST(Swizzle, OwnElementsOfEveryThread) {
-  for (uint32_t eb : {2u, 4u})
+  for (uint32_t eb : {2u, 4u}) {
     for (uint32_t t = 0; t < 256; ++t)
       for (uint32_t j = 0; j < 16; ++j) {
         const uint32_t off = (16 * t + j) * eb;
         ASSERT_EQ(own_base(t, eb) ^ (j * eb), 16 * swz(off / 16) + off % 16) << eb << " " << t << " " << j;
       }
-  for (uint32_t t = 0; t < 128; ++t)
-    for (uint32_t j = 0; j < 32; ++j) {
-      const uint32_t off = (32 * t + j) * 2;
-      ASSERT_EQ(own_base(t, 4) ^ (2 * j), 16 * swz(off / 16) + off % 16) << t << " " << j;
-    }
+    for (uint32_t t = 0; t < 128; ++t)
+      for (uint32_t j = 0; j < 32; ++j) {
+        const uint32_t off = (32 * t + j) * eb;
+        ASSERT_EQ(own_base(t, 2 * eb) ^ (j * eb), 16 * swz(off / 16) + off % 16) << eb << " " << t << " " << j;
+      }
+  }
 }
 
 // A 16-byte vector covers 4 of the 32 banks, so 8 lanes are conflict-free when their chunks
