@@ -600,6 +600,35 @@ __device__ __forceinline__ void raw_slice(const LaunchItem& it, uint32_t b, uint
   *len = min(span, it.bytes - *lo);
 }
 
+// A coded item's escape bytes once the encode kernel has finished: in bulk launches with
+// scratch the sum of its groups' (the fixup kernel may still be publishing the tiles' prefixes),
+// else the last tile's inclusive prefix (every tile looked back). For the whole CTA.
+template <int MU>
+__device__ __forceinline__ uint64_t item_escapes(const Launch& P, int item, const Plan& p,
+                                                 const unsigned long long* st, EncShared& sh) {
+  const LaunchItem& it = P.items[item];
+  if (MU == 1 || !P.group_esc) {
+    const uint32_t last = (p.L.n_blocks - 1) / tile_blocks<MU>(p.c);
+    return *reinterpret_cast<const volatile unsigned long long*>(st + last) & 0xFFFFFFFFull;
+  }
+  // Volatile loads here and in finished_plan(): encode_finish_kernel reads the encode kernel's
+  // words before its own wait, which orders it after the fixup kernel only.
+  uint32_t sum = 0;  // an item's escape bytes fit a state word's 32 bits
+  const volatile uint32_t* group = P.group_esc + group_slot(it.tile0, item, 0);
+  for (uint32_t i = threadIdx.x; i < (it.tiles + kGroupTiles - 1) / kGroupTiles; i += kThreads) sum += group[i];
+  sum = warp_sum(sum);
+  if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  sum = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) sum += sh.red[w];
+  return sum;
+}
+
+// Complete an item's message (its header and padding, or the Raw message it falls back to),
+// leave temp zeroed and publish the result. In bulk launches (encode_finish_kernel) a coded
+// message's header and padding are written while the fixup kernel is still placing escape
+// chunks; a Raw copy, which overwrites them, and the result wait for it.
 template <int MU>
 __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long long* st, EncShared& sh) {
   const LaunchItem& it = P.items[item];
@@ -613,15 +642,13 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
   } else {
     uint64_t esc_bytes = 0;
     if (!raw) {
-      const uint32_t M = tile_blocks<MU>(p.c);
-      const uint32_t last = (p.L.n_blocks - 1) / M;  // the last tile's state holds the total
-      const unsigned long long s = *reinterpret_cast<volatile unsigned long long*>(st + last);
-      esc_bytes = s & 0xFFFFFFFFull;
+      esc_bytes = item_escapes<MU>(P, item, p, st, sh);
       raw = p.L.off_esc + esc_bytes > min(it.limit, it.cap);
       raw_copied = false;
     }
     const uint32_t crc = P.checksum ? cta_crc32c(it.in, n, sh.crc) : 0;
     if (raw) {
+      if (MU > 1) grid_dependency_wait();
       c = Codec::Raw;
       from_input = P.raw_header_only;
       if (it.cap < kHeaderBytes + (from_input ? 0 : n)) {
@@ -641,6 +668,7 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
       total = L.off_esc + esc_bytes;
     }
   }
+  if (MU > 1) grid_dependency_wait();  // (returns at once after the Raw branch's)
   // Leave temp zeroed for the next launch, once every thread has read the last tile's state.
   __syncthreads();
   for (uint32_t i = threadIdx.x; i < it.tiles; i += kThreads) st[i] = 0;
@@ -793,7 +821,8 @@ void (*encode_kernel_for(int fixed))(Launch) {
 // An item's plan once encode_kernel has finished (an auto item's codec is in temp by then).
 __device__ __forceinline__ Plan finished_plan(const Launch& P, int item) {
   const LaunchItem& it = P.items[item];
-  return make_plan(it, it.auto_codec ? static_cast<Codec>(P.item_codec[item] & 0xFF) : static_cast<Codec>(it.codec));
+  const volatile uint32_t& chosen = P.item_codec[item];
+  return make_plan(it, it.auto_codec ? static_cast<Codec>(chosen & 0xFF) : static_cast<Codec>(it.codec));
 }
 
 // Bulk launches, after encode_kernel, one CTA per tile: a deferred tile gets its offset from
@@ -810,8 +839,8 @@ static_assert(kFixupThreads == kGroupTiles, "one state word of the group per fix
 template <int MU>
 __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __grid_constant__ Launch P) {
   __shared__ uint32_t warp_part[kFixupThreads / 32];
-  allow_dependents();
   grid_dependency_wait();
+  allow_dependents();  // after the wait: encode_finish_kernel starts once the encode kernel has finished
   if (!P.scratch) return;  // no tile deferred
   const int item = find_item(P);
   const LaunchItem& it = P.items[item];
@@ -866,12 +895,11 @@ __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __gri
   }
 }
 
-// Bulk launches: one CTA per item finalizes it once the encode kernel has finished (so that no
-// tile waits for a fence and a counter before it leaves its SM).
+// Bulk launches: one CTA per item finalizes it. It starts once the encode kernel has finished
+// (encode_fixup_kernel lets it launch only then) and overlaps the fixup kernel (finalize()).
 template <int MU>
 __global__ void __launch_bounds__(kThreads) encode_finish_kernel(const __grid_constant__ Launch P) {
   __shared__ EncShared sh;
-  grid_dependency_wait();
   const int item = blockIdx.x;
   const LaunchItem& it = P.items[item];
   if (threadIdx.x == 0)
