@@ -29,6 +29,7 @@ struct DecShared {
   // before the codec is known: entry[s][m + 1] is block u*M+m's, entry[s][0] the one before.
   BlockEntry entry[2][kMaxUnitBlocks + 1];
   CrcShared crc;
+  alignas(16) uint32_t patch[kThreads][4];  // each thread's exponent bytes, for lanes::decode16()
 };
 
 // Escape chunks of coded blocks up to this length are staged in shared memory with the
@@ -265,7 +266,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         for (uint32_t k = 0; k < G::K; ++k) pb[k] = plane_of(m, k);
         const uint4 r = res_of(m, 0);
         const uint32_t r4[4] = {r.x, r.y, r.z, r.w};
-        if (!lanes::decode16<C>(pb, r4, e.base, chunk, esc[m], out)) report(P, item, b0 + m + 1, Status::kBadEscapes);
+        if (!lanes::decode16<C>(pb, r4, e.base, chunk, esc[m], sh.patch[threadIdx.x], out)) report(P, item, b0 + m + 1, Status::kBadEscapes);
         uint4* dst = reinterpret_cast<uint4*>(it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * G::EB);
         dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
         dst[1] = make_uint4(out[4], out[5], out[6], out[7]);

@@ -149,14 +149,35 @@ ZIPCCL_HD uint32_t lowest_bit(uint32_t x) {
 #endif
 }
 
+// Four words to and from 16 aligned bytes: one vector access on the GPU.
+ZIPCCL_HD void store16(uint32_t* dst, const uint32_t (&w)[4]) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+#else
+  for (int i = 0; i < 4; ++i) dst[i] = w[i];
+#endif
+}
+ZIPCCL_HD void load16(const uint32_t* src, uint32_t (&w)[4]) {
+#if defined(__CUDA_ARCH__)
+  const uint4 v = *reinterpret_cast<const uint4*>(src);
+  w[0] = v.x;
+  w[1] = v.y;
+  w[2] = v.z;
+  w[3] = v.w;
+#else
+  for (int i = 0; i < 4; ++i) w[i] = src[i];
+#endif
+}
+
 // The inverse of code16() for a coded block: the 16 elements (words as code16() takes them)
 // from the K bit-planes (low 16 bits), the residual words and the window base; elements with
 // code 0 take their exponents from chunk[k_esc], chunk[k_esc + 1], ... in element order. Four
-// elements at a time as byte lanes. Returns false when an escape byte exceeds exp_max (out is
-// then unspecified).
+// elements at a time as byte lanes. `patch` is 16 bytes of the caller's, 16-byte aligned (on the
+// GPU this thread's slot in shared memory). Returns false when an escape byte exceeds exp_max
+// (out is then unspecified).
 template <Codec C>
 ZIPCCL_HD bool decode16(const uint32_t (&p)[Lanes<C>::K], const uint32_t (&res)[4], uint32_t base,
-                        const uint8_t* chunk, uint32_t k_esc, uint32_t (&out)[8]) {
+                        const uint8_t* chunk, uint32_t k_esc, uint32_t* patch, uint32_t (&out)[8]) {
   const uint32_t escm = ~(p[0] | p[1] | p[2]) & 0xFFFFu;
   // Exponent bytes of elements 4i..4i+3; escapes count as code 1 until patched, so that
   // code - 1 + base never borrows or carries between bytes (base + 6 <= exp_max).
@@ -164,14 +185,19 @@ ZIPCCL_HD bool decode16(const uint32_t (&p)[Lanes<C>::K], const uint32_t (&res)[
   for (int i = 0; i < 4; ++i)
     e4[i] = (spread4(p[0] >> (4 * i)) | spread4(p[1] >> (4 * i)) << 1 | spread4(p[2] >> (4 * i)) << 2 |
              spread4(escm >> (4 * i))) - 0x01010101u + base * 0x01010101u;
-  // Escapes are rare per thread (one in ~70 elements of N(0,1) data): one pass per escape, not
-  // per group of four.
+  // Escapes are rare per thread (one in ~70 elements of N(0,1) data), but a warp passes as
+  // often as its lane with the most: one byte store per escape into the exponent bytes laid out
+  // in `patch` (byte t is element t's), instead of selecting among the four words in registers.
   bool bad = false;
-  for (uint32_t m = escm; m; m &= m - 1) {
-    const uint32_t t = lowest_bit(m), x = chunk[k_esc++];
-    bad |= x > geometry(C).exp_max;
-    const uint32_t sh = 8 * (t & 3), keep = ~(0xFFu << sh), put = x << sh;
-    for (int i = 0; i < 4; ++i) e4[i] = (t >> 2) == uint32_t(i) ? (e4[i] & keep) | put : e4[i];
+  if (escm) {
+    store16(patch, e4);
+    uint8_t* bytes = reinterpret_cast<uint8_t*>(patch);
+    for (uint32_t m = escm; m; m &= m - 1) {
+      const uint32_t x = chunk[k_esc++];
+      bad |= x > geometry(C).exp_max;
+      bytes[lowest_bit(m)] = static_cast<uint8_t>(x);
+    }
+    load16(patch, e4);
   }
   for (int i = 0; i < 4; ++i) {
     uint32_t lo, hi;  // low and high bytes of the four elements

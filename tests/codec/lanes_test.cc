@@ -66,7 +66,8 @@ template <Codec C>
   uint32_t n = 3;
   for (int j = 0; j < 16; ++j)
     if (esc >> j & 1) chunk[n++] = static_cast<uint8_t>(elem_exponent(C, v[j]));
-  if (!decode16<C>(planes, res, base, chunk, 3, out))
+  uint32_t patch[4];
+  if (!decode16<C>(planes, res, base, chunk, 3, patch, out))
     return ::testing::AssertionFailure() << "escape byte refused, group at " << v[0] << " base " << base;
   for (int i = 0; i < 8; ++i)
     if (out[i] != w[i])
@@ -124,9 +125,10 @@ TEST(Lanes, Decode16RefusesFp16EscapeAboveMax) {
   ASSERT_EQ(code16<Codec::FP16>(w, 14, res, planes), 1u << 5);
   for (uint32_t& p : planes) p &= 0xFFFF;
   const uint8_t in_range = 31, above = 32;
-  EXPECT_TRUE(decode16<Codec::FP16>(planes, res, 14, &in_range, 0, out));
+  uint32_t patch[4];
+  EXPECT_TRUE(decode16<Codec::FP16>(planes, res, 14, &in_range, 0, patch, out));
   EXPECT_EQ(out[2] >> 16, uint32_t(31 << 10));  // element 5, its escape patched in
-  EXPECT_FALSE(decode16<Codec::FP16>(planes, res, 14, &above, 0, out));
+  EXPECT_FALSE(decode16<Codec::FP16>(planes, res, 14, &above, 0, patch, out));
 }
 
 TEST(Lanes, Stats16Bf16) { stats_match<Codec::BF16>(); }
