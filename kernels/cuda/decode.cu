@@ -266,7 +266,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         for (uint32_t k = 0; k < G::K; ++k) pb[k] = plane_of(m, k);
         const uint4 r = res_of(m, 0);
         const uint32_t r4[4] = {r.x, r.y, r.z, r.w};
-        if (!lanes::decode16<C>(pb, r4, e.base, chunk, esc[m], sh.patch[threadIdx.x], out)) report(P, item, b0 + m + 1, Status::kBadEscapes);
+        if (!lanes::decode16<C>(pb, r4, e.base, chunk, esc[m], sh.patch[threadIdx.x], out))
+          report(P, item, b0 + m + 1, Status::kBadEscapes);
         uint4* dst = reinterpret_cast<uint4*>(it.out + ((uint64_t(b0) + m) * kBlockElems + e0) * G::EB);
         dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
         dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
