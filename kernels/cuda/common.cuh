@@ -99,6 +99,10 @@ inline size_t group_words(size_t tiles) {
 __host__ __device__ __forceinline__ uint32_t group_slot(uint32_t tile0, int item, uint32_t u) {
   return tile0 / kGroupTiles + item + u / kGroupTiles;
 }
+// Groups of an item of `tiles` tiles.
+__host__ __device__ __forceinline__ uint32_t item_groups(uint32_t tiles) {
+  return (tiles + kGroupTiles - 1) / kGroupTiles;
+}
 
 inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
   return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + tile - 1) / tile);

@@ -601,8 +601,8 @@ __device__ __forceinline__ void raw_slice(const LaunchItem& it, uint32_t b, uint
 }
 
 // A coded item's escape bytes once the encode kernel has finished: in bulk launches with
-// scratch the sum of its groups' (the fixup kernel may still be publishing the tiles' prefixes),
-// else the last tile's inclusive prefix (every tile looked back). For the whole CTA.
+// scratch the sum of its groups' (a deferred tile publishes no inclusive prefix), else the last
+// tile's inclusive prefix (every tile looked back). For the whole CTA.
 template <int MU>
 __device__ __forceinline__ uint64_t item_escapes(const Launch& P, int item, const Plan& p,
                                                  const unsigned long long* st, EncShared& sh) {
@@ -615,7 +615,7 @@ __device__ __forceinline__ uint64_t item_escapes(const Launch& P, int item, cons
   // words before its own wait, which orders it after the fixup kernel only.
   uint32_t sum = 0;  // an item's escape bytes fit a state word's 32 bits
   const volatile uint32_t* group = P.group_esc + group_slot(it.tile0, item, 0);
-  for (uint32_t i = threadIdx.x; i < (it.tiles + kGroupTiles - 1) / kGroupTiles; i += kThreads) sum += group[i];
+  for (uint32_t i = threadIdx.x; i < item_groups(it.tiles); i += kThreads) sum += group[i];
   sum = warp_sum(sum);
   if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = sum;
   __syncthreads();
@@ -673,7 +673,7 @@ __device__ void finalize(const Launch& P, int item, const Plan& p, unsigned long
   __syncthreads();
   for (uint32_t i = threadIdx.x; i < it.tiles; i += kThreads) st[i] = 0;
   if (P.group_esc)
-    for (uint32_t i = threadIdx.x; i < (it.tiles + kGroupTiles - 1) / kGroupTiles; i += kThreads)
+    for (uint32_t i = threadIdx.x; i < item_groups(it.tiles); i += kThreads)
       P.group_esc[group_slot(it.tile0, item, 0) + i] = 0;
   __syncthreads();  // the CTA's writes (a Raw copy) before the result
   if (threadIdx.x == 0) {
@@ -829,10 +829,11 @@ __device__ __forceinline__ Plan finished_plan(const Launch& P, int item) {
 // the escape bytes of the tiles before it in its group and the sums of the groups before, in
 // one round of loads (every tile has counted, so nothing waits; a look-back here walked
 // through the aggregates of deferred tiles, ~32 round trips for the last of 2048: 64 MiB 9 us,
-// 256 MiB 24 us, against 5.6 and 14), publishes its inclusive prefix (the item's last tile's is
-// the total, for the finisher), moves its escape chunks from temp into the message and adds
-// the offset to its block entries (a reduction, not a read: the read was a second round trip
-// after the plan). A warp per tile instead of a CTA was slower (256 MiB: 23 us).
+// 256 MiB 24 us, against 5.6 and 14), moves its escape chunks from temp into the message and
+// adds the offset to its block entries (a reduction, not a read: the read was a second round
+// trip after the plan). Its state word stays as the encode kernel left it: the later tiles of
+// the group read its own count, and the finisher takes the item's total from the group sums. A
+// warp per tile instead of a CTA was slower (256 MiB: 23 us).
 constexpr int kFixupThreads = 128;
 static_assert(kFixupThreads * 8 == kEscScratch, "a scratch slot is 8 bytes per fixup thread");
 static_assert(kFixupThreads == kGroupTiles, "one state word of the group per fixup thread");
@@ -858,15 +859,10 @@ __global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __gri
   const uint32_t chunk = own_escapes(s);
   before = warp_sum(before);
   if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x / 32] = before;
-  __syncthreads();  // also: every thread has read st[u] before thread 0 rewrites it
+  __syncthreads();
   uint64_t excl = 0;
 #pragma unroll
   for (int w = 0; w < kFixupThreads / 32; ++w) excl += warp_part[w];
-  // The later tiles of the group read this word's own count (bits 32-47) meanwhile: kept, as is
-  // kDeferred.
-  if (threadIdx.x == 0)
-    *reinterpret_cast<volatile unsigned long long*>(st + u) =
-        kInclusive | (s & (kDeferred | 0xFFFF00000000ull)) | (excl + chunk);
   // A message over its limit becomes Raw (encode_finish_kernel): nothing to place then. The
   // scratch bytes are cleared either way, as temp is left zeroed.
   const bool place = p.L.off_esc + excl + chunk <= min(it.limit, it.cap);
