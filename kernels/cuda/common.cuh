@@ -143,17 +143,20 @@ inline uint32_t finish_launch(Launch& P, int m, uint64_t LaunchItem::*tile_size,
   return tiles;
 }
 
-// The item that this CTA's tile belongs to.
-__device__ __forceinline__ int find_item(const Launch& P) {
+// The item that tile `tile` (by default this CTA's) belongs to.
+__device__ __forceinline__ int find_item(const Launch& P, uint32_t tile) {
   int lo = 0, hi = P.n - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
-    if (P.items[mid].tile0 <= blockIdx.x)
+    if (P.items[mid].tile0 <= tile)
       lo = mid;
     else
       hi = mid - 1;
   }
   return lo;
+}
+__device__ __forceinline__ int find_item(const Launch& P) {
+  return find_item(P, blockIdx.x);
 }
 
 __device__ __forceinline__ uint32_t warp_sum(uint32_t x) {

@@ -825,60 +825,82 @@ __device__ __forceinline__ Plan finished_plan(const Launch& P, int item) {
   return make_plan(it, it.auto_codec ? static_cast<Codec>(chosen & 0xFF) : static_cast<Codec>(it.codec));
 }
 
-// Bulk launches, after encode_kernel, one CTA per tile: a deferred tile gets its offset from
-// the escape bytes of the tiles before it in its group and the sums of the groups before, in
-// one round of loads (every tile has counted, so nothing waits; a look-back here walked
-// through the aggregates of deferred tiles, ~32 round trips for the last of 2048: 64 MiB 9 us,
-// 256 MiB 24 us, against 5.6 and 14), moves its escape chunks from temp into the message and
-// adds the offset to its block entries (a reduction, not a read: the read was a second round
-// trip after the plan). Its state word stays as the encode kernel left it: the later tiles of
-// the group read its own count, and the finisher takes the item's total from the group sums. A
-// warp per tile instead of a CTA was slower (256 MiB: 23 us).
-constexpr int kFixupThreads = 128;
-static_assert(kFixupThreads * 8 == kEscScratch, "a scratch slot is 8 bytes per fixup thread");
-static_assert(kFixupThreads == kGroupTiles, "one state word of the group per fixup thread");
+// Bulk launches, after encode_kernel: a warp per tile, kFixupWarps tiles per CTA. A deferred
+// tile gets its offset from the escape bytes of the tiles before it in its group and the sums
+// of the groups before, in one round of loads that every lane issues at once (every tile has
+// counted, so nothing waits; a look-back here walked through the aggregates of deferred tiles,
+// ~32 round trips for the last of 2048), moves its escape chunks from temp into the message and
+// adds the offset to its block entries (a reduction, not a read). Its state word stays as the
+// encode kernel left it: the later tiles of the group read its own count, and the finisher takes
+// the item's total from the group sums. 256 MiB: 8.3 us; a CTA per tile storing 8 bytes per
+// thread bytewise 13 us (docs/gpu-codec.md).
+constexpr int kFixupWarps = 8;
+static_assert(32 * 32 == kEscScratch, "a scratch slot is 32 bytes per lane");
+static_assert(kGroupTiles == 4 * 32, "a group's state words are 4 per lane");
 template <int MU>
-__global__ void __launch_bounds__(kFixupThreads) encode_fixup_kernel(const __grid_constant__ Launch P) {
-  __shared__ uint32_t warp_part[kFixupThreads / 32];
+__global__ void __launch_bounds__(32 * kFixupWarps) encode_fixup_kernel(const __grid_constant__ Launch P) {
   grid_dependency_wait();
   allow_dependents();  // after the wait: encode_finish_kernel starts once the encode kernel has finished
   if (!P.scratch) return;  // no tile deferred
-  const int item = find_item(P);
+  const uint32_t tile = blockIdx.x * kFixupWarps + threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int item = find_item(P, tile);
   const LaunchItem& it = P.items[item];
-  const uint32_t u = blockIdx.x - it.tile0;
-  unsigned long long* st = P.state + it.tile0;
-  uint2* slot = reinterpret_cast<uint2*>(P.scratch + uint64_t(blockIdx.x) * kEscScratch);
+  const uint32_t u = tile - it.tile0;
+  if (u >= it.tiles) return;  // past the launch's last tile
+  const unsigned long long* st = P.state + it.tile0;
+  // The slot's words, word 32 i + lane in w[i], so that each store below covers 128 contiguous
+  // bytes (32 bytes per lane stored bytewise touched 32 sectors per store: 42 us at 256 MiB).
+  uint32_t* slot = reinterpret_cast<uint32_t*>(P.scratch + uint64_t(tile) * kEscScratch) + lane;
   const unsigned long long s = st[u];
-  const uint2 bytes = slot[threadIdx.x];  // zero past the chunk: temp is left zeroed
-  const uint32_t g = u / kGroupTiles, t = g * kGroupTiles + threadIdx.x;
-  uint32_t before = t < u ? own_escapes(st[t]) : 0;
-  const uint32_t* group = P.group_esc + group_slot(it.tile0, item, 0);
-  for (uint32_t j = threadIdx.x; j < g; j += kFixupThreads) before += group[j];
-  const Plan p = finished_plan(P, item);  // an auto item's codec: a load, issued with the others
-  if (!(s & kDeferred)) return;           // the same word in every thread: the CTA leaves together
-  const uint32_t chunk = own_escapes(s);
-  before = warp_sum(before);
-  if ((threadIdx.x & 31) == 0) warp_part[threadIdx.x / 32] = before;
-  __syncthreads();
-  uint64_t excl = 0;
+  uint32_t w[kEscScratch / 128 + 1];
 #pragma unroll
-  for (int w = 0; w < kFixupThreads / 32; ++w) excl += warp_part[w];
+  for (uint32_t i = 0; i < kEscScratch / 128; ++i) w[i] = slot[32 * i];  // zero past the chunk
+  w[kEscScratch / 128] = 0;
+  const uint32_t g = u / kGroupTiles;
+  uint32_t before = 0;
+#pragma unroll
+  for (uint32_t j = 0; j < 4; ++j) {
+    const uint32_t t = g * kGroupTiles + 32 * j + lane;
+    if (t < u) before += own_escapes(st[t]);
+  }
+  const uint32_t* group = P.group_esc + group_slot(it.tile0, item, 0);
+  for (uint32_t j = lane; j < g; j += 32) before += group[j];
+  const Plan p = finished_plan(P, item);  // an auto item's codec: a load, issued with the others
+  if (!(s & kDeferred)) return;           // the same word in every lane: the warp leaves together
+  const uint32_t chunk = own_escapes(s);
+  const uint64_t excl = warp_sum(before);  // an item's escape bytes fit 32 bits
   // A message over its limit becomes Raw (encode_finish_kernel): nothing to place then. The
   // scratch bytes are cleared either way, as temp is left zeroed.
   const bool place = p.L.off_esc + excl + chunk <= min(it.limit, it.cap);
-  const uint32_t first = 8 * threadIdx.x;
-  if (first < chunk) {
-    slot[threadIdx.x] = make_uint2(0, 0);
-    if (place) {
-      uint8_t* dst = it.out + p.L.off_esc + excl + first;
-      const unsigned long long v = (uint64_t(bytes.y) << 32) | bytes.x;
-      for (uint32_t i = 0; i < 8 && first + i < chunk; ++i) dst[i] = static_cast<uint8_t>(v >> (8 * i));
+#pragma unroll
+  for (uint32_t i = 0; i < kEscScratch / 128; ++i)
+    if (4 * (32 * i + lane) < chunk) slot[32 * i] = 0;
+  if (place) {
+    // Aligned words q of the destination hold chunk bytes 4q - a .. 4q - a + 3 (a: the chunk's
+    // misalignment), from slot words q - 1 and q; the first and last may hold bytes of the
+    // neighbouring tiles' chunks, placed by other warps, and are written bytewise.
+    uint8_t* const dst = it.out + p.L.off_esc + excl;
+    const uint32_t a = reinterpret_cast<uintptr_t>(dst) & 3, end = a + chunk;
+    uint8_t* const aligned = dst - a;
+#pragma unroll
+    for (uint32_t i = 0; i <= kEscScratch / 128; ++i) {
+      const uint32_t carry = __shfl_sync(~0u, i ? w[i - 1] : 0, 31);
+      uint32_t prev = __shfl_up_sync(~0u, w[i], 1);
+      if (lane == 0) prev = carry;
+      const uint32_t v = __funnelshift_l(prev, w[i], 8 * a);
+      const uint32_t lo = 4 * (32 * i + lane);
+      if (lo >= a && lo + 4 <= end) {
+        *reinterpret_cast<uint32_t*>(aligned + lo) = v;
+      } else if (lo < end) {
+        for (uint32_t k = 0; k < 4; ++k)
+          if (lo + k >= a && lo + k < end) aligned[lo + k] = static_cast<uint8_t>(v >> (8 * k));
+      }
     }
   }
-  // Thread m: the entry of the tile's block m (BlockEntry::esc_offset first; in bounds of the
+  // Lane m: the entry of the tile's block m (BlockEntry::esc_offset first; in bounds of the
   // output, as the tile is deferred, so its item is coded).
-  const uint32_t b = u * tile_blocks<MU>(p.c) + threadIdx.x;
-  if (place && threadIdx.x < tile_blocks<MU>(p.c) && b < p.L.n_blocks) {
+  const uint32_t b = u * tile_blocks<MU>(p.c) + lane;
+  if (place && lane < tile_blocks<MU>(p.c) && b < p.L.n_blocks) {
     uint8_t* entry = it.out + p.L.off_table + uint64_t(b) * kBlockEntryBytes;
     if ((reinterpret_cast<uintptr_t>(entry) & 3) == 0) {
       atomicAdd(reinterpret_cast<uint32_t*>(entry), static_cast<uint32_t>(excl));
@@ -956,7 +978,8 @@ cudaError_t encode_batch(const EncodeItem* items, int n, void* temp, size_t temp
     cudaError_t err = cudaGetLastError();
     queued |= err == cudaSuccess;
     if (bulk && err == cudaSuccess)
-      err = launch_after(encode_fixup_kernel<kEncodeBulkMU>, tiles, kFixupThreads, stream, P);
+      err = launch_after(encode_fixup_kernel<kEncodeBulkMU>, (tiles + kFixupWarps - 1) / kFixupWarps, 32 * kFixupWarps,
+                         stream, P);
     if (bulk && err == cudaSuccess) err = launch_after(encode_finish_kernel<kEncodeBulkMU>, m, kThreads, stream, P);
     if (err != cudaSuccess) return launch_error(err, queued, temp, temp_size, stream);
   }
