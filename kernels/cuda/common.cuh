@@ -243,6 +243,51 @@ __device__ __forceinline__ void cp_async_wait(int pending) {
   }
 }
 
+// The bulk copy engine (sm_90 TMA): one thread copies a 16-byte aligned run of bytes (a multiple
+// of 16) to shared memory with one instruction, counted on an mbarrier that waiting threads poll.
+// On older GPUs (has_bulk_copy() false) the callers stage with cp.async instead.
+__device__ __forceinline__ constexpr bool has_bulk_copy() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return true;
+#else
+  return false;
+#endif
+}
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// Thread 0 of the CTA, before the barrier that precedes every wait: a fresh barrier expecting
+// `bytes` from the copies that follow.
+__device__ __forceinline__ void mbar_expect(uint64_t* mbar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(mbar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(mbar)), "r"(bytes)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, uint32_t bytes, uint64_t* mbar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(smem)),
+               "l"(gmem), "r"(bytes), "r"(smem_addr(mbar))
+               : "memory");
+#endif
+}
+// Wait until the barrier's copies have landed (its first phase).
+__device__ __forceinline__ void mbar_wait(uint64_t* mbar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(mbar))
+        : "memory");
+  } while (!done);
+#endif
+}
+
 // Stage rounds * 4 KiB from 16-byte aligned src to chunks first_chunk.. (a multiple of 32) of
 // dst: one asynchronous copy per thread and round, no bounds checks.
 __device__ __forceinline__ void stage_rounds(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t rounds) {

@@ -30,6 +30,7 @@ struct DecShared {
   BlockEntry entry[2][kMaxUnitBlocks + 1];
   CrcShared crc;
   alignas(16) uint32_t patch[kThreads][4];  // each thread's exponent bytes, for lanes::decode16()
+  uint64_t mbar[kMaxUnitBlocks];             // bulk copy groups (decode_unit())
 };
 
 // Escape chunks of coded blocks up to this length are staged in shared memory with the
@@ -118,9 +119,39 @@ __device__ __forceinline__ void stage_planes(uint4* data, uint32_t planes0, int 
   }
 }
 
+// Thread 0: stage the planes (bit m of `planes`) and residuals (bit m of `res`) of whole blocks
+// m of a tile by the bulk copy engine, into linear slots: copy group 0 (mbar[0]) every block's
+// planes and block 0's residuals, group m block m's residuals. planes0 / res0: block 0's first
+// plane and residual bytes. Not inlined: inlined, the bulk decode kernel's spills grew from 28 to
+// 112 bytes.
+template <Codec C, int M>
+__device__ __noinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_stride, const uint8_t* res0,
+                                        uint64_t res_stride, uint32_t planes, uint32_t res, uint4* data,
+                                        uint64_t* mbar) {
+  using G = Geom<C>;
+  constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
+  constexpr uint32_t kPlanes0 = G::R * M * kResChunks, kPlaneBytes = kBlockElems / 8;
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+    mbar_expect(&mbar[m], ((res >> m) & 1) * G::R * kBlockElems + (m == 0) * __popc(planes) * G::K * kPlaneBytes);
+  // A plane's slices of consecutive blocks are consecutive on both sides: one copy per plane
+  // when every block's are staged.
+  const bool all = planes == (1u << M) - 1;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    if (all ? m == 0 : (planes >> m) & 1)
+      for (uint32_t k = 0; k < G::K; ++k)
+        bulk_copy(data + kPlanes0 + (k * M + m) * kPlaneChunks, planes0 + m * kPlaneBytes + k * bit_stride,
+                  all ? M * kPlaneBytes : kPlaneBytes, &mbar[0]);
+    if ((res >> m) & 1)
+      for (uint32_t r = 0; r < G::R; ++r)
+        bulk_copy(data + (r * M + m) * kResChunks, res0 + m * kBlockElems + r * res_stride, kBlockElems, &mbar[m]);
+  }
+}
+
 // Decode one tile: blocks u*M .. u*M+M-1 of a message whose header claims codec C. Residual
-// and bit-plane bytes of all M blocks are staged in shared memory with asynchronous copies, all
-// in flight together, from the header's claimed layout while thread 0 checks it (nothing is
+// and bit-plane bytes of all M blocks are staged in shared memory with asynchronous copies (or
+// the bulk copy engine, bulk_stage()), all in flight together, from the header's claimed layout while thread 0 checks it (nothing is
 // used unless the check passes): the first copy group holds every block's planes and block 0's
 // residuals, so that one scan gives the escape counts and positions of all blocks; group m > 0
 // holds block m's residuals. Short escape chunks are staged too (bytes within the checked chunk
@@ -171,25 +202,50 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     if (b0 + m == L.n_blocks - 1 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes) tiling = false;
   }
   const uint64_t first = uint64_t(b0) * kBlockElems;
+  // Bulk launches on sm_90, when every block to stage is whole and the message 16-byte aligned:
+  // thread 0 has the bulk copy engine stage the tile, one instruction per plane and residual
+  // section of a block, into linear slots (sh.mbar[m] counts copy group m's bytes), instead of
+  // a cp.async per thread and 16 bytes - whose issue the memory pipeline throttled: ~7,600
+  // cycles from the header to the last copy issued in a 64 MiB decode (phase clocks).
+  bool bulk = false;
+  if constexpr (MU > 1 && has_bulk_copy()) {
+    bulk = in_vec;
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    if (m == 0)
+    for (int m = 0; m < M; ++m) bulk &= !ok[m] || nb[m] == kBlockElems;
+  }
+  const auto planes_src = [&](int m) { return L.off_bits + (first + m * kBlockElems) / 8; };
+  const auto res_src = [&](int m) { return L.off_res + first + m * kBlockElems; };
+  if (bulk) {
+    if (threadIdx.x == 0) {
+      uint32_t planes = 0, res = 0;
 #pragma unroll
-      for (int mm = 0; mm < M; ++mm)
-        if (ok[mm]) {
-          const uint64_t off = L.off_bits + (first + mm * kBlockElems) / 8;
-          if (fits(off, (G::K - 1) * L.bit_stride + (nb[mm] + 7) / 8))
-            stage_planes<G::K, M>(data, kPlanes0, mm, msg + off, L.bit_stride, nb[mm], in_vec);
-        }
-    const uint64_t off = L.off_res + first + m * kBlockElems;
-    if (ok[m] && fits(off, (G::R - 1) * L.res_stride + nb[m]))
-      for (uint32_t r = 0; r < G::R; ++r) {
-        if (in_vec && nb[m] == kBlockElems)
-          stage_rounds(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, kBlockElems / 4096);
-        else
-          stage(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, nb[m], in_vec);
+      for (int m = 0; m < M; ++m) {
+        planes |= uint32_t(ok[m] && fits(planes_src(m), (G::K - 1) * L.bit_stride + kBlockElems / 8)) << m;
+        res |= uint32_t(ok[m] && fits(res_src(m), (G::R - 1) * L.res_stride + kBlockElems)) << m;
       }
-    cp_async_commit();
+      bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh.mbar);
+    }
+  } else {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      if (m == 0)
+#pragma unroll
+        for (int mm = 0; mm < M; ++mm)
+          if (ok[mm]) {
+            const uint64_t off = planes_src(mm);
+            if (fits(off, (G::K - 1) * L.bit_stride + (nb[mm] + 7) / 8))
+              stage_planes<G::K, M>(data, kPlanes0, mm, msg + off, L.bit_stride, nb[mm], in_vec);
+          }
+      const uint64_t off = res_src(m);
+      if (ok[m] && fits(off, (G::R - 1) * L.res_stride + nb[m]))
+        for (uint32_t r = 0; r < G::R; ++r) {
+          if (in_vec && nb[m] == kBlockElems)
+            stage_rounds(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, kBlockElems / 4096);
+          else
+            stage(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, nb[m], in_vec);
+        }
+      cp_async_commit();
+    }
   }
   ZIPCCL_MARK(2);
   {  // short escape chunks: every load is issued before the first store waits for one
@@ -213,19 +269,20 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   }
 
   ZIPCCL_MARK(3);
-  // This thread's residual bytes and plane bytes of block m.
-  // (Section bases are multiples of 32 chunks: see swz().)
-  const uint4* res_at = data + swz(threadIdx.x);
-  const uint16_t* plane_at = reinterpret_cast<const uint16_t*>(data + kPlanes0 + swz(threadIdx.x / 8)) + threadIdx.x % 8;
+  // This thread's residual bytes and plane bytes of block m, at swizzled slots unless the bulk
+  // copy engine staged them. (Section bases are multiples of 32 chunks: see swz().)
+  const auto slot = [&](uint32_t c) { return bulk ? c : swz(c); };
+  const uint4* res_at = data + slot(threadIdx.x);
+  const uint16_t* plane_at = reinterpret_cast<const uint16_t*>(data + kPlanes0 + slot(threadIdx.x / 8)) + threadIdx.x % 8;
   auto res_of = [&](int m, uint32_t r) { return res_at[(r * M + m) * kResChunks]; };
   auto plane_of = [&](int m, uint32_t k) { return uint32_t(plane_at[(k * M + m) * kPlaneChunks * 8]); };
   auto plane_byte = [&](int m, uint32_t k, uint32_t i) {
-    return reinterpret_cast<const uint8_t*>(data +
-                                            swz(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
+    return reinterpret_cast<const uint8_t*>(data + slot(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
   };
 
   cp_async_wait(M - 1);
-  __syncthreads();
+  __syncthreads();  // also orders thread 0's barrier set-up before the waits
+  if (bulk) mbar_wait(&sh.mbar[0]);
   ZIPCCL_MARK(4);
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -247,7 +304,9 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   ZIPCCL_MARK(5);
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    if (m > 0) {
+    if (m > 0 && bulk) {
+      mbar_wait(&sh.mbar[m]);
+    } else if (m > 0) {
       cp_async_wait(M - 1 - m);
       __syncthreads();
     }
