@@ -151,10 +151,10 @@ __device__ __noinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_str
 
 // Decode one tile: blocks u*M .. u*M+M-1 of a message whose header claims codec C. Residual
 // and bit-plane bytes of all M blocks are staged in shared memory with asynchronous copies (or
-// the bulk copy engine, bulk_stage()), all in flight together, from the header's claimed layout while thread 0 checks it (nothing is
-// used unless the check passes): the first copy group holds every block's planes and block 0's
-// residuals, so that one scan gives the escape counts and positions of all blocks; group m > 0
-// holds block m's residuals. Short escape chunks are staged too (bytes within the checked chunk
+// the bulk copy engine, bulk_stage()), all in flight together, from the header's claimed layout
+// while thread 0 checks it (nothing is used unless the check passes): the first copy group holds
+// every block's planes and block 0's residuals, so that one scan gives the escape counts and
+// positions of all blocks; group m > 0 holds block m's residuals. Short escape chunks are staged too (bytes within the checked chunk
 // bounds, used only once the block's code-0 count equals its chunk length).
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, uint32_t u,
