@@ -225,9 +225,11 @@ __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M]
 }
 
 // 16-byte asynchronous global->shared copy (sm_80+), completed by cp_async_wait().
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
@@ -252,9 +254,6 @@ __device__ __forceinline__ constexpr bool has_bulk_copy() {
 #else
   return false;
 #endif
-}
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 // Thread 0 of the CTA, before the barrier that precedes every wait: a fresh barrier expecting
 // `bytes` from the copies that follow.

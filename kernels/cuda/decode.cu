@@ -154,8 +154,9 @@ __device__ __noinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_str
 // the bulk copy engine, bulk_stage()), all in flight together, from the header's claimed layout
 // while thread 0 checks it (nothing is used unless the check passes): the first copy group holds
 // every block's planes and block 0's residuals, so that one scan gives the escape counts and
-// positions of all blocks; group m > 0 holds block m's residuals. Short escape chunks are staged too (bytes within the checked chunk
-// bounds, used only once the block's code-0 count equals its chunk length).
+// positions of all blocks; group m > 0 holds block m's residuals. Short escape chunks are staged
+// too (bytes within the checked chunk bounds, used only once the block's code-0 count equals its
+// chunk length).
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, uint32_t u,
                                             DecShared& sh, uint4* data) {
@@ -417,7 +418,8 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
 }
 
 // Bulk launches: 8 CTAs (64 warps) per SM at 32 registers, which hides more of a tile's two
-// round trips than 6 at 40 (28 bytes of spills against none; 64 MiB bf16 +5%, 256 MiB +6.5%).
+// round trips than 6 at 40 (a few dozen bytes of spills against none; 64 MiB bf16 +5%, 256 MiB
+// +6.5%, session 12).
 // Small launches have a CTA or two per SM and keep 40 registers.
 template <int MU>
 __global__ void __launch_bounds__(kThreads, MU > 1 ? 8 : 6) decode_kernel(const __grid_constant__ Launch P) {

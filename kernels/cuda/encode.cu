@@ -835,8 +835,8 @@ __device__ __forceinline__ Plan finished_plan(const Launch& P, int item) {
 // the item's total from the group sums. 256 MiB: 8.3 us; a CTA per tile storing 8 bytes per
 // thread bytewise 13 us (docs/gpu-codec.md).
 constexpr int kFixupWarps = 8;
-static_assert(32 * 32 == kEscScratch, "a scratch slot is 32 bytes per lane");
-static_assert(kGroupTiles == 4 * 32, "a group's state words are 4 per lane");
+static_assert(kEscScratch % 128 == 0 && kGroupTiles % 32 == 0,
+              "a slot's words and a group's state words spread evenly over the lanes");
 template <int MU>
 __global__ void __launch_bounds__(32 * kFixupWarps) encode_fixup_kernel(const __grid_constant__ Launch P) {
   grid_dependency_wait();
@@ -859,7 +859,7 @@ __global__ void __launch_bounds__(32 * kFixupWarps) encode_fixup_kernel(const __
   const uint32_t g = u / kGroupTiles;
   uint32_t before = 0;
 #pragma unroll
-  for (uint32_t j = 0; j < 4; ++j) {
+  for (uint32_t j = 0; j < kGroupTiles / 32; ++j) {
     const uint32_t t = g * kGroupTiles + 32 * j + lane;
     if (t < u) before += own_escapes(st[t]);
   }
