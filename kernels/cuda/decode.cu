@@ -424,7 +424,7 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
 template <int MU>
 __global__ void __launch_bounds__(kThreads, MU > 1 ? 8 : 6) decode_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
-  extern __shared__ uint4 staged[];
+  extern __shared__ __align__(128) uint4 staged[];  // (see encode.cu's g_staged)
   ZIPCCL_MARK_TIME(12);
   ZIPCCL_MARK(0);
   if (MU > 1) allow_dependents();  // decode_finish_kernel may launch once the last tiles run
