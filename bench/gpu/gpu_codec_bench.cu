@@ -314,6 +314,7 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
   const size_t tiles[2] = {std::min<size_t>(gpu::kTraceTiles, bytes / (bulk ? 32768 : 8192)),
                            std::min<size_t>(gpu::kTraceTiles, bytes / (bulk ? 16384 : 8192))};
   std::vector<double> phase[2][11], span[2];
+  std::vector<double> enter[2], leave[2], life[2];  // the last launch's tiles, us after the first entry
   uint64_t msg_bytes = 0;
   for (int i = 0; i < launches + 3; ++i) {
     for (int dir = 0; dir < 2; ++dir) {
@@ -350,6 +351,12 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
       }
       phase[dir][10].push_back(fin);
       span[dir].push_back(double(end - first));
+      enter[dir].clear(), leave[dir].clear(), life[dir].clear();
+      for (size_t t = 0; t < tiles[dir]; ++t) {
+        enter[dir].push_back((tr[t][12] - first) / 1e3);
+        leave[dir].push_back((tr[t][13] - first) / 1e3);
+        life[dir].push_back((tr[t][13] - tr[t][12]) / 1e3);
+      }
     }
   }
   static const char* names[2][11] = {
@@ -370,6 +377,18 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
       printf(" | |\n");
     else
       printf(" %s | %.0f / %.0f |\n", names[1][k], median(phase[1][k]), pct(phase[1][k], 0.9));
+  }
+  // When the tiles ran (the waves, the first wave's start and the last tiles' tail).
+  printf("\n| last launch, us after the first tile's entry | p0 | p10 | p25 | p50 | p75 | p90 | p99 | p100 |\n"
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (int dir = 0; dir < 2; ++dir) {
+    const char* what[3] = {"tile entries", "tile exits", "tile lifetimes"};
+    const std::vector<double>* v[3] = {&enter[dir], &leave[dir], &life[dir]};
+    for (int k = 0; k < 3; ++k) {
+      printf("| %s: %s |", dir ? "decode" : "encode", what[k]);
+      for (double q : {0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 1.0}) printf(" %.2f |", pct(*v[k], q));
+      printf("\n");
+    }
   }
   cudaFree(in);
   cudaFree(msg);
