@@ -218,6 +218,9 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   const auto res_src = [&](int m) { return L.off_res + first + m * kBlockElems; };
   if (bulk) {
     if (threadIdx.x == 0) {
+      // Block m's planes / residuals are staged, as the cp.async path below decides with nb[m]
+      // (here kBlockElems); one predicate shared by both made the small-launch decoder 0.3-0.4
+      // us slower per message (a different schedule; session 14).
       uint32_t planes = 0, res = 0;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
