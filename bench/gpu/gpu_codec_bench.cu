@@ -2,7 +2,8 @@
 // run, and per-message latency from launch until the host can read the compressed size.
 // Usage: gpu_codec_bench [--quick | --bulk | --queued | --trace]. Prints markdown tables (--bulk:
 // the bulk table only; --queued: the bulk table with each timed launch queued behind a gate
-// kernel; --trace, in builds with ZIPCCL_GPU_TRACE: the kernels' phase clocks).
+// kernel; --trace, in builds with ZIPCCL_GPU_TRACE: the kernels' phase clocks and when their
+// tiles ran).
 #include <initializer_list>
 #include <cuda_runtime.h>
 
@@ -300,7 +301,8 @@ Lat latency(Ctx& c, size_t bytes, int batch, int reps, bool auto_codec = false) 
 // (1: the kernel runs after the other codec's, as in the plugin; 2: after itself). Per phase,
 // the median / p90 over the data tiles and launches, in SM cycles; the last CTA's finalize as
 // slot 10 - slot 9 of the CTA where it is largest; the kernel span from the first entry to the
-// last exit by %globaltimer.
+// last exit by %globaltimer, and percentiles of the last launch's tile entries, exits and
+// lifetimes by the same clock.
 void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = false) {
   const bool bulk = bytes >= (size_t(16) << 20);
   const auto host = gaussian(Codec::BF16, bytes, 2, bulk ? 1.0f : 0.02f);
