@@ -23,6 +23,7 @@ struct DecShared {
   uint32_t scan[kWarps][kMaxUnitBlocks / 2];
   int flag;
   int status;
+  uint32_t plan;  // bulk tiles: what warp 0's checks found (decode_unit())
   Layout L;
   Header header;
   // Block entries of the tile, for both tile shapes (bf16/fp16: MU blocks, fp32: MU/2), read
@@ -83,13 +84,12 @@ __device__ void check(const Launch& P, int item, bool reports, DecShared& sh) {
 }
 
 // The layout a header claims, read from its fields without check_header(), which the item's
-// checker tile runs meanwhile. *plausible is format.h's claimed_layout_in_bounds(): false only
-// for headers the checker refuses, and then the tile reads and writes nothing; true, sums of
-// these fields cannot wrap, 16-byte copies stay aligned, escape reads stay within the message
-// and block writes within the output.
+// checker tile runs meanwhile. Used only where format.h's claimed_layout_in_bounds() holds
+// (false only for headers the checker refuses, and then the tile reads and writes nothing):
+// then sums of these fields cannot wrap, 16-byte copies stay aligned, escape reads stay within
+// the message and block writes within the output.
 template <Codec C>
-__device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_bytes, uint64_t out_cap,
-                                                 bool* plausible) {
+__device__ __forceinline__ Layout claimed_layout(const Header& h) {
   Layout L{};
   L.codec = C;
   L.g = geometry(C);
@@ -100,7 +100,6 @@ __device__ __forceinline__ Layout claimed_layout(const Header& h, uint64_t in_by
   L.off_bits = h.off_bits;
   L.bit_stride = h.bit_stride;
   L.off_esc = h.off_esc;
-  *plausible = claimed_layout_in_bounds(h, Geom<C>::EB, in_bytes, out_cap);
   return L;
 }
 
@@ -122,10 +121,10 @@ __device__ __forceinline__ void stage_planes(uint4* data, uint32_t planes0, int 
 // Thread 0: stage the planes (bit m of `planes`) and residuals (bit m of `res`) of whole blocks
 // m of a tile by the bulk copy engine, into linear slots: copy group 0 (mbar[0]) every block's
 // planes and block 0's residuals, group m block m's residuals. planes0 / res0: block 0's first
-// plane and residual bytes. Not inlined: inlined, the bulk decode kernel's spills grew from 28 to
-// 112 bytes.
+// plane and residual bytes. (Inlined: as a call, it made decode_unit()'s live values go through
+// local memory, 128 bytes of spill stores in the bulk kernel against 36, ptxas -v.)
 template <Codec C, int M>
-__device__ __noinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_stride, const uint8_t* res0,
+__device__ __forceinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_stride, const uint8_t* res0,
                                         uint64_t res_stride, uint32_t planes, uint32_t res, uint4* data,
                                         uint64_t* mbar) {
   using G = Geom<C>;
@@ -152,11 +151,11 @@ __device__ __noinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_str
 // Decode one tile: blocks u*M .. u*M+M-1 of a message whose header claims codec C. Residual
 // and bit-plane bytes of all M blocks are staged in shared memory with asynchronous copies (or
 // the bulk copy engine, bulk_stage()), all in flight together, from the header's claimed layout
-// while thread 0 checks it (nothing is used unless the check passes): the first copy group holds
-// every block's planes and block 0's residuals, so that one scan gives the escape counts and
-// positions of all blocks; group m > 0 holds block m's residuals. Short escape chunks are staged
-// too (bytes within the checked chunk bounds, used only once the block's code-0 count equals its
-// chunk length).
+// while the checker tile checks it (nothing is used unless the check passes): the first copy
+// group holds every block's planes and block 0's residuals, so that one scan gives the escape
+// counts and positions of all blocks; group m > 0 holds block m's residuals. Short escape chunks
+// are staged too (bytes within the checked chunk bounds, used only once the block's code-0
+// count equals its chunk length).
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, uint32_t u,
                                             DecShared& sh, uint4* data) {
@@ -175,103 +174,165 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   const bool in_vec = (reinterpret_cast<uintptr_t>(msg) & 15) == 0;
   const bool out_vec = (reinterpret_cast<uintptr_t>(it.out) & 15) == 0;
   const uint64_t esc_bytes = sh.header.esc_bytes;
-  bool plausible;
-  const Layout L = claimed_layout<C>(sh.header, it.bytes, it.cap, &plausible);
-  if (!plausible) return;
+  const Layout L = claimed_layout<C>(sh.header);
+  const auto plausible = [&] { return claimed_layout_in_bounds(sh.header, G::EB, it.bytes, it.cap); };
   // Whether [off, off + len) lies within the bytes received (off and len from plausible fields).
   auto fits = [&](uint64_t off, uint64_t len) { return off + len <= it.bytes; };
+  const auto planes_src = [&](int m) { return L.off_bits + (uint64_t(b0) * kBlockElems + m * kBlockElems) / 8; };
+  const auto res_src = [&](int m) { return L.off_res + uint64_t(b0) * kBlockElems + m * kBlockElems; };
 
   uint32_t nb[M], valid[M];
-  bool ok[M];         // entry checks of decode.cc, in its order
-  Status entry[M];    // reported once the header has passed
-  bool tiling = true;  // the last block's chunk ends at esc_bytes
-#pragma unroll
-  for (int m = 0; m < M; ++m) {
-    nb[m] = b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
-    valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
-    const BlockEntry& e = ent[m + 1];
-    const uint64_t expect = b0 + m == 0 ? 0 : uint64_t(ent[m].esc_offset) + ent[m].esc_count;
-    Status s = Status::kOk;
-    if (e.esc_offset != expect || expect + e.esc_count > esc_bytes)
-      s = Status::kBadBlock;
-    else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != raw_chunk_bytes(L, nb[m])))
-      s = Status::kBadBlock;
-    else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > G::kExpMax))
-      s = Status::kBadBlock;
-    ok[m] = nb[m] && s == Status::kOk;
-    entry[m] = nb[m] ? s : Status::kOk;
-    if (b0 + m == L.n_blocks - 1 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes) tiling = false;
-  }
-  const uint64_t first = uint64_t(b0) * kBlockElems;
-  // Bulk launches on sm_90, when every block to stage is whole and the message 16-byte aligned:
-  // thread 0 has the bulk copy engine stage the tile, one instruction per plane and residual
-  // section of a block, into linear slots (sh.mbar[m] counts copy group m's bytes), instead of
-  // a cp.async per thread and 16 bytes - whose issue the memory pipeline throttled: ~7,600
-  // cycles from the header to the last copy issued in a 64 MiB decode (phase clocks).
+  bool ok[M];  // the block passed decode.cc's entry checks (its errors are reported here)
   bool bulk = false;
-  if constexpr (MU > 1 && has_bulk_copy()) {
-    bulk = in_vec;
-#pragma unroll
-    for (int m = 0; m < M; ++m) bulk &= !ok[m] || nb[m] == kBlockElems;
-  }
-  const auto planes_src = [&](int m) { return L.off_bits + (first + m * kBlockElems) / 8; };
-  const auto res_src = [&](int m) { return L.off_res + first + m * kBlockElems; };
-  if (bulk) {
-    if (threadIdx.x == 0) {
-      // Block m's planes / residuals are staged, as the cp.async path below decides with nb[m]
-      // (here kBlockElems); one predicate shared by both made the small-launch decoder 0.3-0.4
-      // us slower per message (a different schedule; session 14).
-      uint32_t planes = 0, res = 0;
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        planes |= uint32_t(ok[m] && fits(planes_src(m), (G::K - 1) * L.bit_stride + kBlockElems / 8)) << m;
-        res |= uint32_t(ok[m] && fits(res_src(m), (G::R - 1) * L.res_stride + kBlockElems)) << m;
-      }
-      bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh.mbar);
-    }
-  } else {
+  // The entry checks of decode.cc, in its order, and whether the bulk copy engine stages the
+  // tile: on sm_90 in bulk launches, when every block to stage is whole and the message 16-byte
+  // aligned (one instruction per plane and residual section of a block, into linear slots,
+  // instead of a cp.async per thread and 16 bytes, whose issue the memory pipeline throttled).
+  auto plan = [&] {
+    bool tiling = true;  // the last block's chunk ends at esc_bytes
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      if (m == 0)
-#pragma unroll
-        for (int mm = 0; mm < M; ++mm)
-          if (ok[mm]) {
-            const uint64_t off = planes_src(mm);
-            if (fits(off, (G::K - 1) * L.bit_stride + (nb[mm] + 7) / 8))
-              stage_planes<G::K, M>(data, kPlanes0, mm, msg + off, L.bit_stride, nb[mm], in_vec);
-          }
-      const uint64_t off = res_src(m);
-      if (ok[m] && fits(off, (G::R - 1) * L.res_stride + nb[m]))
-        for (uint32_t r = 0; r < G::R; ++r) {
-          if (in_vec && nb[m] == kBlockElems)
-            stage_rounds(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, kBlockElems / 4096);
-          else
-            stage(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, nb[m], in_vec);
-        }
-      cp_async_commit();
+      nb[m] = b0 + m < L.n_blocks ? block_elems(L, b0 + m) : 0;
+      valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
+      const BlockEntry& e = ent[m + 1];
+      const uint64_t expect = b0 + m == 0 ? 0 : uint64_t(ent[m].esc_offset) + ent[m].esc_count;
+      Status s = Status::kOk;
+      if (e.esc_offset != expect || expect + e.esc_count > esc_bytes)
+        s = Status::kBadBlock;
+      else if (e.mode == kBlockRaw && (e.base != 0 || e.esc_count != raw_chunk_bytes(L, nb[m])))
+        s = Status::kBadBlock;
+      else if (e.mode != kBlockRaw && (e.mode != kBlockCoded || e.base + kWindow - 1 > G::kExpMax))
+        s = Status::kBadBlock;
+      ok[m] = nb[m] && s == Status::kOk;
+      if (threadIdx.x == 0 && nb[m] && s != Status::kOk) report(P, item, b0 + m + 1, s);
+      if (b0 + m == L.n_blocks - 1 && uint64_t(e.esc_offset) + e.esc_count != esc_bytes) tiling = false;
     }
+    if (threadIdx.x == 0 && !tiling) report(P, item, L.n_blocks + 1, Status::kBadBlock);
+    if constexpr (MU > 1 && has_bulk_copy()) {
+      bulk = in_vec;
+#pragma unroll
+      for (int m = 0; m < M; ++m) bulk &= !ok[m] || nb[m] == kBlockElems;
+    }
+  };
+  // Thread 0 of a bulk tile: its checked blocks' planes and residuals by the copy engine.
+  const auto bulk_copies = [&] {
+    uint32_t planes = 0, res = 0;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      planes |= uint32_t(ok[m] && fits(planes_src(m), (G::K - 1) * L.bit_stride + kBlockElems / 8)) << m;
+      res |= uint32_t(ok[m] && fits(res_src(m), (G::R - 1) * L.res_stride + kBlockElems)) << m;
+    }
+    bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh.mbar);
+  };
+  // Short escape chunks are staged in shared memory, bit m of esc_slots for block m's: chunks of
+  // up to kEscStage bytes, at the start of the block's slot; in tiles that warp 0 stages, the
+  // 16-byte aligned cover of the chunk, when that fits the slot and the bytes received (the
+  // chunk then starts at its offset's low four bits).
+  const auto esc_off = [&](int m) { return L.off_esc + ent[m + 1].esc_offset; };
+  uint32_t esc_slots = 0;
+
+  // bf16 bulk launches on sm_90: warp 0 alone checks the tile and has it staged (thread 0 by the
+  // bulk copy engine, its lanes the escape chunks by 16-byte loads) while the other warps wait
+  // at the barrier that precedes the decoding anyway, and tells them what it found (sh.plan:
+  // the layout is plausible, the tile staged in bulk, which blocks passed, which escape chunks
+  // are in their slots): the checks cost one warp's instructions instead of every warp's (a
+  // fifth of the kernel's). Tiles it cannot stage in bulk are staged by every warp's
+  // asynchronous copies. fp16 and fp32 tiles keep every warp checking: fp16 decode was 7% slower
+  // this way (64 and 256 MiB) with a fifth fewer instructions, fp32 within 1% (session 15).
+  constexpr bool kLead = MU > 1 && has_bulk_copy() && C == Codec::BF16;
+  bool staged_by_lead = false;
+  if constexpr (kLead) {
+    if (threadIdx.x < 32) {
+      uint32_t word = plausible();
+      if (word) {
+        plan();
+        if (bulk) {
+          word |= 2;
+          if (threadIdx.x == 0) bulk_copies();
+          // Lane j: 16-byte piece j of the aligned covers. (Issued before the copy engine's
+          // instructions, these loads made bf16 256 MiB decode 1% slower.)
+          uint4 x[M];
+#pragma unroll
+          for (int m = 0; m < M; ++m) {
+            const BlockEntry& e = ent[m + 1];
+            const uint64_t a = esc_off(m) & ~uint64_t(15);
+            const uint32_t cover = ((esc_off(m) & 15) + e.esc_count + 15) & ~15u;
+            const bool in_slot = ok[m] && e.mode == kBlockCoded && cover <= kEscStage && fits(a, cover);
+            word |= uint32_t(in_slot) << (8 + m);
+            x[m] = in_slot && 16 * threadIdx.x < cover ? reinterpret_cast<const uint4*>(msg + a)[threadIdx.x]
+                                                       : make_uint4(0, 0, 0, 0);
+          }
+#pragma unroll
+          for (int m = 0; m < M; ++m) reinterpret_cast<uint4*>(esc_staged + m * kEscStage)[threadIdx.x] = x[m];
+        }
+#pragma unroll
+        for (int m = 0; m < M; ++m) word |= uint32_t(ok[m]) << (4 + m);
+      }
+      if (threadIdx.x == 0) sh.plan = word;
+      ZIPCCL_MARK(2);
+    }
+    __syncthreads();  // also orders thread 0's barrier set-up before the waits
+    const uint32_t word = sh.plan;
+    if (!(word & 1)) return;
+    staged_by_lead = bulk = word & 2;
+    esc_slots = word >> 8;
+#pragma unroll
+    for (int m = 0; m < M; ++m) {  // (only checked blocks are used; in bulk tiles they are whole)
+      ok[m] = (word >> (4 + m)) & 1;
+      nb[m] = !ok[m] ? 0 : bulk ? kBlockElems : block_elems(L, b0 + m);
+      valid[m] = nb[m] > e0 ? min(nb[m] - e0, uint32_t(kPerThread)) : 0;
+    }
+  } else {
+    if (!plausible()) return;
+    plan();
   }
-  ZIPCCL_MARK(2);
-  {  // short escape chunks: every load is issued before the first store waits for one
+  if (!staged_by_lead) {
+    if (bulk) {
+      if (threadIdx.x == 0) bulk_copies();
+    } else {
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        if (m == 0)
+#pragma unroll
+          for (int mm = 0; mm < M; ++mm)
+            if (ok[mm]) {
+              const uint64_t off = planes_src(mm);
+              if (fits(off, (G::K - 1) * L.bit_stride + (nb[mm] + 7) / 8))
+                stage_planes<G::K, M>(data, kPlanes0, mm, msg + off, L.bit_stride, nb[mm], in_vec);
+            }
+        const uint64_t off = res_src(m);
+        if (ok[m] && fits(off, (G::R - 1) * L.res_stride + nb[m]))
+          for (uint32_t r = 0; r < G::R; ++r) {
+            if (in_vec && nb[m] == kBlockElems)
+              stage_rounds(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, kBlockElems / 4096);
+            else
+              stage(data, (r * M + m) * kResChunks, msg + off + r * L.res_stride, nb[m], in_vec);
+          }
+        cp_async_commit();
+      }
+    }
+    ZIPCCL_MARK(2);
+    // Short escape chunks: every load is issued before the first store waits for one.
     constexpr uint32_t kJ = kEscStage / kThreads;
     uint8_t x[M][kJ];
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const BlockEntry& e = ent[m + 1];
-      const uint64_t off = L.off_esc + e.esc_offset;
-      const bool staged = ok[m] && e.mode == kBlockCoded && e.esc_count <= kEscStage && fits(off, e.esc_count);
+      const bool staged = ok[m] && e.mode == kBlockCoded && e.esc_count <= kEscStage;
+      esc_slots |= uint32_t(staged) << m;
 #pragma unroll
       for (uint32_t j = 0; j < kJ; ++j) {
         const uint32_t i = threadIdx.x + j * kThreads;
-        x[m][j] = staged && i < e.esc_count ? msg[off + i] : 0;
+        x[m][j] = staged && i < e.esc_count ? msg[esc_off(m) + i] : 0;
       }
     }
 #pragma unroll
     for (int m = 0; m < M; ++m)
 #pragma unroll
       for (uint32_t j = 0; j < kJ; ++j) esc_staged[m * kEscStage + threadIdx.x + j * kThreads] = x[m][j];
+    cp_async_wait(M - 1);
+    __syncthreads();
   }
-
   ZIPCCL_MARK(3);
   // This thread's residual bytes and plane bytes of block m, at swizzled slots unless the bulk
   // copy engine staged them. (Section bases are multiples of 32 chunks: see swz().)
@@ -284,16 +345,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     return reinterpret_cast<const uint8_t*>(data + slot(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
   };
 
-  cp_async_wait(M - 1);
-  __syncthreads();  // also orders thread 0's barrier set-up before the waits
   if (bulk) mbar_wait(&sh.mbar[0]);
   ZIPCCL_MARK(4);
-  if (threadIdx.x == 0) {
-#pragma unroll
-    for (int m = 0; m < M; ++m)
-      if (entry[m] != Status::kOk) report(P, item, b0 + m + 1, entry[m]);
-    if (!tiling) report(P, item, L.n_blocks + 1, Status::kBadBlock);
-  }
   // Each coded block's code-0 count must equal its chunk length before a chunk byte is used.
   uint32_t esc[M], escapes[M];
 #pragma unroll
@@ -320,8 +373,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       if (threadIdx.x == 0) report(P, item, b0 + m + 1, Status::kBadEscapes);
       continue;
     }
-    const uint8_t* chunk = e.mode == kBlockCoded && e.esc_count <= kEscStage ? esc_staged + m * kEscStage
-                                                                             : msg + L.off_esc + e.esc_offset;
+    const uint8_t* chunk = (esc_slots >> m) & 1 ? esc_staged + m * kEscStage + (staged_by_lead ? esc_off(m) & 15 : 0)
+                                                : msg + esc_off(m);
     if constexpr (C != Codec::FP32) {
       if (e.mode == kBlockCoded && out_vec && valid[m] == kPerThread) {
         uint32_t pb[G::K], out[8];

@@ -406,6 +406,13 @@ TEST_F(GpuCodec, MisalignedPointers) {
       ins.push_back(x);
     }
   check_identical(ins);
+  // Again in a bulk launch, with a misaligned 16 MiB item added: their tiles are staged by every
+  // thread's copies instead of the bulk copy engine.
+  In big = make_in(gaussian(Codec::BF16, size_t(16) << 20, 16), Codec::BF16);
+  big.in_shift = 5;
+  big.out_shift = 3;
+  ins.push_back(big);
+  check_identical(ins);
 }
 
 TEST_F(GpuCodec, RandomBytesAndAllEscapes) {
