@@ -435,9 +435,11 @@ int main(int argc, char** argv) {
     return 2;
 #endif
   }
-  if (profile) {  // --profile [MiB]: the bulk message's size (64 MiB by default)
+  if (profile) {  // --profile [MiB [bf16|fp16|fp32]]: the bulk message (64 MiB of bf16 by default)
     const size_t mib = argc > 2 ? strtoul(argv[2], nullptr, 10) : 64;
-    bulk(c, Codec::BF16, false, mib << 20, 2, false);
+    const char* codec = argc > 3 ? argv[3] : "bf16";
+    bulk(c, !strcmp(codec, "fp16") ? Codec::FP16 : !strcmp(codec, "fp32") ? Codec::FP32 : Codec::BF16, false, mib << 20,
+         2, false);
     latency(c, size_t(512) << 10, 1, 2);
     return 0;
   }
