@@ -402,6 +402,14 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
   const bool profile = argc > 1 && !strcmp(argv[1], "--profile");  // a few bulk launches for ncu
+  const char* profile_name = profile && argc > 3 ? argv[3] : "bf16";
+  const Codec profile_codec = !strcmp(profile_name, "fp16")   ? Codec::FP16
+                              : !strcmp(profile_name, "fp32") ? Codec::FP32
+                                                              : Codec::BF16;
+  if (profile_codec == Codec::BF16 && strcmp(profile_name, "bf16")) {
+    fprintf(stderr, "--profile MiB CODEC: %s is not bf16, fp16 or fp32\n", profile_name);
+    return 2;
+  }
   const bool queued = argc > 1 && !strcmp(argv[1], "--queued");
   const bool bulk_only = queued || (argc > 1 && !strcmp(argv[1], "--bulk"));
   int dev = 0;
@@ -437,9 +445,7 @@ int main(int argc, char** argv) {
   }
   if (profile) {  // --profile [MiB [bf16|fp16|fp32]]: the bulk message (64 MiB of bf16 by default)
     const size_t mib = argc > 2 ? strtoul(argv[2], nullptr, 10) : 64;
-    const char* codec = argc > 3 ? argv[3] : "bf16";
-    bulk(c, !strcmp(codec, "fp16") ? Codec::FP16 : !strcmp(codec, "fp32") ? Codec::FP32 : Codec::BF16, false, mib << 20,
-         2, false);
+    bulk(c, profile_codec, false, mib << 20, 2, false);
     latency(c, size_t(512) << 10, 1, 2);
     return 0;
   }
