@@ -314,7 +314,9 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       }
     }
     ZIPCCL_MARK(2);
-    // Short escape chunks: every load is issued before the first store waits for one.
+    // Short escape chunks: every load is issued before the first store waits for one. (A checked
+    // block's chunk lies within the bytes received: its entry keeps it within esc_bytes, the
+    // plausible layout the escape section within the message.)
     constexpr uint32_t kJ = kEscStage / kThreads;
     uint8_t x[M][kJ];
 #pragma unroll
