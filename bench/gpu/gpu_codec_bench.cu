@@ -227,22 +227,36 @@ __global__ void flag_big(const __grid_constant__ BigParam, volatile uint8_t* don
   if (threadIdx.x == 0) *done = 1;
 }
 
-template <class F>
-double host_latency_us(cudaStream_t s, F launch, int reps) {
-  cudaEvent_t done;
-  CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+// Host clock from the `launch` call until `done()` holds (the stream drained between repeats),
+// median of `reps` after 20 warm-ups.
+template <class F, class D>
+double host_latency_us(cudaStream_t s, F launch, D done, int reps) {
   std::vector<double> t;
   for (int i = 0; i < reps + 20; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     launch();
-    CK(cudaEventRecord(done, s));
-    while (cudaEventQuery(done) == cudaErrorNotReady) {
+    while (!done()) {
     }
     const auto t1 = std::chrono::steady_clock::now();
+    CK(cudaStreamSynchronize(s));
     if (i >= 20) t.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
   }
-  cudaEventDestroy(done);
   return median(t);
+}
+// ... until an event recorded after `launch` completes.
+template <class F>
+double event_latency_us(cudaStream_t s, F launch, int reps) {
+  cudaEvent_t done;
+  CK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  const double us = host_latency_us(
+      s,
+      [&] {
+        launch();
+        CK(cudaEventRecord(done, s));
+      },
+      [&] { return cudaEventQuery(done) != cudaErrorNotReady; }, reps);
+  cudaEventDestroy(done);
+  return us;
 }
 
 struct Lat {
@@ -526,9 +540,9 @@ int main(int argc, char** argv) {
 
   {
     BigParam big_param{};
-    const double small = host_latency_us(
+    const double small = event_latency_us(
         c.s, [&] { empty_small<<<1, 32, 0, c.s>>>(0); }, 500);
-    const double large = host_latency_us(
+    const double large = event_latency_us(
         c.s, [&] { empty_big<<<1, 32, 0, c.s>>>(big_param); }, 500);
     printf(
         "\nfloor: empty kernel, launch -> event complete (host, median of 500): %.1f us with a 4-byte "
@@ -541,21 +555,17 @@ int main(int argc, char** argv) {
     printf("empty kernel (3.6 KB parameter) queued behind a gate, between two events: %.1f us (median of 100)\n",
            median(t));
     volatile uint8_t* flag = &c.res[0].done;
-    std::vector<double> tf;
-    for (int i = 0; i < 520; ++i) {
-      *flag = 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      flag_big<<<1, 32, 0, c.s>>>(big_param, flag);
-      CK(cudaGetLastError());  // (a failed launch would never set the flag)
-      while (!*flag) {
-      }
-      const auto t1 = std::chrono::steady_clock::now();
-      CK(cudaStreamSynchronize(c.s));
-      if (i >= 20) tf.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-    }
+    const double flagged = host_latency_us(
+        c.s,
+        [&] {
+          *flag = 0;
+          flag_big<<<1, 32, 0, c.s>>>(big_param, flag);
+          CK(cudaGetLastError());  // (a failed launch would never set the flag)
+        },
+        [&] { return *flag != 0; }, 500);
     printf("floor for the polling column: a kernel (3.6 KB parameter) setting a flag in pinned memory, launch -> "
            "flag seen by the host: %.1f us (median of 500)\n",
-           median(tf));
+           flagged);
   }
   printf(
       "\n| bf16 message (Gaussian) | encode: launch -> size readable, median (p90) us | decode, median (p90) "
