@@ -1,10 +1,12 @@
 // GPU codec benchmark: bulk throughput against a device-to-device copy measured in the same
-// run, and per-message latency from launch until the host can read the compressed size.
+// run, and per-message latency from launch until the host can read the compressed size, beside
+// the floors under it (empty kernels, a flag-setting kernel, the format's chain without coding).
 // Usage: gpu_codec_bench [--quick | --bulk | --queued | --trace]. Prints markdown tables (--bulk:
 // the bulk table only; --queued: the bulk table with each timed launch queued behind a gate
 // kernel; --trace, in builds with ZIPCCL_GPU_TRACE: the kernels' phase clocks and when their
 // tiles ran).
 #include <initializer_list>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -227,6 +229,100 @@ __global__ void flag_big(const __grid_constant__ BigParam, volatile uint8_t* don
   if (threadIdx.x == 0) *done = 1;
 }
 
+// The small-message rows' floor below the codec: the format's dependency chain without its
+// coding. A CTA of 256 threads per tile of kVec x 4 KiB (2: the codec's small launches; 8: its
+// bulk tiles). Per tile, by `steps`: (0) only the codec's completion - fence, count the tile in
+// its item's counter; the item's last tile clears the item's words, fences to system scope and
+// sets the item's Result::done; (1) before that, load the tile, one CTA reduction (the window
+// statistic; its count stands for the escapes), store 11/16 of it (a bf16 message's share);
+// (2) also publish the count and sum those of all earlier tiles of the item (one round of
+// loads once they are published: the escape offset) and store that. `words`: tiles + 1 per
+// item, zero before and after.
+constexpr int kChainItemBytes = 512 << 10;
+template <int kVec>
+__global__ void __launch_bounds__(256) chain_floor(const __grid_constant__ BigParam, const uint4* in, uint4* out,
+                                                   unsigned* words, gpu::Result* res, int steps) {
+  constexpr int kTiles = kChainItemBytes / (kVec * 4096), kOut = kVec * 256 * 11 / 16;
+  static_assert(kTiles <= 64, "one round of look-back loads");
+  __shared__ bool last;
+  const int item = blockIdx.x / kTiles, t = blockIdx.x % kTiles;
+  unsigned* w = words + item * (kTiles + 1);
+  if (steps >= 1) {
+    uint4 v[kVec];
+    unsigned bits = 0;
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = in[(size_t(blockIdx.x) * kVec + k) * 256 + threadIdx.x];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) bits ^= v[k].x ^ v[k].w;
+    const unsigned count = __syncthreads_count(bits & 0x8000);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k)
+      if (k * 256 + threadIdx.x < kOut) out[size_t(blockIdx.x) * kOut + k * 256 + threadIdx.x] = v[k];
+    if (steps >= 2) {
+      if (threadIdx.x == 0) *reinterpret_cast<volatile unsigned*>(&w[t]) = 0x80000000u | count;
+      if (threadIdx.x < 32) {
+        const volatile unsigned* vw = w;
+        const int lane = threadIdx.x;
+        unsigned x = lane < t ? vw[lane] : 0x80000000u, y = lane + 32 < t ? vw[lane + 32] : 0x80000000u;
+        while (!(x >> 31)) x = vw[lane];
+        while (!(y >> 31)) y = vw[lane + 32];
+        const unsigned offset = __reduce_add_sync(~0u, (x & 0x7fffffffu) + (y & 0x7fffffffu));
+        if (lane == 0) out[size_t(gridDim.x) * kOut + blockIdx.x] = make_uint4(offset, count, 0, 0);
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(&w[kTiles], 1u) == kTiles - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  if (threadIdx.x <= kTiles) w[threadIdx.x] = 0;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    *reinterpret_cast<volatile uint8_t*>(&res[item].done) = 1;
+  }
+}
+
+// The same chain with a thread-block cluster per item (sm_90): 1024-thread CTAs, kVec x 16 KiB
+// each; the counts are exchanged through distributed shared memory and the cluster's barriers
+// stand for the look-back and the completion counter (no words in global memory).
+template <int kVec>
+__global__ void __launch_bounds__(1024) chain_cluster(const __grid_constant__ BigParam, const uint4* in, uint4* out,
+                                                      gpu::Result* res) {
+#if __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  constexpr int kOut = kVec * 1024 * 11 / 16;
+  __shared__ unsigned count_s;
+  const cg::cluster_group cluster = cg::this_cluster();
+  uint4 v[kVec];
+  unsigned bits = 0;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) v[k] = in[(size_t(blockIdx.x) * kVec + k) * 1024 + threadIdx.x];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) bits ^= v[k].x ^ v[k].w;
+  const unsigned count = __syncthreads_count(bits & 0x8000);
+#pragma unroll
+  for (int k = 0; k < kVec; ++k)
+    if (k * 1024 + threadIdx.x < kOut) out[size_t(blockIdx.x) * kOut + k * 1024 + threadIdx.x] = v[k];
+  if (threadIdx.x == 0) count_s = count;
+  cluster.sync();
+  const unsigned rank = cluster.block_rank();
+  if (threadIdx.x < 32) {
+    const unsigned c = threadIdx.x < rank ? *cluster.map_shared_rank(&count_s, threadIdx.x) : 0;
+    const unsigned offset = __reduce_add_sync(~0u, c);
+    if (threadIdx.x == 0) out[size_t(gridDim.x) * kOut + blockIdx.x] = make_uint4(offset, count, 0, 0);
+  }
+  cluster.sync();  // every store of the item made, every remote read done
+  if (rank == 0 && threadIdx.x == 0) {
+    __threadfence_system();
+    *reinterpret_cast<volatile uint8_t*>(&res[blockIdx.x / cluster.num_blocks()].done) = 1;
+  }
+#endif
+}
+
 // Host clock from the `launch` call until `done()` holds (the stream drained between repeats),
 // median of `reps` after 20 warm-ups.
 template <class F, class D>
@@ -257,6 +353,86 @@ double event_latency_us(cudaStream_t s, F launch, int reps) {
       [&] { return cudaEventQuery(done) != cudaErrorNotReady; }, reps);
   cudaEventDestroy(done);
   return us;
+}
+
+// The chain floor rows: 1 and 8 items of 512 KiB; chain_floor in 8 and 32 KiB tiles with each
+// step count, and chain_cluster (sm_90) with clusters of 8 and 16 CTAs. Launch -> every item's
+// done flag seen by the host (as the polling column), and queued between events.
+void chain_floors(Ctx& c, const BigParam& big_param) {
+  constexpr int kItems = 8;
+  constexpr size_t kIn = size_t(kItems) * kChainItemBytes;
+  uint4 *in, *out;
+  unsigned* words;
+  CK(cudaMalloc(&in, kIn));
+  CK(cudaMalloc(&out, kIn));  // 11/16 of the input and 16 bytes per tile
+  CK(cudaMalloc(&words, kItems * 65 * sizeof(unsigned)));
+  CK(cudaMemcpy(in, gaussian(Codec::BF16, kIn, 3, 0.02f).data(), kIn, cudaMemcpyHostToDevice));
+  CK(cudaMemset(words, 0, kItems * 65 * sizeof(unsigned)));
+  int major = 0;
+  CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
+  if (major >= 9) CK(cudaFuncSetAttribute(chain_cluster<2>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  printf("\n| chain floor (no coding) | launch -> done flags seen by the host, median of 500, us | queued, between "
+         "events, median of 100, us |\n| --- | --- | --- |\n");
+  const auto row = [&](int items, const char* layout, const char* steps, auto launch) {
+    const double host = host_latency_us(
+        c.s,
+        [&] {
+          for (int k = 0; k < items; ++k) c.res[k].done = 0;
+          launch();
+        },
+        [&] {
+          for (int k = 0; k < items; ++k)
+            if (!*reinterpret_cast<volatile uint8_t*>(&c.res[k].done)) return false;
+          return true;
+        },
+        500);
+    std::vector<double> t;
+    for (int i = 0; i < 100; ++i) t.push_back(timed_ms(c, true, launch) * 1e3);
+    printf("| %d x 512 KiB, %s: %s | %.1f | %.1f |\n", items, layout, steps, host, median(t));
+  };
+  const char* step_names[] = {"completion only", "load, reduce, store, completion",
+                              "load, reduce, store, escape offset, completion"};
+  for (const int items : {1, kItems}) {
+    for (int steps = 0; steps < 3; ++steps) {
+      row(items, "8 KiB tiles", step_names[steps], [&] {
+        chain_floor<2><<<items * 64, 256, 0, c.s>>>(big_param, in, out, words, c.res, steps);
+        CK(cudaGetLastError());  // (a failed launch would never set the flags)
+      });
+      row(items, "32 KiB tiles", step_names[steps], [&] {
+        chain_floor<8><<<items * 16, 256, 0, c.s>>>(big_param, in, out, words, c.res, steps);
+        CK(cudaGetLastError());
+      });
+    }
+    for (const int ctas : {8, 16}) {
+      if (major < 9) break;
+      char layout[64];
+      snprintf(layout, sizeof layout, "a cluster of %d CTAs of 1024 threads per item", ctas);
+      row(items, layout, step_names[2], [&] {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim = {unsigned(ctas), 1, 1};
+        cfg.gridDim = items * ctas;
+        cfg.blockDim = 1024;
+        cfg.stream = c.s;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        const uint4* cin = in;
+        CK(ctas == 8 ? cudaLaunchKernelEx(&cfg, chain_cluster<4>, big_param, cin, out, c.res)
+                     : cudaLaunchKernelEx(&cfg, chain_cluster<2>, big_param, cin, out, c.res));
+      });
+    }
+  }
+  std::vector<unsigned> back(kItems * 65);
+  CK(cudaMemcpy(back.data(), words, back.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+  for (unsigned v : back)
+    if (v != 0) {
+      fprintf(stderr, "chain_floor left its words nonzero\n");
+      exit(1);
+    }
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(words);
 }
 
 struct Lat {
@@ -566,6 +742,7 @@ int main(int argc, char** argv) {
     printf("floor for the polling column: a kernel (3.6 KB parameter) setting a flag in pinned memory, launch -> "
            "flag seen by the host: %.1f us (median of 500)\n",
            flagged);
+    chain_floors(c, big_param);
   }
   printf(
       "\n| bf16 message (Gaussian) | encode: launch -> size readable, median (p90) us | decode, median (p90) "
