@@ -362,20 +362,23 @@ cudaError_t launch_after(void (*kernel)(Args...), uint32_t grid, uint32_t block,
 }
 
 // Count this tile as finished; true in every thread of the CTA that finishes the item last,
-// which then sees all other tiles' writes.
+// which then sees all other tiles' writes. The add releases the CTA's writes (the barrier
+// orders them before it) and acquires those of the tiles counted before; the barrier after it
+// passes that on to the other threads. (Sequentially consistent fences around a relaxed add,
+// in every thread of the last CTA, made small launches 0.2-0.4 us slower.)
 __device__ __forceinline__ bool finish_tile(const Launch& P, int item, int* sh_flag) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence();
-    *sh_flag = atomicAdd(&P.item_done[item], 1u) == P.items[item].tiles - 1;
+    uint32_t done;
+    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(done) : "l"(&P.item_done[item]) : "memory");
+    *sh_flag = done == P.items[item].tiles - 1;
   }
   __syncthreads();
-  const bool last = *sh_flag;
-  if (last) __threadfence();
-  return last;
+  return *sh_flag;
 }
 
-// Publish the item's result, system-wide visible, done flag last.
+// Publish the item's result, system-wide visible: the done flag last, by a release store at
+// system scope (it orders the fields, and every write the caller's barrier ordered before it).
 __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64_t bytes, Status s, Codec c,
                                                bool raw_from_input) {
   Result* r = &P.results[item];
@@ -384,8 +387,7 @@ __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64
   r->codec = static_cast<uint8_t>(c);
   r->raw_from_input = raw_from_input;
   r->reserved = 0;
-  __threadfence_system();
-  *reinterpret_cast<volatile uint8_t*>(&r->done) = 1;
+  asm volatile("st.release.sys.global.u8 [%0], %1;" ::"l"(&r->done), "h"(static_cast<unsigned short>(1)) : "memory");
 }
 
 // Copy len bytes with the whole CTA of NT threads (16-byte vectors when both sides allow it).
