@@ -244,25 +244,37 @@ __device__ void set_done(gpu::Result* r) {
 // loads once they are published: the escape offset) and store that. `words`: tiles + 1 per
 // item, zero before and after.
 constexpr int kChainItemBytes = 512 << 10;
+// A tile's data steps: load kVec 16-byte vectors per thread, one CTA reduction (its count is
+// returned), store chain_out() of the tile's vectors (11/16) at the CTA's slot of `out`.
+template <int kVec, int kThreads>
+__host__ __device__ constexpr int chain_out() {
+  return kVec * kThreads * 11 / 16;
+}
+template <int kVec, int kThreads>
+__device__ unsigned chain_tile_data(const uint4* in, uint4* out) {
+  uint4 v[kVec];
+  unsigned bits = 0;
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) v[k] = in[(size_t(blockIdx.x) * kVec + k) * kThreads + threadIdx.x];
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) bits ^= v[k].x ^ v[k].w;
+  const unsigned count = __syncthreads_count(bits & 0x8000);
+#pragma unroll
+  for (int k = 0; k < kVec; ++k)
+    if (k * kThreads + threadIdx.x < chain_out<kVec, kThreads>())
+      out[size_t(blockIdx.x) * chain_out<kVec, kThreads>() + k * kThreads + threadIdx.x] = v[k];
+  return count;
+}
 template <int kVec>
 __global__ void __launch_bounds__(256) chain_floor(const __grid_constant__ BigParam, const uint4* in, uint4* out,
                                                    unsigned* words, gpu::Result* res, int steps) {
-  constexpr int kTiles = kChainItemBytes / (kVec * 4096), kOut = kVec * 256 * 11 / 16;
+  constexpr int kTiles = kChainItemBytes / (kVec * 4096), kOut = chain_out<kVec, 256>();
   static_assert(kTiles <= 64, "one round of look-back loads");
   __shared__ bool last;
   const int item = blockIdx.x / kTiles, t = blockIdx.x % kTiles;
   unsigned* w = words + item * (kTiles + 1);
   if (steps >= 1) {
-    uint4 v[kVec];
-    unsigned bits = 0;
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) v[k] = in[(size_t(blockIdx.x) * kVec + k) * 256 + threadIdx.x];
-#pragma unroll
-    for (int k = 0; k < kVec; ++k) bits ^= v[k].x ^ v[k].w;
-    const unsigned count = __syncthreads_count(bits & 0x8000);
-#pragma unroll
-    for (int k = 0; k < kVec; ++k)
-      if (k * 256 + threadIdx.x < kOut) out[size_t(blockIdx.x) * kOut + k * 256 + threadIdx.x] = v[k];
+    const unsigned count = chain_tile_data<kVec, 256>(in, out);
     if (steps >= 2) {
       if (threadIdx.x == 0) *reinterpret_cast<volatile unsigned*>(&w[t]) = 0x80000000u | count;
       if (threadIdx.x < 32) {
@@ -297,19 +309,10 @@ __global__ void __launch_bounds__(1024) chain_cluster(const __grid_constant__ Bi
                                                       gpu::Result* res) {
 #if __CUDA_ARCH__ >= 900
   namespace cg = cooperative_groups;
-  constexpr int kOut = kVec * 1024 * 11 / 16;
+  constexpr int kOut = chain_out<kVec, 1024>();
   __shared__ unsigned count_s;
   const cg::cluster_group cluster = cg::this_cluster();
-  uint4 v[kVec];
-  unsigned bits = 0;
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) v[k] = in[(size_t(blockIdx.x) * kVec + k) * 1024 + threadIdx.x];
-#pragma unroll
-  for (int k = 0; k < kVec; ++k) bits ^= v[k].x ^ v[k].w;
-  const unsigned count = __syncthreads_count(bits & 0x8000);
-#pragma unroll
-  for (int k = 0; k < kVec; ++k)
-    if (k * 1024 + threadIdx.x < kOut) out[size_t(blockIdx.x) * kOut + k * 1024 + threadIdx.x] = v[k];
+  const unsigned count = chain_tile_data<kVec, 1024>(in, out);
   if (threadIdx.x == 0) count_s = count;
   cluster.sync();
   const unsigned rank = cluster.block_rank();
@@ -361,13 +364,14 @@ double event_latency_us(cudaStream_t s, F launch, int reps) {
 void chain_floors(Ctx& c, const BigParam& big_param) {
   constexpr int kItems = 8;
   constexpr size_t kIn = size_t(kItems) * kChainItemBytes;
+  constexpr int kWords = 64 + 1;  // per item: up to 64 tiles' counts, then the item's counter
   uint4 *in, *out;
   unsigned* words;
   CK(cudaMalloc(&in, kIn));
   CK(cudaMalloc(&out, kIn));  // 11/16 of the input and 16 bytes per tile
-  CK(cudaMalloc(&words, kItems * 65 * sizeof(unsigned)));
+  CK(cudaMalloc(&words, kItems * kWords * sizeof(unsigned)));
   CK(cudaMemcpy(in, gaussian(Codec::BF16, kIn, 3, 0.02f).data(), kIn, cudaMemcpyHostToDevice));
-  CK(cudaMemset(words, 0, kItems * 65 * sizeof(unsigned)));
+  CK(cudaMemset(words, 0, kItems * kWords * sizeof(unsigned)));
   int major = 0;
   CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
   if (major >= 9) CK(cudaFuncSetAttribute(chain_cluster<2>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -423,7 +427,7 @@ void chain_floors(Ctx& c, const BigParam& big_param) {
       });
     }
   }
-  std::vector<unsigned> back(kItems * 65);
+  std::vector<unsigned> back(kItems * kWords);
   CK(cudaMemcpy(back.data(), words, back.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
   for (unsigned v : back)
     if (v != 0) {
