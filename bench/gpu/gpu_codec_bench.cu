@@ -539,6 +539,7 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
   const size_t tiles[2] = {std::min<size_t>(gpu::kTraceTiles, bytes / (bulk ? 32768 : 8192)),
                            std::min<size_t>(gpu::kTraceTiles, bytes / (bulk ? 16384 : 8192))};
   std::vector<double> phase[2][11], span[2];
+  std::vector<double> plan0;  // encode: tile 0's entry -> plan (an auto item's classifier; nothing to wait for)
   std::vector<double> enter[2], leave[2], life[2];  // the last launch's tiles, us after the first entry
   uint64_t msg_bytes = 0;
   for (int i = 0; i < launches + 3; ++i) {
@@ -574,6 +575,7 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
         first = std::min(first, tr[t][12]);
         end = std::max(end, tr[t][13]);
       }
+      if (dir == 0) plan0.push_back(double(tr[0][1] - tr[0][0]));
       phase[dir][10].push_back(fin);
       span[dir].push_back(double(end - first));
       enter[dir].clear(), leave[dir].clear(), life[dir].clear();
@@ -595,6 +597,7 @@ void trace(Ctx& c, size_t bytes, int launches, int repeat, bool auto_codec = fal
          auto_codec ? " (auto codec)" : "", repeat == 1 ? "one" : "second back-to-back", median(span[0]) / 1e3,
          median(span[1]) / 1e3,
          bulk ? "; bulk: the tiles do not finish items (the follow-up kernels do; not traced)" : "");
+  printf("encode tile 0, entry -> plan: %.0f SM cycles (median)\n", median(plan0));
   printf("| phase (SM cycles, median / p90) | encode | phase | decode |\n| --- | --- | --- | --- |\n");
   for (int k = 0; k <= 10; ++k) {
     printf("| %s | %.0f / %.0f |", names[0][k], median(phase[0][k]), pct(phase[0][k], 0.9));
@@ -658,6 +661,7 @@ int main(int argc, char** argv) {
     trace(c, size_t(512) << 10, 100, 1);
     trace(c, size_t(512) << 10, 100, 2);
     trace(c, size_t(512) << 10, 100, 1, true);
+    trace(c, size_t(512) << 10, 100, 2, true);
     trace(c, size_t(4) << 20, 50, 1);
     trace(c, size_t(64) << 20, 10, 1);
     return 0;
