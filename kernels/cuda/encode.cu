@@ -59,15 +59,15 @@ struct EncShared {
 };
 
 // window_base() of format.h for one block (exp_sum < 2^21, exp_count <= 4096): the same
-// result with 32-bit arithmetic, as 64-bit division costs ~100 instructions on the GPU.
+// result with 32-bit arithmetic, as 64-bit division costs ~100 instructions on the GPU, and
+// without branches, so that the classifier's three interleave (a zero count has a zero sum, so
+// num <= 0 gives 0 as window_base()'s early returns do; floor(num / (1024 c)) is
+// floor(floor(num / 1024) / c)).
 template <Codec C>
 __device__ __forceinline__ uint32_t block_window_base(uint32_t exp_sum, uint32_t exp_count) {
   constexpr uint32_t kMaxBase = Geom<C>::kExpMax - (kWindow - 1);
-  if (exp_count == 0) return 0;
   const int32_t num = int32_t(exp_sum * 1024) - int32_t(kWindowOffsetQ10) * int32_t(exp_count);
-  if (num < 0) return 0;
-  const uint32_t base = uint32_t(num) / (exp_count * 1024);
-  return base > kMaxBase ? kMaxBase : base;
+  return min((uint32_t(max(num, 0)) >> 10) / max(exp_count, 1u), kMaxBase);
 }
 
 // ---- Codec choice, bit-exact with zipccl::classify(): the same sampled windows, the same
@@ -144,9 +144,10 @@ __device__ Codec cta_classify(const uint8_t* in, uint64_t n, EncShared& sh) {
   const CodecGeometry g = geometry(ci == 0 ? Codec::BF16 : ci == 1 ? Codec::FP16 : Codec::FP32);
   const uint32_t nb = static_cast<uint32_t>(win) / g.elem_bytes, raw_chunk = raw_chunk_bytes(g.bit_planes, nb);
   uint32_t bits = 0;  // < 2^17
-  for (uint32_t wi = 0; wi < windows; ++wi) {
+#pragma unroll
+  for (uint32_t wi = 0; wi < 4; ++wi) {  // unrolled, so that the counts are loaded at once
     const uint32_t e = sh.cls.esc[2 * wi][ci] + sh.cls.esc[2 * wi + 1][ci];
-    bits += nb * (8 * g.res_planes + g.bit_planes) + 8 * min(e, raw_chunk);
+    if (wi < windows) bits += nb * (8 * g.res_planes + g.bit_planes) + 8 * min(e, raw_chunk);
   }
   const uint32_t all[3] = {__shfl_sync(~0u, bits, 0), __shfl_sync(~0u, bits, 1), __shfl_sync(~0u, bits, 2)};
   return pick::best_codec(all, 8 * static_cast<uint32_t>(win * windows));
