@@ -19,6 +19,7 @@
 
 #include "zipccl/codec.h"
 #include "zipccl/gpu_codec.h"
+#include "ordering.cuh"  // the codec's completion orderings, for the chain floor
 
 using namespace zipccl;
 
@@ -229,11 +230,6 @@ __global__ void flag_big(const __grid_constant__ BigParam, volatile uint8_t* don
   if (threadIdx.x == 0) *done = 1;
 }
 
-// Sets a Result::done flag as the codec does: a release store at system scope.
-__device__ void set_done(gpu::Result* r) {
-  asm volatile("st.release.sys.global.u8 [%0], %1;" ::"l"(&r->done), "h"(static_cast<unsigned short>(1)) : "memory");
-}
-
 // The small-message rows' floor below the codec: the format's dependency chain without its
 // coding. A CTA of 256 threads per tile of kVec x 4 KiB (2: the codec's small launches; 8: its
 // bulk tiles). Per tile, by `steps`: (0) only the codec's completion - count the tile in its
@@ -289,16 +285,12 @@ __global__ void __launch_bounds__(256) chain_floor(const __grid_constant__ BigPa
     }
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned done;
-    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(done) : "l"(&w[kTiles]) : "memory");
-    last = done == kTiles - 1;
-  }
+  if (threadIdx.x == 0) last = gpu::detail::count_acq_rel(&w[kTiles]) == kTiles - 1;
   __syncthreads();
   if (!last) return;
   if (threadIdx.x <= kTiles) w[threadIdx.x] = 0;
   __syncthreads();
-  if (threadIdx.x == 0) set_done(&res[item]);
+  if (threadIdx.x == 0) gpu::detail::set_flag_release_sys(&res[item].done);
 }
 
 // The same chain with a thread-block cluster per item (sm_90): 1024-thread CTAs, kVec x 16 KiB
@@ -322,7 +314,7 @@ __global__ void __launch_bounds__(1024) chain_cluster(const __grid_constant__ Bi
     if (threadIdx.x == 0) out[size_t(gridDim.x) * kOut + blockIdx.x] = make_uint4(offset, count, 0, 0);
   }
   cluster.sync();  // every store of the item made, every remote read done
-  if (rank == 0 && threadIdx.x == 0) set_done(&res[blockIdx.x / cluster.num_blocks()]);
+  if (rank == 0 && threadIdx.x == 0) gpu::detail::set_flag_release_sys(&res[blockIdx.x / cluster.num_blocks()].done);
 #endif
 }
 

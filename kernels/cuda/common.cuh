@@ -9,6 +9,7 @@
 #include "zipccl/codec.h"
 #include "zipccl/format.h"
 #include "zipccl/gpu_codec.h"
+#include "ordering.cuh"
 #include "swizzle.h"
 
 namespace zipccl::gpu::detail {
@@ -369,9 +370,7 @@ cudaError_t launch_after(void (*kernel)(Args...), uint32_t grid, uint32_t block,
 __device__ __forceinline__ bool finish_tile(const Launch& P, int item, int* sh_flag) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    uint32_t done;
-    asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(done) : "l"(&P.item_done[item]) : "memory");
-    *sh_flag = done == P.items[item].tiles - 1;
+    *sh_flag = count_acq_rel(&P.item_done[item]) == P.items[item].tiles - 1;
   }
   __syncthreads();
   return *sh_flag;
@@ -387,7 +386,7 @@ __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64
   r->codec = static_cast<uint8_t>(c);
   r->raw_from_input = raw_from_input;
   r->reserved = 0;
-  asm volatile("st.release.sys.global.u8 [%0], %1;" ::"l"(&r->done), "h"(static_cast<unsigned short>(1)) : "memory");
+  set_flag_release_sys(&r->done);
 }
 
 // Copy len bytes with the whole CTA of NT threads (16-byte vectors when both sides allow it).
