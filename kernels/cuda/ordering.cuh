@@ -1,4 +1,4 @@
-// The memory orderings of the codec's completion (common.cuh's finish_tile() and
+// The memory orderings of the codec's completion (launch.cuh's finish_tile() and
 // publish_result()), in one place so that gpu_codec_bench's chain floor completes exactly as
 // the codec does.
 #pragma once

@@ -1,5 +1,6 @@
 // Temporary-memory sizing shared by encode and decode.
-#include "common.cuh"
+#include "launch.cuh"
+#include "tiling.cuh"
 
 namespace zipccl::gpu {
 
