@@ -4,7 +4,7 @@
 
 #include "net.h"
 
-namespace zip::net {
+namespace zipccl::net {
 
 #define ZIP_EXPORT __attribute__((visibility("default")))
 
@@ -45,4 +45,4 @@ ncclResult_t fill_props_v9(int dev, P* p) {
   return ncclSuccess;
 }
 
-}  // namespace zip::net
+}  // namespace zipccl::net

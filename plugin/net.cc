@@ -7,12 +7,12 @@
 #include "comm.h"
 #include "log.h"
 #include "mem_kind.h"
-#include "param.h"
+#include "engine_params.h"
 #include "recv_comm.h"
 #include "send_comm.h"
 #include "transport_select.h"
 
-namespace zip::net {
+namespace zipccl::net {
 namespace {
 
 // NCCL's handle: the transport's part, then our connect state. connect() is called again with
@@ -30,6 +30,7 @@ struct CtxRef {
 };
 
 struct ListenComm {
+  int dev;
   std::shared_ptr<NetCtx> ctx;
   std::unique_ptr<Listener> listener;
 };
@@ -50,7 +51,7 @@ bool device_has_gdr(const DeviceInfo& d) { return d.gdr_peermem || d.gdr_dmabuf;
 // staging (where the codecs reach them) when compression is forced, and to the GPU engine when it
 // stages them.
 bool decide_gdr(bool gpu_engine) {
-  const int want = params().gdr;
+  const int want = gdr_mode();
   if (want == 0) return false;
   bool any = false;
   for (int d = 0; d < g_transport->num_devices(); ++d) any |= device_has_gdr(g_transport->device(d));
@@ -61,7 +62,7 @@ bool decide_gdr(bool gpu_engine) {
                                                          "nor DMA-BUF registration)");
     return false;
   }
-  return want == 1 || params().mode != ZipMode::kAlways;
+  return want == 1 || zip_mode() != ZipMode::kAlways;
 }
 
 const char* mode_name(ZipMode m) {
@@ -84,7 +85,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
       devs += " [" + std::to_string(d) + "]" + i.name + port + " (" + std::to_string(i.speed_mbps) + " Mb/s)";
     }
     ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %s", g_transport->name(),
-             devs.c_str(), mode_name(params().mode), g_transport->settings().c_str());
+             devs.c_str(), mode_name(zip_mode()), g_transport->settings().c_str());
     const char* why = "";
     g_cuda = gpu_codec_usable(&why);
     g_gdr = decide_gdr(g_cuda);
@@ -101,7 +102,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
   }
   if (g_transport->num_devices() == 0) {
     ZIP_WARN("no usable network interface (NCCL_SOCKET_IFNAME=%s NCCL_SOCKET_FAMILY=%s)",
-             params().socket_ifname.c_str(), params().socket_family.c_str());
+             socket_ifname().c_str(), socket_family().c_str());
     return ncclInternalError;
   }
   if (ctx) {
@@ -154,9 +155,10 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
   auto* h = static_cast<Handle*>(handle);
   std::memset(h, 0, sizeof *h);
   auto lc = std::make_unique<ListenComm>();
+  lc->dev = dev;
   lc->ctx = ctx_of(ctx);
-  Status s = g_transport->listen(dev, h->transport, &lc->listener);
-  if (!s.ok()) return s.code;
+  ncclResult_t s = g_transport->listen(dev, h->transport, &lc->listener);
+  if (s != ncclSuccess) return s;
   *listen_comm = lc.release();
   return ncclSuccess;
 }
@@ -167,21 +169,20 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm, int tra
   auto* h = static_cast<Handle*>(handle);
   if (!h->connecting) {
     std::unique_ptr<Connector> c;
-    Status s = g_transport->connect(dev, h->transport, traffic_class >= 0 ? traffic_class : ctx_of(ctx)->traffic_class, &c);
-    if (!s.ok()) return s.code;
+    ncclResult_t s = g_transport->connect(dev, h->transport, traffic_class >= 0 ? traffic_class : ctx_of(ctx)->traffic_class, &c);
+    if (s != ncclSuccess) return s;
     h->connecting = c.release();
   }
   std::unique_ptr<Conn> conn;
-  Status s = h->connecting->progress(&conn);
-  if (!s.ok() || conn) {
+  ncclResult_t s = h->connecting->progress(&conn);
+  if (s != ncclSuccess || conn) {
     delete h->connecting;
     h->connecting = nullptr;
   }
-  if (!s.ok()) return s.code;
+  if (s != ncclSuccess) return s;
   if (!conn) return ncclSuccess;
-  const Params& p = params();
-  const double mbps = p.link_mbps > 0 ? double(p.link_mbps) : double(g_transport->device(dev).speed_mbps);
-  *send_comm = new SendComm(ctx_of(ctx), std::move(conn), mbps * 1e6 / 8);
+  const double mbps = link_mbps() > 0 ? double(link_mbps()) : double(g_transport->device(dev).speed_mbps);
+  *send_comm = new SendComm(dev, ctx_of(ctx), std::move(conn), mbps * 1e6 / 8);
   return ncclSuccess;
 }
 
@@ -189,9 +190,9 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
   *recv_comm = nullptr;
   auto* lc = static_cast<ListenComm*>(listen_comm);
   std::unique_ptr<Conn> conn;
-  Status s = lc->listener->accept(&conn);
-  if (!s.ok()) return s.code;
-  if (conn) *recv_comm = new RecvComm(lc->ctx, std::move(conn));
+  ncclResult_t s = lc->listener->accept(&conn);
+  if (s != ncclSuccess) return s;
+  if (conn) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(conn));
   return ncclSuccess;
 }
 
@@ -217,22 +218,22 @@ ncclResult_t register_mr(void* comm, void* data, size_t size, int type, int dmab
       return ncclInvalidUsage;
     }
   }
-  const Params& p = params();
   const bool flag_polled = c->kind() == Comm::kRecv &&
-                           (int64_t(size) == p.ll_buffsize || int64_t(size) == p.ll128_buffsize);
+                           (int64_t(size) == ll_buffsize() || int64_t(size) == ll128_buffsize());
   char* mirror = nullptr;
   if (kind == MemKind::kDevice && !direct && size > 0) {  // NCCL's service thread: allocating here is safe
     mirror = alloc_pinned(size);
     if (!mirror) return ncclSystemError;  // alloc_pinned logged why
   }
-  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror, direct, nullptr});
+  const bool flushed = direct && c->kind() == Comm::kRecv && g_transport->device(c->dev()).gdr_flush;
+  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror, direct, flushed, nullptr});
   // RDMA keys, for transports that need them, of what goes on the wire.
-  Status s = direct ? c->conn().reg_device_mem(data, size, dmabuf_fd, offset,
-                                               c->kind() == Comm::kRecv && !p.ib_gdr_flush_disable, &mr->reg)
+  ncclResult_t s = direct ? c->conn().reg_device_mem(data, size, dmabuf_fd, offset,
+                                               flushed, &mr->reg)
                     : c->conn().reg_mem(mirror ? mirror : data, size, &mr->reg);
-  if (!s.ok()) {
+  if (s != ncclSuccess) {
     if (mirror) free_pinned(mirror);
-    return s.code;
+    return s;
   }
   *mhandle = mr.release();
   ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size,
@@ -284,7 +285,7 @@ ncclResult_t iflush(void* recv_comm, int n, void** data, int* sizes, void** mhan
   for (int i = 0; i < n; ++i)
     if (sizes[i]) last = i;
   const Mr* mr = last >= 0 && mhandles ? static_cast<const Mr*>(mhandles[last]) : nullptr;
-  if (!mr || !mr->direct || params().ib_gdr_flush_disable) return ncclSuccess;
+  if (!mr || !mr->flushed) return ncclSuccess;
   auto* c = static_cast<RecvComm*>(recv_comm);
   std::lock_guard<std::mutex> g(c->mutex());
   return c->iflush(data[last], request);
@@ -335,4 +336,4 @@ ncclResult_t connect_noctx(int dev, void* handle, void** send_comm, ncclNetDevic
   return connect(nullptr, dev, handle, send_comm);
 }
 
-}  // namespace zip::net
+}  // namespace zipccl::net

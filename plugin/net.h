@@ -8,7 +8,7 @@
 
 #include "nccl_abi.h"
 
-namespace zip::net {
+namespace zipccl::net {
 
 constexpr const char* kName = "Zip";
 
@@ -52,4 +52,4 @@ ncclResult_t set_net_attr(void* ctx, ncclNetAttr_t* attr);
 ncclResult_t listen_noctx(int dev, void* handle, void** listen_comm);
 ncclResult_t connect_noctx(int dev, void* handle, void** send_comm, ncclNetDeviceHandle_t** dev_comm);
 
-}  // namespace zip::net
+}  // namespace zipccl::net

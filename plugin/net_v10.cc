@@ -3,7 +3,7 @@
 // events emitted yet).
 #include "adapter.h"
 
-namespace zip::net {
+namespace zipccl::net {
 namespace {
 
 ncclResult_t init_v10(ncclDebugLogger_t logger, ncclProfilerCallback_t) { return init(logger, 0, nullptr); }
@@ -19,9 +19,9 @@ ncclResult_t irecv_v10(void* rc, int n, void** data, size_t* sizes, int* tags, v
 }
 
 }  // namespace
-}  // namespace zip::net
+}  // namespace zipccl::net
 
-using namespace zip::net;
+using namespace zipccl::net;
 
 extern "C" {
 ZIP_EXPORT ncclNet_v10_t ncclNetPlugin_v10 = {

@@ -3,7 +3,7 @@
 // applies to the communicator's connections. Profiler handles are ignored.
 #include "adapter.h"
 
-namespace zip::net {
+namespace zipccl::net {
 namespace {
 
 ncclResult_t init_v11(void** ctx, uint64_t comm_id, ncclNetCommConfig_t* config, ncclDebugLogger_t logger,
@@ -26,9 +26,9 @@ ncclResult_t irecv_v11(void* rc, int n, void** data, size_t* sizes, int* tags, v
 }
 
 }  // namespace
-}  // namespace zip::net
+}  // namespace zipccl::net
 
-using namespace zip::net;
+using namespace zipccl::net;
 
 extern "C" {
 ZIP_EXPORT ncclNet_v11_t ncclNetPlugin_v11 = {

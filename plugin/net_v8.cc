@@ -2,7 +2,7 @@
 #include "adapter.h"
 #include "proto.h"
 
-namespace zip::net {
+namespace zipccl::net {
 namespace {
 
 ncclResult_t init_v8(ncclDebugLogger_t logger) { return init(logger, 0, nullptr); }
@@ -23,9 +23,9 @@ ncclResult_t irecv_v8(void* rc, int n, void** data, int* sizes, int* tags, void*
 }
 
 }  // namespace
-}  // namespace zip::net
+}  // namespace zipccl::net
 
-using namespace zip::net;
+using namespace zipccl::net;
 
 extern "C" {
 ZIP_EXPORT ncclNet_v8_t ncclNetPlugin_v8 = {

@@ -2,16 +2,16 @@
 // point already has the internal form.
 #include "adapter.h"
 
-namespace zip::net {
+namespace zipccl::net {
 namespace {
 
 ncclResult_t init_v9(ncclDebugLogger_t logger) { return init(logger, 0, nullptr); }
 ncclResult_t props_v9(int dev, ncclNetProperties_v9_t* p) { return fill_props_v9(dev, p); }
 
 }  // namespace
-}  // namespace zip::net
+}  // namespace zipccl::net
 
-using namespace zip::net;
+using namespace zipccl::net;
 
 extern "C" {
 ZIP_EXPORT ncclNet_v9_t ncclNetPlugin_v9 = {

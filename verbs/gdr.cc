@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <initializer_list>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 bool peermem_loaded(const std::string& root) {
   for (const char* f : {"/sys/kernel/mm/memory_peers/nv_mem/version", "/sys/kernel/mm/memory_peers/nv_mem_nc/version",
@@ -24,4 +24,4 @@ bool dmabuf_supported(const IbvFunctions& fn, ibv_pd* pd) {
   return errno != EOPNOTSUPP && errno != EPROTONOSUPPORT;
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

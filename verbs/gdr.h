@@ -9,7 +9,7 @@
 
 #include "ibv_loader.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 // A peer-memory module is loaded: one of the files NCCL looks for exists under root ("" for the
 // real /sys).
@@ -20,4 +20,4 @@ bool peermem_loaded(const std::string& root);
 // library predates ibv_reg_dmabuf_mr).
 bool dmabuf_supported(const IbvFunctions& fn, ibv_pd* pd);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 // Splits s at every `sep`, keeping empty fields ("a::b" -> a, "", b).
@@ -52,4 +52,4 @@ bool HcaFilter::selects(const std::string& name, int port) const {
   return listed != exclude;
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

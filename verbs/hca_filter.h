@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 struct HcaEntry {
   std::string prefix;  // at most kMaxHcaNameLen characters (NCCL's netIf.prefix is char[64])
@@ -31,4 +31,4 @@ constexpr size_t kMaxHcaNameLen = 63;
 // spec null (NCCL_IB_HCA unset) gives a filter that selects everything.
 HcaFilter parse_hca_filter(const char* spec);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -16,9 +16,9 @@
 #include "log.h"
 #include "port_info.h"
 #include "sysfs.h"
-#include "tcp_handshake.h"
+#include "tcp_bootstrap.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 constexpr uint32_t kCtrlSlots = 64;   // control records in flight per direction (credits)
@@ -107,7 +107,7 @@ struct IbConn::Local {
 
 // ---- setup --------------------------------------------------------------------------------------
 
-Status IbConn::create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out) {
+ncclResult_t IbConn::create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out) {
   std::unique_ptr<IbConn> c(new IbConn);
   c->traffic_class_ = traffic_class;
   c->hca_ = port.hca;
@@ -124,13 +124,13 @@ Status IbConn::create(const IbPort& port, int nqps, int traffic_class, std::uniq
   c->cq_ = fn.create_cq(c->hca_->context(), cqe, nullptr, nullptr, 0);
   if (!c->cq_) {
     ZIP_WARN("%s: ibv_create_cq(%d) failed: %s", dev, cqe, std::strerror(errno));
-    return fail(ncclSystemError);
+    return ncclSystemError;
   }
   c->hca_->watch(c->cq_, c->err_);
   for (int q = 0; q < nqps; ++q) {
     uint32_t inl = 0;
     ibv_qp* qp = create_rc_qp(fn, c->hca_->pd(), c->cq_, kSendDepth, recv_depth(uint32_t(q)), dev, kWantInline, &inl);
-    if (!qp) return fail(ncclSystemError);
+    if (!qp) return ncclSystemError;
     if (q == 0) c->max_inline_ = inl;  // control and mailbox writes go on QP 0
     c->qps_.push_back(qp);
     c->sq_used_.push_back(0);
@@ -143,17 +143,17 @@ Status IbConn::create(const IbPort& port, int nqps, int traffic_class, std::uniq
   c->local_ = alloc_pages<Local>(&local_bytes);
   if (!c->inbox_ || !c->local_) {
     ZIP_WARN("%s: out of memory for connection buffers", dev);
-    return fail(ncclSystemError);
+    return ncclSystemError;
   }
   // Only the mailbox is open to the peer's writes.
   c->inbox_mr_ = fn.reg_mr(c->hca_->pd(), c->inbox_, inbox_bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   c->local_mr_ = fn.reg_mr(c->hca_->pd(), c->local_, local_bytes, IBV_ACCESS_LOCAL_WRITE);
   if (!c->inbox_mr_ || !c->local_mr_) {
     ZIP_WARN("%s: registering connection buffers failed: %s", dev, std::strerror(errno));
-    return fail(ncclSystemError);
+    return ncclSystemError;
   }
   *out = std::move(c);
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 IbConn::~IbConn() {
@@ -193,16 +193,16 @@ void IbConn::local_info(QpInfo* info) const {
   info->traffic_class = uint32_t(traffic_class_ + 1);
 }
 
-Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
+ncclResult_t IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
   peer_ = peer;
   const char* dev = dev_.c_str();
   if (remote.nqps != qps_.size() || remote.link_layer != attr_.link_layer) {
     ZIP_WARN("%s: peer %s has %u QPs on a %s port, we have %zu on a %s port", dev, peer.c_str(), remote.nqps,
              link_layer_name(remote.link_layer), qps_.size(), link_layer_name(attr_.link_layer));
-    return fail(ncclInvalidUsage);
+    return ncclInvalidUsage;
   }
   int mtu = std::min(int(attr_.active_mtu), int(remote.mtu));
-  if (params().ib_mtu) mtu = std::min(mtu, int(mtu_from_bytes(params().ib_mtu)));
+  if (ib_mtu()) mtu = std::min(mtu, int(mtu_from_bytes(ib_mtu())));
   const QpPath path{port_, attr_.link_layer, gid_index_, gid_, ibv_mtu(mtu), traffic_class_};
   for (size_t q = 0; q < qps_.size(); ++q) {
     QpPeer p{remote.qpn[q], remote.lid, {}};
@@ -216,8 +216,8 @@ Status IbConn::connect_qps(const QpInfo& remote, const std::string& peer) {
            "%s: %zu QP%s to %s, MTU %d, %s, GID index %d (peer's %u), traffic class %d, inline %u bytes", dev,
            qps_.size(), qps_.size() > 1 ? "s" : "", peer.c_str(), mtu_bytes(ibv_mtu(mtu)),
            link_layer_name(attr_.link_layer), gid_index_, remote.gid_index,
-           traffic_class_ >= 0 ? traffic_class_ : params().ib_tc, max_inline_);
-  return Status::Ok();
+           traffic_class_ >= 0 ? traffic_class_ : ib_tc(), max_inline_);
+  return ncclSuccess;
 }
 
 void IbConn::attach(int fd) {
@@ -225,33 +225,33 @@ void IbConn::attach(int fd) {
   next_check_ms_ = now_ms() + kPeerCheckMs;
 }
 
-Status IbConn::reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) {
+ncclResult_t IbConn::reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) {
   MrRef r;
   ZIP_CHECK(mrs_->acquire(data, size, &r));
   *out = std::make_unique<IbMemReg>(std::move(r));
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-Status IbConn::reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
+ncclResult_t IbConn::reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
                               std::unique_ptr<MemReg>* out) {
   MrRef r;
   ZIP_CHECK(mrs_->acquire(data, size, &r, DmaBuf{dmabuf_fd, offset}));
   if (for_receives && !flush_qp_) ZIP_CHECK(create_flush_qp());
   *out = std::make_unique<IbMemReg>(std::move(r));
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-Status IbConn::create_flush_qp() {
+ncclResult_t IbConn::create_flush_qp() {
   const IbvFunctions& fn = hca_->fn();
   const char* dev = dev_.c_str();
   flush_cq_ = fn.create_cq(hca_->context(), int(kFlushDepth), nullptr, nullptr, 0);
   if (!flush_cq_) {
     ZIP_WARN("%s: ibv_create_cq(%u) for the GPUDirect flush failed: %s", dev, kFlushDepth, std::strerror(errno));
-    return fail(ncclSystemError);
+    return ncclSystemError;
   }
   hca_->watch(flush_cq_, err_);
   flush_qp_ = create_rc_qp(fn, hca_->pd(), flush_cq_, kFlushDepth, 1, dev);
-  if (!flush_qp_) return fail(ncclSystemError);
+  if (!flush_qp_) return ncclSystemError;
   hca_->watch(flush_qp_, err_);
   ZIP_CHECK(qp_to_init(fn, flush_qp_, port_, dev));
   const QpPath path{port_, attr_.link_layer, gid_index_, gid_, attr_.active_mtu, traffic_class_};
@@ -260,12 +260,12 @@ Status IbConn::create_flush_qp() {
   return qp_to_rts(fn, flush_qp_, path, self, dev);
 }
 
-Status IbConn::flush(const void* data, Xfer* x) {
-  if (err_->code() != ncclSuccess) return fail(err_->code());
+ncclResult_t IbConn::flush(const void* data, Xfer* x) {
+  if (err_->code() != ncclSuccess) return err_->code();
   if (!flush_qp_ || flushes_.size() >= kFlushDepth)
     return fail_with(ncclInternalError, flush_qp_ ? "too many flushes in flight" : "flush of memory not registered for it");
   MrRef mr;  // the buffer's registration, held until the read is done
-  if (!mrs_->acquire(data, 1, &mr).ok()) return fail_with(ncclSystemError, "could not register a flushed buffer");
+  if (mrs_->acquire(data, 1, &mr) != ncclSuccess) return fail_with(ncclSystemError, "could not register a flushed buffer");
   ibv_sge sge{reinterpret_cast<uintptr_t>(&local_->flush_sink), 1, local_mr_->lkey};
   ibv_send_wr wr;
   std::memset(&wr, 0, sizeof wr);
@@ -280,38 +280,38 @@ Status IbConn::flush(const void* data, Xfer* x) {
     return fail_with(ncclSystemError, std::string("ibv_post_send (flush) failed: ") + std::strerror(e));
   x->pending.store(1, std::memory_order_relaxed);
   flushes_.push_back(FlushOp{x, std::move(mr)});
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-Status IbConn::on_flush_completion(const ibv_wc& wc) {
+ncclResult_t IbConn::on_flush_completion(const ibv_wc& wc) {
   if (wc.status != IBV_WC_SUCCESS)
     return fail_with(completion_error_code(wc.status), "GPUDirect flush failed: " + describe_completion_error(hca_->fn(), wc));
   if (flushes_.empty()) return fail_with(ncclInternalError, "completion for no flush");
   flushes_.front().x->pending.store(0, std::memory_order_release);
   flushes_.pop_front();
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 // ---- progress -----------------------------------------------------------------------------------
 
-Status IbConn::fail_with(ncclResult_t code, const std::string& why) {
+ncclResult_t IbConn::fail_with(ncclResult_t code, const std::string& why) {
   err_->set(code, dev_ + " " + peer_ + ": " + why);
-  return fail(err_->code());
+  return err_->code();
 }
 
 template <typename F>
-Status IbConn::drain(ibv_cq* cq, F on_wc) {
+ncclResult_t IbConn::drain(ibv_cq* cq, F on_wc) {
   ibv_wc wcs[kPollBatch];
   for (;;) {
     const int n = ibv_poll_cq(cq, kPollBatch, wcs);
     if (n < 0) return fail_with(ncclSystemError, "ibv_poll_cq failed");
     for (int i = 0; i < n; ++i) ZIP_CHECK(on_wc(wcs[i]));
-    if (n < kPollBatch) return Status::Ok();
+    if (n < kPollBatch) return ncclSuccess;
   }
 }
 
-Status IbConn::pump() {
-  if (err_->code() != ncclSuccess) return fail(err_->code());
+ncclResult_t IbConn::pump() {
+  if (err_->code() != ncclSuccess) return err_->code();
   if (hca_->fatal()) return fail_with(ncclSystemError, "the device failed (fatal asynchronous event)");
   ZIP_CHECK(drain(cq_, [this](const ibv_wc& wc) { return on_completion(wc); }));
   if (flush_cq_) ZIP_CHECK(drain(flush_cq_, [this](const ibv_wc& wc) { return on_flush_completion(wc); }));
@@ -321,13 +321,13 @@ Status IbConn::pump() {
   ZIP_CHECK(advertise());
   ZIP_CHECK(issue_sends());
   complete();
-  if (err_->code() != ncclSuccess) return fail(err_->code());
-  return Status::Ok();
+  if (err_->code() != ncclSuccess) return err_->code();
+  return ncclSuccess;
 }
 
-Status IbConn::progress() { return pump(); }
+ncclResult_t IbConn::progress() { return pump(); }
 
-Status IbConn::on_completion(const ibv_wc& wc) {
+ncclResult_t IbConn::on_completion(const ibv_wc& wc) {
   const WrKind kind = wr_kind(wc.wr_id);
   const uint32_t qp = wr_qp(wc.wr_id);
   if (qp >= qps_.size()) return fail_with(ncclInternalError, "completion for an unknown work request");
@@ -339,7 +339,7 @@ Status IbConn::on_completion(const ibv_wc& wc) {
     // bootstrap socket closing, that fails only what is still outstanding after the grace.
     if (kind == kWrCredit || kind == kWrAdvert || kind == kWrRecv) {
       peer_gone(completion_error_code(wc.status), why);
-      return Status::Ok();
+      return ncclSuccess;
     }
     // Our data or a control record is lost. A flush only says the QP had failed before.
     const bool flushed = wc.status == IBV_WC_WR_FLUSH_ERR && !gone_why_.empty();
@@ -348,17 +348,17 @@ Status IbConn::on_completion(const ibv_wc& wc) {
   switch (kind) {
     case kWrCtrl:
       ctrl_acked_++;
-      return Status::Ok();
+      return ncclSuccess;
     case kWrAdvert:
-      return Status::Ok();
+      return ncclSuccess;
     case kWrCredit:
       credit_write_out_ = false;
-      return Status::Ok();
+      return ncclSuccess;
     case kWrData: {
       const uint32_t i = sends_.empty() ? UINT32_MAX : wr_value(wc.wr_id) - sends_.front().seq;
       if (i >= sends_.size()) return fail_with(ncclInternalError, "completion for no send");
       sends_[i].wrs_out--;
-      return Status::Ok();
+      return ncclSuccess;
     }
     case kWrRecv:
       break;
@@ -381,16 +381,16 @@ Status IbConn::on_completion(const ibv_wc& wc) {
   return post_receive(qp, wr_value(wc.wr_id));
 }
 
-Status IbConn::post(uint32_t qp, ibv_send_wr* wr) {
+ncclResult_t IbConn::post(uint32_t qp, ibv_send_wr* wr) {
   wr->send_flags |= IBV_SEND_SIGNALED;
   ibv_send_wr* bad = nullptr;
   if (const int e = ibv_post_send(qps_[qp], wr, &bad))
     return fail_with(ncclSystemError, std::string("ibv_post_send failed: ") + std::strerror(e));
   sq_used_[qp]++;
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-Status IbConn::post_receive(uint32_t qp, uint32_t slot) {
+ncclResult_t IbConn::post_receive(uint32_t qp, uint32_t slot) {
   // Every receive on QP 0 gets a record buffer (a SEND may take it); elsewhere only immediates
   // arrive, which need none.
   ibv_sge sge{reinterpret_cast<uintptr_t>(local_->ctrl_rx[slot]), uint32_t(kCtrlRecord), local_mr_->lkey};
@@ -402,10 +402,10 @@ Status IbConn::post_receive(uint32_t qp, uint32_t slot) {
   ibv_recv_wr* bad = nullptr;
   if (const int e = ibv_post_recv(qps_[qp], &wr, &bad))
     return fail_with(ncclSystemError, std::string("ibv_post_recv failed: ") + std::strerror(e));
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-Status IbConn::write_mailbox(uint64_t id, const void* src, size_t len, size_t offset) {
+ncclResult_t IbConn::write_mailbox(uint64_t id, const void* src, size_t len, size_t offset) {
   ibv_sge sge{reinterpret_cast<uintptr_t>(src), uint32_t(len), local_mr_->lkey};
   ibv_send_wr wr;
   std::memset(&wr, 0, sizeof wr);
@@ -419,7 +419,7 @@ Status IbConn::write_mailbox(uint64_t id, const void* src, size_t len, size_t of
   return post(0, &wr);
 }
 
-Status IbConn::flush_ctrl() {
+ncclResult_t IbConn::flush_ctrl() {
   const uint64_t consumed = __atomic_load_n(&inbox_->ctrl_consumed, __ATOMIC_ACQUIRE);
   while (!ctrl_out_.empty() && ctrl_posted_ - consumed < kCtrlSlots && sq_used_[0] < kSendDepth) {
     const std::string& rec = ctrl_out_.front();
@@ -438,23 +438,23 @@ Status IbConn::flush_ctrl() {
     ctrl_out_bytes_ -= rec.size();
     ctrl_out_.pop_front();
   }
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 // Tells the peer how many of its records we took, once a quarter of its credits is owed: the
 // peer stalls only with all kCtrlSlots owed, so an update always comes.
-Status IbConn::send_credits() {
+ncclResult_t IbConn::send_credits() {
   if (credit_write_out_ || ctrl_taken_ - ctrl_credited_ < kCtrlSlots / 4 || sq_used_[0] >= kSendDepth)
-    return Status::Ok();
+    return ncclSuccess;
   local_->outbox.ctrl_consumed = ctrl_taken_;
   ZIP_CHECK(write_mailbox(wr_id(kWrCredit, 0, 0), &local_->outbox.ctrl_consumed, sizeof(uint64_t),
                           offsetof(Mailbox, ctrl_consumed)));
   credit_write_out_ = true;
   ctrl_credited_ = ctrl_taken_;
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-Status IbConn::advertise() {
+ncclResult_t IbConn::advertise() {
   while (advertised_ != recv_seq_ && advertised_ - recv_done_ < kFifoSlots && sq_used_[0] < kSendDepth) {
     const RecvOp& op = recvs_[advertised_ - recv_done_];
     const uint32_t slot = advertised_ % kFifoSlots;
@@ -466,7 +466,7 @@ Status IbConn::advertise() {
     ZIP_CHECK(write_mailbox(wr_id(kWrAdvert, 0, slot), &a, sizeof a, offsetof(Mailbox, fifo) + slot * sizeof(Advert)));
     advertised_++;
   }
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 // The advertisement for op, if all of it has landed: its stamps are read around its fields.
@@ -490,7 +490,7 @@ bool IbConn::take_advert(SendOp* op) {
   return true;
 }
 
-Status IbConn::issue(SendOp* op) {
+ncclResult_t IbConn::issue(SendOp* op) {
   const Split s = split(op->n, uint32_t(qps_.size()));
   bool all = true;
   for (uint32_t p = 0; p < s.parts; ++p) {
@@ -515,12 +515,12 @@ Status IbConn::issue(SendOp* op) {
     all &= begin + op->done[p] == end;
   }
   op->issued = all;
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 // Sends start in posting order (the k-th waits for the k-th advertisement); a QP carries one
 // send's work requests before the next one's.
-Status IbConn::issue_sends() {
+ncclResult_t IbConn::issue_sends() {
   while (issue_seq_ != send_seq_) {
     SendOp& op = sends_[issue_seq_ - sends_.front().seq];
     if (!op.started && !take_advert(&op)) break;
@@ -528,7 +528,7 @@ Status IbConn::issue_sends() {
     if (!op.issued) break;
     issue_seq_++;
   }
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 void IbConn::complete() {
@@ -573,46 +573,46 @@ bool IbConn::peer_closed() const {
 
 // ---- the engine's calls -------------------------------------------------------------------------
 
-Status IbConn::send_ctrl(const void* rec, size_t len) {
+ncclResult_t IbConn::send_ctrl(const void* rec, size_t len) {
   if (len > kCtrlRecord) return fail_with(ncclInternalError, "control record of " + std::to_string(len) + " bytes");
   ctrl_out_.emplace_back(static_cast<const char*>(rec), len);
   ctrl_out_bytes_ += len;
   return pump();
 }
 
-Status IbConn::recv_ctrl(void* buf, size_t cap, size_t* len) {
+ncclResult_t IbConn::recv_ctrl(void* buf, size_t cap, size_t* len) {
   *len = 0;
   ZIP_CHECK(pump());
-  if (ctrl_in_.empty()) return Status::Ok();
+  if (ctrl_in_.empty()) return ncclSuccess;
   const std::string& rec = ctrl_in_.front();
   if (rec.size() > cap)
     return fail_with(ncclRemoteError, "control record of " + std::to_string(rec.size()) + " bytes");
   std::memcpy(buf, rec.data(), rec.size());
   *len = rec.size();
   ctrl_in_.pop_front();
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-Status IbConn::post_send(const void* buf, size_t n, Xfer* x) {
-  if (err_->code() != ncclSuccess) return fail(err_->code());
-  if (n == 0) return Status::Ok();
+ncclResult_t IbConn::post_send(const void* buf, size_t n, Xfer* x) {
+  if (err_->code() != ncclSuccess) return err_->code();
+  if (n == 0) return ncclSuccess;
   if (n > UINT32_MAX) return fail_with(ncclInvalidUsage, "transfer of " + std::to_string(n) + " bytes");
   MrRef mr;
-  if (!mrs_->acquire(buf, n, &mr).ok()) return fail_with(ncclSystemError, "could not register a send buffer");
+  if (mrs_->acquire(buf, n, &mr) != ncclSuccess) return fail_with(ncclSystemError, "could not register a send buffer");
   sends_.push_back(SendOp{static_cast<const char*>(buf), n, x, send_seq_++, std::move(mr)});
   x->pending.fetch_add(1, std::memory_order_relaxed);
   return pump();
 }
 
-Status IbConn::post_recv(void* buf, size_t n, Xfer* x) {
-  if (err_->code() != ncclSuccess) return fail(err_->code());
-  if (n == 0) return Status::Ok();
+ncclResult_t IbConn::post_recv(void* buf, size_t n, Xfer* x) {
+  if (err_->code() != ncclSuccess) return err_->code();
+  if (n == 0) return ncclSuccess;
   if (n > UINT32_MAX) return fail_with(ncclInvalidUsage, "transfer of " + std::to_string(n) + " bytes");
   MrRef mr;
-  if (!mrs_->acquire(buf, n, &mr).ok()) return fail_with(ncclSystemError, "could not register a receive buffer");
+  if (mrs_->acquire(buf, n, &mr) != ncclSuccess) return fail_with(ncclSystemError, "could not register a receive buffer");
   recvs_.push_back(RecvOp{static_cast<char*>(buf), n, x, recv_seq_++, std::move(mr)});
   x->pending.fetch_add(1, std::memory_order_relaxed);
   return pump();
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -31,32 +31,32 @@
 #include "mr_cache.h"
 #include "transport.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 class IbConn : public Conn {
  public:
   // The completion queue, nqps queue pairs (in INIT) and the control buffers on `port`.
   // traffic_class: this connection's (NCCL's per-communicator setting), -1 for NCCL_IB_TC.
-  static Status create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out);
+  static ncclResult_t create(const IbPort& port, int nqps, int traffic_class, std::unique_ptr<IbConn>* out);
   ~IbConn() override;
 
   // This end's half of the exchange; magic, version and nonce are the caller's.
   void local_info(QpInfo* info) const;
   // Brings every queue pair to RTS towards the end `remote` describes and posts the receives.
-  Status connect_qps(const QpInfo& remote, const std::string& peer);
+  ncclResult_t connect_qps(const QpInfo& remote, const std::string& peer);
   // Keeps the bootstrap socket: it closing tells that the peer has gone.
   void attach(int fd);
 
-  Status send_ctrl(const void* rec, size_t len) override;
-  Status recv_ctrl(void* buf, size_t cap, size_t* len) override;
-  Status progress() override;
-  Status post_send(const void* buf, size_t n, Xfer* x) override;
-  Status post_recv(void* buf, size_t n, Xfer* x) override;
-  Status reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) override;
-  Status reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
+  ncclResult_t send_ctrl(const void* rec, size_t len) override;
+  ncclResult_t recv_ctrl(void* buf, size_t cap, size_t* len) override;
+  ncclResult_t progress() override;
+  ncclResult_t post_send(const void* buf, size_t n, Xfer* x) override;
+  ncclResult_t post_recv(void* buf, size_t n, Xfer* x) override;
+  ncclResult_t reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) override;
+  ncclResult_t reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
                         std::unique_ptr<MemReg>* out) override;
-  Status flush(const void* data, Xfer* x) override;
-  Status error() const override { return Status{err_->code()}; }
+  ncclResult_t flush(const void* data, Xfer* x) override;
+  ncclResult_t error() const override { return err_->code(); }
   std::string error_text() const override { return err_->text(); }
   // Records posted but not yet acknowledged count too: a QP destroyed at close drops its
   // unexecuted sends, where a closed socket would still deliver them.
@@ -93,24 +93,24 @@ class IbConn : public Conn {
   struct Local;  // the outbox and control rings, registered for local access
 
   IbConn() = default;
-  Status pump();
-  Status fail_with(ncclResult_t code, const std::string& why);
+  ncclResult_t pump();
+  ncclResult_t fail_with(ncclResult_t code, const std::string& why);
   // Polls cq until it is empty, each completion through on_wc (a failure stops there).
   template <typename F>
-  Status drain(ibv_cq* cq, F on_wc);
-  Status on_completion(const ibv_wc& wc);
-  Status post(uint32_t qp, ibv_send_wr* wr);
-  Status post_receive(uint32_t qp, uint32_t slot);
-  Status create_flush_qp();
-  Status on_flush_completion(const ibv_wc& wc);
+  ncclResult_t drain(ibv_cq* cq, F on_wc);
+  ncclResult_t on_completion(const ibv_wc& wc);
+  ncclResult_t post(uint32_t qp, ibv_send_wr* wr);
+  ncclResult_t post_receive(uint32_t qp, uint32_t slot);
+  ncclResult_t create_flush_qp();
+  ncclResult_t on_flush_completion(const ibv_wc& wc);
   // RDMA-writes [src, src + len) of our outbox into the peer's mailbox at offset, on QP 0.
-  Status write_mailbox(uint64_t id, const void* src, size_t len, size_t offset);
-  Status flush_ctrl();
-  Status send_credits();
-  Status advertise();
+  ncclResult_t write_mailbox(uint64_t id, const void* src, size_t len, size_t offset);
+  ncclResult_t flush_ctrl();
+  ncclResult_t send_credits();
+  ncclResult_t advertise();
   bool take_advert(SendOp* op);
-  Status issue(SendOp* op);
-  Status issue_sends();
+  ncclResult_t issue(SendOp* op);
+  ncclResult_t issue_sends();
   void complete();
   void check_peer();
   void peer_gone(ncclResult_t code, const std::string& why);
@@ -168,4 +168,4 @@ class IbConn : public Conn {
   uint32_t recv_done_ = 0;
 };
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

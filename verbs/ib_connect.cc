@@ -6,9 +6,9 @@
 #include <cstring>
 
 #include "log.h"
-#include "param.h"
+#include "ib_params.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 // This end's half of the exchange, with the handle's nonce.
@@ -50,17 +50,17 @@ IbListener::~IbListener() {
 
 const char* IbListener::admit(int fd, const SockAddr& peer, const QpInfo& hello) {
   if (const char* why = invalid(hello, nonce_)) return why;
-  if (!set_conn_options(fd, int(params().socket_timeout_ms))) return "socket options failed";
+  if (!set_conn_options(fd, int(socket_timeout_ms()))) return "socket options failed";
   std::unique_ptr<IbConn> conn;
-  if (!IbConn::create(port_, hello.nqps, int(hello.traffic_class) - 1, &conn).ok() || !conn->connect_qps(hello, addr_str(peer)).ok())
+  if (IbConn::create(port_, hello.nqps, int(hello.traffic_class) - 1, &conn) != ncclSuccess || conn->connect_qps(hello, addr_str(peer)) != ncclSuccess)
     return "could not set up its queue pairs";
-  Accepting a{fd, peer, std::move(conn), {}, 0, 0, 0, now_ms() + params().handshake_timeout_ms};
+  Accepting a{fd, peer, std::move(conn), {}, 0, 0, 0, now_ms() + handshake_timeout_ms()};
   a.reply = make_info(*a.conn, nonce_);
   accepting_.push_back(std::move(a));
   return nullptr;
 }
 
-Status IbListener::accept(std::unique_ptr<Conn>* out) {
+ncclResult_t IbListener::accept(std::unique_ptr<Conn>* out) {
   out->reset();
   hellos_.poll([this](int fd, const SockAddr& peer, const char* bytes) {
     QpInfo h;
@@ -84,9 +84,9 @@ Status IbListener::accept(std::unique_ptr<Conn>* out) {
       *out = std::move(a.conn);
     }
     accepting_.erase(accepting_.begin() + long(i));
-    return Status::Ok();
+    return ncclSuccess;
   }
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 // ---- connector ----------------------------------------------------------------------------------
@@ -95,23 +95,23 @@ IbConnector::IbConnector(std::unique_ptr<IbConn> conn, const SockAddr& addr, uin
     : conn_(std::move(conn)),
       addr_(addr),
       nonce_(nonce),
-      hello_(addr, bytes_of(make_info(*conn_, nonce)), now_ms() + params().handshake_timeout_ms) {}
+      hello_(addr, bytes_of(make_info(*conn_, nonce)), now_ms() + handshake_timeout_ms()) {}
 
 IbConnector::~IbConnector() {
   if (fd_ >= 0) close(fd_);
 }
 
-Status IbConnector::progress(std::unique_ptr<Conn>* out) {
+ncclResult_t IbConnector::progress(std::unique_ptr<Conn>* out) {
   out->reset();
   const std::string peer = addr_str(addr_);
   if (fd_ < 0) {
     bool sent = false;
     ZIP_CHECK(hello_.step(&sent));
-    if (!sent) return Status::Ok();
+    if (!sent) return ncclSuccess;
     fd_ = hello_.release();
-    if (!set_conn_options(fd_, int(params().socket_timeout_ms))) {
+    if (!set_conn_options(fd_, int(socket_timeout_ms()))) {
       ZIP_WARN("connect to %s: socket options failed: %s", peer.c_str(), std::strerror(errno));
-      return fail(ncclSystemError);
+      return ncclSystemError;
     }
   }
   // The listener answers only once NCCL calls its accept, which may take a while: no deadline
@@ -120,22 +120,22 @@ Status IbConnector::progress(std::unique_ptr<Conn>* out) {
   if (io == Io::kDone && !qps_ready_) {
     if (const char* why = invalid(reply_, nonce_)) {
       ZIP_WARN("connect to %s: bad answer: %s", peer.c_str(), why);
-      return fail(ncclRemoteError);
+      return ncclRemoteError;
     }
     ZIP_CHECK(conn_->connect_qps(reply_, peer));
     qps_ready_ = true;
   }
   if (io == Io::kDone) io = send_some(fd_, &ready_, sizeof ready_, &sent_);
-  if (io == Io::kAgain) return Status::Ok();
+  if (io == Io::kAgain) return ncclSuccess;
   if (io != Io::kDone) {
     ZIP_WARN("connect to %s: the listener closed the connection during the handshake", peer.c_str());
-    return fail(ncclRemoteError);
+    return ncclRemoteError;
   }
   ZIP_INFO(NCCL_NET | NCCL_INIT, "connected to %s", peer.c_str());
   conn_->attach(fd_);
   fd_ = -1;
   *out = std::move(conn_);
-  return Status::Ok();
+  return ncclSuccess;
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

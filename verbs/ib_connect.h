@@ -13,16 +13,16 @@
 #include "ib_conn.h"
 #include "ib_devices.h"
 #include "ib_wire.h"
-#include "tcp_handshake.h"
+#include "tcp_bootstrap.h"
 #include "transport.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 class IbListener : public Listener {
  public:
   IbListener(IbPort port, int fd, uint64_t nonce, std::string where);
   ~IbListener() override;
-  Status accept(std::unique_ptr<Conn>* out) override;
+  ncclResult_t accept(std::unique_ptr<Conn>* out) override;
 
  private:
   struct Accepting {
@@ -48,7 +48,7 @@ class IbConnector : public Connector {
   // conn: this end's queue pairs, not yet connected.
   IbConnector(std::unique_ptr<IbConn> conn, const SockAddr& addr, uint64_t nonce);
   ~IbConnector() override;
-  Status progress(std::unique_ptr<Conn>* out) override;
+  ncclResult_t progress(std::unique_ptr<Conn>* out) override;
 
  private:
   std::unique_ptr<IbConn> conn_;
@@ -63,4 +63,4 @@ class IbConnector : public Connector {
   size_t sent_ = 0;
 };
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

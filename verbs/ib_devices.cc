@@ -9,11 +9,11 @@
 #include "hca_filter.h"
 #include "ib_qp.h"
 #include "log.h"
-#include "param.h"
+#include "ib_params.h"
 #include "port_info.h"
 #include "sysfs.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 constexpr size_t kMaxDevs = 32;  // NCCL's MAX_IB_DEVS
@@ -35,7 +35,7 @@ std::string pci_path_of(const std::string& dev) {
              error.c_str());
     return "";
   }
-  return merged_pci_path(path, params().ib_merge_vfs);
+  return merged_pci_path(path, ib_merge_vfs());
 }
 
 }  // namespace
@@ -85,17 +85,18 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
         skipped += "; " + where + " not selected by NCCL_IB_HCA=" + (hca_env ? hca_env : "");
         continue;
       }
-      if (!mrs) mrs = std::make_shared<MrCache>(hca, fn, hca->pd(), hca->name(), params().ib_relaxed_ordering != 0);
+      if (!mrs) mrs = std::make_shared<MrCache>(hca, fn, hca->pd(), hca->name(), ib_relaxed_ordering() != 0);
       IbPort ip{hca, mrs, p, a, DeviceInfo{}};
       ip.info.name = hca->name();
       ip.info.port = p;
       ip.info.pci_path = pci_path_of(hca->name());
       ip.info.speed_mbps = int(speed_of(fn, hca->context(), p, a));
       ip.info.guid = hca->attr().sys_image_guid;
-      ip.info.max_comms = hca->attr().max_qp / std::max(1, params().ib_qps_per_conn);  // QPs per connection
+      ip.info.max_comms = hca->attr().max_qp / std::max<int64_t>(1, ib_qps_per_conn());  // QPs per connection
       if (dmabuf < 0) dmabuf = dmabuf_supported(fn, hca->pd());
       ip.info.gdr_peermem = peermem;
       ip.info.gdr_dmabuf = dmabuf == 1;
+      ip.info.gdr_flush = ib_gdr_flush_disable() == 0;
       ZIP_INFO(NCCL_NET | NCCL_INIT, "[%zu] %s %s %d Mb/s MTU %d guid %#llx pci %s, GPUDirect RDMA: %s",
                ports.size(), where.c_str(), link_layer_name(a.link_layer), ip.info.speed_mbps,
                mtu_bytes(a.active_mtu), (unsigned long long)ip.info.guid,
@@ -111,4 +112,4 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
   return ports;
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

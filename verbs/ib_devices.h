@@ -13,7 +13,7 @@
 #include "mr_cache.h"
 #include "transport.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 struct IbPort {
   std::shared_ptr<IbHca> hca;
@@ -27,4 +27,4 @@ struct IbPort {
 // *why, when there is none.
 std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::string* why);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

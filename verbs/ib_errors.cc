@@ -1,6 +1,6 @@
 #include "ib_errors.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 const char* hint(ibv_wc_status s) {
@@ -47,4 +47,4 @@ ncclResult_t completion_error_code(ibv_wc_status status) {
   }
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "ibv_loader.h"
-#include "nccl_abi.h"
+#include "nccl_types.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 std::string describe_completion_error(const IbvFunctions& fn, const ibv_wc& wc);
 ncclResult_t completion_error_code(ibv_wc_status status);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

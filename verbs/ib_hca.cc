@@ -10,7 +10,7 @@
 
 #include "log.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 // HCAs whose event thread runs. At exit NCCL may leave connections open, and they keep their HCA
@@ -148,4 +148,4 @@ void IbHca::handle(const ibv_async_event& ev) {
   }
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

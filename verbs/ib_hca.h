@@ -16,7 +16,7 @@
 #include "ibv_loader.h"
 #include "status.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 class IbHca {
  public:
@@ -60,4 +60,4 @@ class IbHca {
   std::map<const void*, std::weak_ptr<StickyError>> watched_;
 };
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -5,15 +5,15 @@
 #include <initializer_list>
 
 #include "log.h"
-#include "param.h"
+#include "ib_params.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
-Status modify(const IbvFunctions& fn, ibv_qp* qp, ibv_qp_attr* attr, int mask, const char* to, const char* dev) {
-  if (fn.modify_qp(qp, attr, mask) == 0) return Status::Ok();
+ncclResult_t modify(const IbvFunctions& fn, ibv_qp* qp, ibv_qp_attr* attr, int mask, const char* to, const char* dev) {
+  if (fn.modify_qp(qp, attr, mask) == 0) return ncclSuccess;
   ZIP_WARN("%s: moving queue pair %u to %s failed: %s", dev, qp->qp_num, to, std::strerror(errno));
-  return fail(ncclSystemError);
+  return ncclSystemError;
 }
 
 // The 64-bit subnet prefix of a GID (its first 8 bytes).
@@ -48,18 +48,17 @@ ibv_qp* create_rc_qp(const IbvFunctions& fn, ibv_pd* pd, ibv_cq* cq, uint32_t se
   return qp;
 }
 
-Status qp_to_init(const IbvFunctions& fn, ibv_qp* qp, int port, const char* dev) {
+ncclResult_t qp_to_init(const IbvFunctions& fn, ibv_qp* qp, int port, const char* dev) {
   ibv_qp_attr a;
   std::memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_INIT;
-  a.pkey_index = uint16_t(params().ib_pkey_index);
+  a.pkey_index = uint16_t(ib_pkey_index());
   a.port_num = uint8_t(port);
   a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   return modify(fn, qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT", dev);
 }
 
-Status qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, const QpPeer& peer, const char* dev) {
-  const Params& p = params();
+ncclResult_t qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, const QpPeer& peer, const char* dev) {
   ibv_qp_attr a;
   std::memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTR;
@@ -76,9 +75,9 @@ Status qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, const Q
     std::memcpy(a.ah_attr.grh.dgid.raw, peer.gid, 16);
     a.ah_attr.grh.sgid_index = uint8_t(path.gid_index);
     a.ah_attr.grh.hop_limit = 255;
-    a.ah_attr.grh.traffic_class = uint8_t(path.traffic_class >= 0 ? path.traffic_class : p.ib_tc);
+    a.ah_attr.grh.traffic_class = uint8_t(path.traffic_class >= 0 ? path.traffic_class : ib_tc());
   }
-  a.ah_attr.sl = uint8_t(p.ib_sl);
+  a.ah_attr.sl = uint8_t(ib_sl());
   a.ah_attr.port_num = uint8_t(path.port);
   ZIP_CHECK(modify(fn, qp, &a,
                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -86,8 +85,8 @@ Status qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, const Q
                    "RTR", dev));
   std::memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
-  a.timeout = uint8_t(p.ib_timeout);
-  a.retry_cnt = uint8_t(p.ib_retry_cnt);
+  a.timeout = uint8_t(ib_timeout());
+  a.retry_cnt = uint8_t(ib_retry_cnt());
   a.rnr_retry = 7;  // infinite; our credits keep receives posted, so an RNR wait is transient
   a.sq_psn = 0;
   a.max_rd_atomic = 1;
@@ -109,4 +108,4 @@ ibv_mtu mtu_from_bytes(int bytes) {
 
 int mtu_bytes(ibv_mtu mtu) { return 128 << int(mtu); }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

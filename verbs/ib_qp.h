@@ -10,7 +10,7 @@
 #include "ibv_loader.h"
 #include "status.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 // One end's address as the other end needs it.
 struct QpPeer {
@@ -35,12 +35,12 @@ struct QpPath {
 ibv_qp* create_rc_qp(const IbvFunctions& fn, ibv_pd* pd, ibv_cq* cq, uint32_t send_wr, uint32_t recv_wr,
                      const char* dev, uint32_t want_inline = 0, uint32_t* max_inline = nullptr);
 // RESET -> INIT on the port, remote read and write allowed.
-Status qp_to_init(const IbvFunctions& fn, ibv_qp* qp, int port, const char* dev);
+ncclResult_t qp_to_init(const IbvFunctions& fn, ibv_qp* qp, int port, const char* dev);
 // INIT -> RTR towards peer, then RTR -> RTS.
-Status qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, const QpPeer& peer, const char* dev);
+ncclResult_t qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, const QpPeer& peer, const char* dev);
 
 // IBV_MTU_* for a size in bytes (256..4096), and back.
 ibv_mtu mtu_from_bytes(int bytes);
 int mtu_bytes(ibv_mtu mtu);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -6,11 +6,11 @@
 #include "ib_devices.h"
 #include "ib_wire.h"
 #include "log.h"
-#include "param.h"
-#include "socket_util.h"
-#include "tcp_handshake.h"
+#include "ib_params.h"
+#include "sockets.h"
+#include "tcp_bootstrap.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 class IbTransport : public Transport {
@@ -19,35 +19,34 @@ class IbTransport : public Transport {
 
   const char* name() const override { return "ib"; }
   std::string settings() const override {
-    const Params& p = params();
     const bool ro = !ports_.empty() && ports_[0].mrs->relaxed_ordering();
-    return std::to_string(p.ib_qps_per_conn) + " QP(s) per connection, timeout " + std::to_string(p.ib_timeout) +
-           ", retry count " + std::to_string(p.ib_retry_cnt) + (ro ? ", relaxed ordering" : "") + ", bootstrap over " +
+    return std::to_string(ib_qps_per_conn()) + " QP(s) per connection, timeout " + std::to_string(ib_timeout()) +
+           ", retry count " + std::to_string(ib_retry_cnt()) + (ro ? ", relaxed ordering" : "") + ", bootstrap over " +
            bootstrap_.name;
   }
   int num_devices() const override { return int(ports_.size()); }
   const DeviceInfo& device(int dev) const override { return ports_[size_t(dev)].info; }
 
-  Status listen(int dev, void* handle, std::unique_ptr<Listener>* out) override {
+  ncclResult_t listen(int dev, void* handle, std::unique_ptr<Listener>* out) override {
     SockAddr a;
     uint64_t nonce;
     const int fd = listen_for_handle(bootstrap_.addr, bootstrap_.name, kHandleMagic, kWireVersion, handle, &a, &nonce);
-    if (fd < 0) return fail(ncclSystemError);
+    if (fd < 0) return ncclSystemError;
     const IbPort& port = ports_[size_t(dev)];
     const std::string where = port.info.name + ":" + std::to_string(port.port) + " via " + addr_str(a);
     ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
     *out = std::make_unique<IbListener>(port, fd, nonce, where);
-    return Status::Ok();
+    return ncclSuccess;
   }
 
-  Status connect(int dev, const void* handle, int traffic_class, std::unique_ptr<Connector>* out) override {
+  ncclResult_t connect(int dev, const void* handle, int traffic_class, std::unique_ptr<Connector>* out) override {
     SockAddr a;
     uint64_t nonce;
     ZIP_CHECK(parse_handle(handle, kHandleMagic, kWireVersion, "verbs", &a, &nonce));
     std::unique_ptr<IbConn> conn;
-    ZIP_CHECK(IbConn::create(ports_[size_t(dev)], params().ib_qps_per_conn, traffic_class, &conn));
+    ZIP_CHECK(IbConn::create(ports_[size_t(dev)], ib_qps_per_conn(), traffic_class, &conn));
     *out = std::make_unique<IbConnector>(std::move(conn), a, nonce);
-    return Status::Ok();
+    return ncclSuccess;
   }
 
  private:
@@ -67,12 +66,12 @@ std::unique_ptr<Transport> make_ib_transport(std::string* why) {
   std::vector<IbPort> ports = discover_ports(lib, why);
   if (ports.empty()) return nullptr;
   // NCCL's IB transport bootstraps over the same interface its socket code would pick.
-  std::vector<Iface> ifs = find_interfaces(params().socket_ifname, params().socket_family, 1);
+  std::vector<Iface> ifs = find_interfaces(socket_ifname(), socket_family(), 1);
   if (ifs.empty()) {
-    *why = "no network interface for the bootstrap connection (NCCL_SOCKET_IFNAME=" + params().socket_ifname + ")";
+    *why = "no network interface for the bootstrap connection (NCCL_SOCKET_IFNAME=" + socket_ifname() + ")";
     return nullptr;
   }
   return std::make_unique<IbTransport>(std::move(ports), ifs[0]);
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

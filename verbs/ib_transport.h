@@ -8,9 +8,9 @@
 
 #include "transport.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 // Null, with the reason in *why, when libibverbs does not load or no port is usable.
 std::unique_ptr<Transport> make_ib_transport(std::string* why);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

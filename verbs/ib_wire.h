@@ -6,10 +6,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "param.h"
+#include "ib_params.h"
 #include "transport.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 constexpr uint32_t kHandleMagic = 0x5A494249u;  // "IBIZ"
 constexpr uint32_t kInfoMagic = 0x5A49514Fu;
@@ -59,4 +59,4 @@ struct Mailbox {
   uint64_t ctrl_consumed;  // control records of ours the other end has taken (its credits to us)
 };
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 constexpr const char* kBaseVersion = "IBVERBS_1.1";
@@ -82,4 +82,4 @@ std::unique_ptr<IbvLibrary> load_ibverbs(const std::string& path, std::string* e
   return lib;
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

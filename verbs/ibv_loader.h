@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 // Member names drop the ibv_ prefix: verbs.h defines ibv_reg_mr and ibv_query_port as macros.
 struct IbvFunctions {
@@ -81,4 +81,4 @@ std::string ibverbs_library_path();
 // caller logs it.
 std::unique_ptr<IbvLibrary> load_ibverbs(const std::string& path, std::string* error);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -8,7 +8,7 @@
 
 #include "log.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 MrRef::MrRef(MrRef&& o) noexcept : cache_(std::move(o.cache_)), mr_(o.mr_), end_(o.end_) { o.mr_ = nullptr; }
 
@@ -50,12 +50,12 @@ bool MrCache::take_existing(uintptr_t a, uintptr_t e, MrRef* out) {
 
 // Pinning memory can take long (large buffers): ibv_reg_mr and ibv_dereg_mr run outside the
 // lock, which progress threads of every connection on this HCA take for each transfer.
-Status MrCache::acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf) {
+ncclResult_t MrCache::acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
   const uintptr_t e = a + (len ? len : 1);
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (take_existing(a, e, out)) return Status::Ok();
+    if (take_existing(a, e, out)) return ncclSuccess;
   }
   static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   const uintptr_t start = a & ~(page - 1);
@@ -78,7 +78,7 @@ Status MrCache::acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf)
     ZIP_WARN("%s: %s of %p (%zu bytes%s) failed: %s", dev_.c_str(), dmabuf.fd < 0 ? "ibv_reg_mr" : "ibv_reg_dmabuf_mr",
              addr, len, dmabuf.fd < 0 ? "" : (", fd " + std::to_string(dmabuf.fd) + " offset " +
                                              std::to_string(dmabuf.offset)).c_str(), std::strerror(errno));
-    return fail(ncclSystemError);
+    return ncclSystemError;
   }
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -87,11 +87,11 @@ Status MrCache::acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf)
       ZIP_TRACE("%s: registered %#lx..%#lx (lkey %#x rkey %#x)", dev_.c_str(), (unsigned long)start,
                 (unsigned long)end, mr->lkey, mr->rkey);
       *out = MrRef(shared_from_this(), mr, end);
-      return Status::Ok();
+      return ncclSuccess;
     }
   }
   dereg(mr);
-  return Status::Ok();
+  return ncclSuccess;
 }
 
 void MrCache::release(ibv_mr* mr, uintptr_t end) {
@@ -115,4 +115,4 @@ size_t MrCache::registrations() const {
   return by_end_.size();
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

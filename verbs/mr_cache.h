@@ -17,7 +17,7 @@
 #include "ibv_loader.h"
 #include "status.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 class MrCache;
 
@@ -64,7 +64,7 @@ class MrCache : public std::enable_shared_from_this<MrCache> {
   // registration fails.
   // With a DMA-BUF (fd >= 0, addr at `offset` in it) a new registration is ibv_reg_dmabuf_mr of
   // the same pages, at their addresses (GPU memory without nvidia-peermem).
-  Status acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf = DmaBuf{-1, 0});
+  ncclResult_t acquire(const void* addr, size_t len, MrRef* out, DmaBuf dmabuf = DmaBuf{-1, 0});
   size_t registrations() const;
 
  private:
@@ -90,4 +90,4 @@ class MrCache : public std::enable_shared_from_this<MrCache> {
   std::multimap<uintptr_t, Entry> by_end_;
 };
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

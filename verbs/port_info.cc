@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 // Index of the lowest set bit of val, or max when none of bits 0..max-1 is set.
@@ -130,4 +130,4 @@ int select_gid_index(int link_layer, const std::vector<GidEntry>& table, const G
   return best;
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

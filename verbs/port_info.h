@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 // Mbps from ibv_port_attr's active_width and active_speed (active_speed_ex, when non-zero, wins:
 // XDR does not fit in the 8-bit active_speed). As NCCL, the lowest set bit picks the table entry
@@ -52,4 +52,4 @@ bool gid_valid(const uint8_t raw[16]);
 // from index 0).
 int select_gid_index(int link_layer, const std::vector<GidEntry>& table, const GidPolicy& policy);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 std::string class_dir(const std::string& root, const std::string& dev) {
@@ -56,4 +56,4 @@ int gid_roce_version(const std::string& root, const std::string& dev, int port, 
   return -1;
 }
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 
 // The real PCI device directory of IB device `dev`: realpath of
 // <root>/sys/class/infiniband/<dev>/device. NCCL places the NIC in its topology by this path
@@ -24,4 +24,4 @@ std::string merged_pci_path(std::string path, bool merge_vfs);
 // some indices: EINVAL) or says something else.
 int gid_roce_version(const std::string& root, const std::string& dev, int port, int index);
 
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -11,7 +11,8 @@
 #include "net_client.h"  // ncclResult_t
 #include "pair.h"
 
-using namespace ztest;
+using namespace zipccl::client;
+using namespace zipccl::test;
 
 namespace {
 

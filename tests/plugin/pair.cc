@@ -6,7 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 
-namespace ztest {
+namespace zipccl::test {
 
 double now_s() {
   using namespace std::chrono;
@@ -81,4 +81,4 @@ std::string probe(const Env& env, std::vector<std::string>* log) {
   return result_line(p);
 }
 
-}  // namespace ztest
+}  // namespace zipccl::test

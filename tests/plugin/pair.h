@@ -13,10 +13,10 @@
 #define SKIP_WITHOUT_CUDA()                                    \
   do {                                                         \
     std::string why_;                                          \
-    if (!::ztest::have_cuda_device(&why_)) GTEST_SKIP() << why_; \
+    if (!::zipccl::client::have_cuda_device(&why_)) GTEST_SKIP() << why_; \
   } while (0)
 
-namespace ztest {
+namespace zipccl::test {
 
 using Env = std::map<std::string, std::string>;
 
@@ -48,4 +48,4 @@ void expect_ok(const Pair& p);
 // its log in *log when given.
 std::string probe(const Env& env, std::vector<std::string>* log = nullptr);
 
-}  // namespace ztest
+}  // namespace zipccl::test

@@ -31,7 +31,7 @@
 #include "net_client.h"
 #include "traffic.h"
 
-using namespace ztest;
+using namespace zipccl::client;
 
 namespace {
 

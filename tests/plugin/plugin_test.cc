@@ -25,7 +25,8 @@
 #include "spawn.h"
 #include "traffic.h"
 
-using namespace ztest;
+using namespace zipccl::client;
+using namespace zipccl::test;
 
 namespace {
 

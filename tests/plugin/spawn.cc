@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace ztest {
+namespace zipccl::test {
 namespace {
 double now_s() {
   using namespace std::chrono;
@@ -84,4 +84,4 @@ int Proc::wait(double timeout_s) {
   return 128 + WTERMSIG(status_);
 }
 
-}  // namespace ztest
+}  // namespace zipccl::test

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace ztest {
+namespace zipccl::test {
 
 class Proc {
  public:
@@ -32,4 +32,4 @@ class Proc {
   std::vector<std::string> lines_;
 };
 
-}  // namespace ztest
+}  // namespace zipccl::test

@@ -9,7 +9,7 @@
 
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 TEST(EmuDataPath, SendLandsInPostedReceive) {
@@ -226,4 +226,4 @@ TEST(EmuDataPath, DmabufRegionTakesIovaAsItsAddress) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

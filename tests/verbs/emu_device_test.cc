@@ -10,7 +10,7 @@
 #include "emu_test_util.h"
 #include "port_info.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 // An opened device list, closed when done.
@@ -319,4 +319,4 @@ TEST(EmuConfig, GdrSupport) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

@@ -8,7 +8,7 @@
 
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 // Posts a bad write (as `corrupt` makes it) followed by a good one and a receive on the
@@ -257,4 +257,4 @@ TEST(EmuErrors, UnroutableAddressTimesOut) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

@@ -8,7 +8,7 @@
 
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 TEST(EmuEvents, BlockedAsyncReaderGetsTheEvent) {
@@ -149,4 +149,4 @@ TEST(EmuEvents, CompletionChannelSignalsArmedCq) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

@@ -6,7 +6,7 @@
 
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 // A pair whose requester (a) was opened under the fault plan; b has none.
@@ -130,4 +130,4 @@ TEST(EmuFaults, BadPlanFailsOpen) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

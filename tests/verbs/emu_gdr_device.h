@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <string>
 
-namespace zip::verbs::emu_test::gdr {
+namespace zipccl::verbs::emu_test::gdr {
 
 // Why there is no device memory to test with here (the tests skip), or empty.
 std::string unavailable();
@@ -17,4 +17,4 @@ void release(void* p);
 bool upload(void* device_dst, const void* host_src, size_t n);
 bool download(void* host_dst, const void* device_src, size_t n);
 
-}  // namespace zip::verbs::emu_test::gdr
+}  // namespace zipccl::verbs::emu_test::gdr

@@ -3,7 +3,7 @@
 
 #include "emu_gdr_device.h"
 
-namespace zip::verbs::emu_test::gdr {
+namespace zipccl::verbs::emu_test::gdr {
 
 std::string unavailable() {
   int n = 0;
@@ -25,4 +25,4 @@ bool download(void* host_dst, const void* device_src, size_t n) {
   return cudaMemcpy(host_dst, device_src, n, cudaMemcpyDeviceToHost) == cudaSuccess;
 }
 
-}  // namespace zip::verbs::emu_test::gdr
+}  // namespace zipccl::verbs::emu_test::gdr

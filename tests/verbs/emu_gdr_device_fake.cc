@@ -4,7 +4,7 @@
 
 #include "emu_gdr_device.h"
 
-namespace zip::verbs::emu_test::gdr {
+namespace zipccl::verbs::emu_test::gdr {
 namespace {
 
 struct Fake {
@@ -46,4 +46,4 @@ bool download(void* host_dst, const void* device_src, size_t n) {
   return true;
 }
 
-}  // namespace zip::verbs::emu_test::gdr
+}  // namespace zipccl::verbs::emu_test::gdr

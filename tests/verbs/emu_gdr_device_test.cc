@@ -12,7 +12,7 @@
 #include "emu_gdr_device.h"
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 constexpr int kRemoteAccess =
@@ -244,4 +244,4 @@ TEST(EmuGdrDevice, LoopbackFlushReadsDmabufRegion) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

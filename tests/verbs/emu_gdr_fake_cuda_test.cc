@@ -11,7 +11,7 @@
 #include "emu_gdr_device.h"
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 constexpr int kRemoteAccess =
@@ -134,4 +134,4 @@ TEST_F(EmuGdrFakeCuda, FailedCopyIntoReceiveIsLocalProtectionErrorThere) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

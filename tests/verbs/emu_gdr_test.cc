@@ -9,7 +9,7 @@
 
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 constexpr int kRemoteAccess =
@@ -152,4 +152,4 @@ TEST(EmuGdr, LoopbackQpReadsAndWritesItsOwnPd) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

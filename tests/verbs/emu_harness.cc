@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 
 const IbvFunctions& ibv() {
   static const IbvLibrary* lib = [] {
@@ -212,4 +212,4 @@ uint64_t fnv1a(const void* data, size_t len) {
   return h;
 }
 
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

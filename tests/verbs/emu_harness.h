@@ -12,7 +12,7 @@
 
 #include "ibv_loader.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 
 // libzipccl-ibverbs-emu.so, loaded once per process; aborts with the loader's error otherwise.
 const IbvFunctions& ibv();
@@ -96,4 +96,4 @@ class Endpoint {
 
 uint64_t fnv1a(const void* data, size_t len);
 
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

@@ -14,7 +14,7 @@
 
 #include "emu_harness.h"
 
-using namespace zip::verbs::emu_test;
+using namespace zipccl::verbs::emu_test;
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 // The peer's connect and this side's, in either order.
@@ -131,4 +131,4 @@ TEST(EmuProcess, PeerKilledMidTransferFailsInBoundedTime) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

@@ -10,7 +10,7 @@
 
 #include "emu_test_util.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 namespace {
 
 // Random-size writes, write-with-imms and sends, back to back over one QP; every byte checked,
@@ -131,4 +131,4 @@ TEST(EmuStress, ThreadsPostAndPollConcurrently) {
 }
 
 }  // namespace
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

@@ -12,7 +12,7 @@
 #include <random>
 #include <type_traits>
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 
 ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
   const char* old = std::getenv(name);
@@ -175,4 +175,4 @@ std::string Peer::read_line(std::chrono::milliseconds timeout) {
   }
 }
 
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

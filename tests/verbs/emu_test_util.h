@@ -11,7 +11,7 @@
 
 #include "emu_harness.h"
 
-namespace zip::verbs::emu_test {
+namespace zipccl::verbs::emu_test {
 
 using namespace std::chrono_literals;
 
@@ -83,4 +83,4 @@ class Peer {
   Address address_;
 };
 
-}  // namespace zip::verbs::emu_test
+}  // namespace zipccl::verbs::emu_test

@@ -5,7 +5,7 @@
 #include <ostream>
 #include <string>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 struct MatchCase {
@@ -93,4 +93,4 @@ TEST(HcaParse, LongNamesTruncatedTo63) {
 }
 
 }  // namespace
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

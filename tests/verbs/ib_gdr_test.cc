@@ -21,7 +21,7 @@
 #include "ib_transport.h"
 #include "transport.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 constexpr size_t kBytes = 1 << 20;
@@ -58,12 +58,12 @@ class IbConnGdr : public ::testing::Test {
     uint8_t handle[kTransportHandleBytes] = {};
     std::unique_ptr<Listener> l;
     std::unique_ptr<Connector> c;
-    ASSERT_TRUE(t_->listen(0, handle, &l).ok());
-    ASSERT_TRUE(t_->connect(0, handle, -1, &c).ok());
+    ASSERT_TRUE(t_->listen(0, handle, &l) == ncclSuccess);
+    ASSERT_TRUE(t_->connect(0, handle, -1, &c) == ncclSuccess);
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while ((!send_ || !recv_) && std::chrono::steady_clock::now() < end) {
-      if (!send_) ASSERT_TRUE(c->progress(&send_).ok());
-      if (!recv_) ASSERT_TRUE(l->accept(&recv_).ok());
+      if (!send_) ASSERT_TRUE(c->progress(&send_) == ncclSuccess);
+      if (!recv_) ASSERT_TRUE(l->accept(&recv_) == ncclSuccess);
     }
     ASSERT_TRUE(send_ && recv_) << "connection setup timed out";
   }
@@ -72,7 +72,7 @@ class IbConnGdr : public ::testing::Test {
   bool wait(const Xfer& x) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (!x.done() && std::chrono::steady_clock::now() < end)
-      if (!send_->progress().ok() || !recv_->progress().ok()) return false;
+      if (send_->progress() != ncclSuccess || recv_->progress() != ncclSuccess) return false;
     return x.done();
   }
 
@@ -84,18 +84,18 @@ TEST_F(IbConnGdr, DmaBufReceiveFlushedThenExact) {
   MemFd dst(kBytes);
   ASSERT_NE(dst.p, nullptr);
   std::unique_ptr<MemReg> rreg, sreg;
-  ASSERT_TRUE(recv_->reg_device_mem(dst.p, kBytes, dst.fd, 0, true, &rreg).ok());
+  ASSERT_TRUE(recv_->reg_device_mem(dst.p, kBytes, dst.fd, 0, true, &rreg) == ncclSuccess);
   std::vector<char> src(kBytes);
   for (size_t i = 0; i < kBytes; ++i) src[i] = char(i * 7 + 3);
-  ASSERT_TRUE(send_->reg_mem(src.data(), kBytes, &sreg).ok());
+  ASSERT_TRUE(send_->reg_mem(src.data(), kBytes, &sreg) == ncclSuccess);
   // Twice, the second time at an offset inside the registration.
   for (size_t off : {size_t(0), size_t(4096 + 100)}) {
     const size_t n = kBytes - off;
     Xfer rx, tx, fx;
-    ASSERT_TRUE(recv_->post_recv(dst.p + off, n, &rx).ok());
-    ASSERT_TRUE(send_->post_send(src.data(), n, &tx).ok());
+    ASSERT_TRUE(recv_->post_recv(dst.p + off, n, &rx) == ncclSuccess);
+    ASSERT_TRUE(send_->post_send(src.data(), n, &tx) == ncclSuccess);
     ASSERT_TRUE(wait(rx) && wait(tx)) << recv_->error_text() << send_->error_text();
-    ASSERT_TRUE(recv_->flush(dst.p + off, &fx).ok()) << recv_->error_text();
+    ASSERT_TRUE(recv_->flush(dst.p + off, &fx) == ncclSuccess) << recv_->error_text();
     ASSERT_TRUE(wait(fx)) << recv_->error_text();
     EXPECT_EQ(std::memcmp(dst.p + off, src.data(), n), 0);
   }
@@ -106,21 +106,21 @@ TEST_F(IbConnGdr, UnalignedDmaBufRegistrationCoversItsPages) {
   ASSERT_NE(dst.p, nullptr);
   std::unique_ptr<MemReg> reg;
   // data at dma-buf offset 100: the registration starts at the page, offset 0 of the fd.
-  EXPECT_TRUE(recv_->reg_device_mem(dst.p + 100, kBytes - 100, dst.fd, 100, true, &reg).ok());
+  EXPECT_TRUE(recv_->reg_device_mem(dst.p + 100, kBytes - 100, dst.fd, 100, true, &reg) == ncclSuccess);
   // An offset that does not reach back to the page start cannot be registered.
   MemFd other(kBytes);
   std::unique_ptr<MemReg> bad;
-  EXPECT_FALSE(recv_->reg_device_mem(other.p + 100, 4096, other.fd, 50, true, &bad).ok());
+  EXPECT_FALSE(recv_->reg_device_mem(other.p + 100, 4096, other.fd, 50, true, &bad) == ncclSuccess);
 }
 
 TEST_F(IbConnGdr, FlushOfMemoryNotRegisteredForReceivesFails) {
   MemFd dst(kBytes);
   ASSERT_NE(dst.p, nullptr);
   std::unique_ptr<MemReg> reg;
-  ASSERT_TRUE(recv_->reg_device_mem(dst.p, kBytes, dst.fd, 0, false, &reg).ok());
+  ASSERT_TRUE(recv_->reg_device_mem(dst.p, kBytes, dst.fd, 0, false, &reg) == ncclSuccess);
   Xfer fx;
-  EXPECT_FALSE(recv_->flush(dst.p, &fx).ok());
-  EXPECT_FALSE(recv_->error().ok()) << "the connection's error is sticky";
+  EXPECT_FALSE(recv_->flush(dst.p, &fx) == ncclSuccess);
+  EXPECT_FALSE(recv_->error() == ncclSuccess) << "the connection's error is sticky";
   EXPECT_NE(recv_->error_text().find("flush"), std::string::npos) << recv_->error_text();
 }
 
@@ -141,4 +141,4 @@ TEST(GdrProbe, PeermemFilesUnderRoot) {
 }
 
 }  // namespace
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

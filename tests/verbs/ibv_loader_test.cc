@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 TEST(IbvLoader, MissingLibraryFailsWithItsName) {
@@ -70,4 +70,4 @@ TEST(IbvLoader, RealLibibverbsLoadsWhenInstalled) {
 }
 
 }  // namespace
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -9,7 +9,7 @@
 #include "ibv_loader.h"
 #include "mr_cache.h"
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 constexpr size_t kPage = 4096;
@@ -34,7 +34,7 @@ class MrCacheTest : public ::testing::Test {
 
   MrRef acquire(size_t off, size_t len) {
     MrRef r;
-    EXPECT_TRUE(cache_->acquire(buf_ + off, len, &r).ok());
+    EXPECT_TRUE(cache_->acquire(buf_ + off, len, &r) == ncclSuccess);
     EXPECT_TRUE(r);
     return r;
   }
@@ -93,7 +93,7 @@ TEST_F(MrCacheTest, RelaxedOrderingThroughRegMrIova2) {
     EXPECT_TRUE(ro->relaxed_ordering());
     g_iova2_access = -1;
     MrRef r;
-    ASSERT_TRUE(ro->acquire(buf_, 100, &r).ok());
+    ASSERT_TRUE(ro->acquire(buf_, 100, &r) == ncclSuccess);
     ASSERT_NE(g_iova2_access, -1);
     EXPECT_TRUE(g_iova2_access & IBV_ACCESS_RELAXED_ORDERING);
     EXPECT_TRUE(g_iova2_access & IBV_ACCESS_REMOTE_WRITE);
@@ -103,7 +103,7 @@ TEST_F(MrCacheTest, RelaxedOrderingThroughRegMrIova2) {
     EXPECT_FALSE(plain->relaxed_ordering());
     g_iova2_access = -1;
     MrRef r;
-    ASSERT_TRUE(plain->acquire(buf_, 100, &r).ok());
+    ASSERT_TRUE(plain->acquire(buf_, 100, &r) == ncclSuccess);
     EXPECT_EQ(g_iova2_access, -1) << "plain ibv_reg_mr";
   }
   fn.reg_mr_iova2 = nullptr;  // a library before IBVERBS_1.8
@@ -121,4 +121,4 @@ TEST_F(MrCacheTest, ReferencesKeepTheCacheAndDeviceAlive) {
 }
 
 }  // namespace
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

@@ -9,7 +9,7 @@
 #include <ostream>
 #include <string>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 // ibv_port_attr encodings (verbs.h documents them only in comments).
@@ -230,4 +230,4 @@ TEST(Gid, MalformedAddressRangeIsIgnored) {
 }
 
 }  // namespace
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

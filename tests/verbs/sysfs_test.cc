@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace zip::verbs {
+namespace zipccl::verbs {
 namespace {
 
 namespace fs = std::filesystem;
@@ -83,4 +83,4 @@ TEST_F(FakeSysfs, GidRoceVersions) {
 }
 
 }  // namespace
-}  // namespace zip::verbs
+}  // namespace zipccl::verbs

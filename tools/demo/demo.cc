@@ -19,7 +19,7 @@
 #include "device_mem.h"
 #include "exchange.h"
 
-using namespace zdemo;
+using namespace zipccl::demo;
 
 namespace {
 
@@ -30,7 +30,7 @@ bool cuda_device_present() {
   const pid_t pid = fork();
   if (pid == 0) {
     std::string why;
-    _exit(ztest::have_cuda_device(&why) ? 0 : 1);
+    _exit(zipccl::client::have_cuda_device(&why) ? 0 : 1);
   }
   int st = 0;
   return pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0;
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  cfg.kind = ztest::parse_kind(kind);
+  cfg.kind = zipccl::client::parse_kind(kind);
   if (cfg.msg_bytes == 0 || cfg.bytes == 0) return 2;
   const char* ifname = getenv("NCCL_SOCKET_IFNAME");
   cfg.env["NCCL_SOCKET_IFNAME"] = ifname ? ifname : "lo";

@@ -17,10 +17,10 @@
 #include "device_mem.h"
 #include "net_client.h"
 
-namespace zdemo {
+namespace zipccl::demo {
 namespace {
 
-using ztest::PluginNet;
+using client::PluginNet;
 
 double now_s() {
   using namespace std::chrono;
@@ -57,17 +57,17 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   // still generating.
   std::vector<char> sarena(kSlots * m), rarena(kSlots * m, 0), expect(kSlots * m);
   for (int s = 0; s < kSlots; ++s) {
-    ztest::fill(cfg.kind, uint64_t(rank + 1), uint64_t(s), 0, sarena.data() + s * m, m);
-    ztest::fill(cfg.kind, uint64_t(2 - rank), uint64_t(s), 0, expect.data() + s * m, m);
+    client::fill(cfg.kind, uint64_t(rank + 1), uint64_t(s), 0, sarena.data() + s * m, m);
+    client::fill(cfg.kind, uint64_t(2 - rank), uint64_t(s), 0, expect.data() + s * m, m);
   }
   // What the plugin is given: the host arenas, or device copies of them.
   char* sbuf = sarena.data();
   char* rbuf = rarena.data();
   if (cfg.device) {
-    sbuf = static_cast<char*>(ztest::dev_alloc(sarena.size()));
-    rbuf = static_cast<char*>(ztest::dev_alloc(rarena.size()));
-    ztest::to_device(sbuf, sarena.data(), sarena.size());
-    ztest::to_device(rbuf, rarena.data(), rarena.size());
+    sbuf = static_cast<char*>(client::dev_alloc(sarena.size()));
+    rbuf = static_cast<char*>(client::dev_alloc(rarena.size()));
+    client::to_device(sbuf, sarena.data(), sarena.size());
+    client::to_device(rbuf, rarena.data(), rarena.size());
   }
   const int type = cfg.device ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
   PluginNet net(cfg.plugin, cfg.version);
@@ -120,7 +120,7 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
       DEMO_CHECK(net.test(recvs.front(), &done, &size));
       if (done) {
         const size_t slot = size_t(rdone % kSlots);
-        if (cfg.device) ztest::from_device(rarena.data() + slot * m, rbuf + slot * m, m);
+        if (cfg.device) client::from_device(rarena.data() + slot * m, rbuf + slot * m, m);
         if (size_t(size) != m || memcmp(rarena.data() + slot * m, expect.data() + slot * m, m) != 0)
           ++res.bad_messages;
         recvs.pop_front();
@@ -139,11 +139,11 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   DEMO_CHECK(net.finalize());
 #undef DEMO_CHECK
   if (cfg.device) {
-    ztest::dev_free(sbuf);
-    ztest::dev_free(rbuf);
+    client::dev_free(sbuf);
+    client::dev_free(rbuf);
   }
-  ztest::CommSummary s;
-  if (ztest::last_summary("send", &s)) {
+  client::CommSummary s;
+  if (client::last_summary("send", &s)) {
     res.mb_in = s.mb_in;
     res.mb_wire = s.mb_wire;
     res.compressed = s.compressed;
@@ -204,4 +204,4 @@ std::string default_plugin_path() {
   return ZIPCCL_DEFAULT_PLUGIN;
 }
 
-}  // namespace zdemo
+}  // namespace zipccl::demo

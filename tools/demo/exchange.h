@@ -9,14 +9,14 @@
 
 #include "traffic.h"
 
-namespace zdemo {
+namespace zipccl::demo {
 
 struct ExchangeConfig {
   std::string plugin;            // path of libnccl-net-zip.so
   int version = 11;              // ncclNet_vN table to drive
   size_t bytes = 256u << 20;     // per direction
   size_t msg_bytes = 512u << 10; // NCCL's Simple step size by default
-  ztest::Kind kind = ztest::Kind::kBf16;
+  client::Kind kind = client::Kind::kBf16;
   std::map<std::string, std::string> env;  // NCCL_ZIP_ENABLE, NCCL_SOCKET_IFNAME, ...
   // NCCL's buffers in device memory (regMr NCCL_PTR_CUDA; the plugin needs NCCL_ZIP_GPU=1).
   // Received messages are checked in a host copy.
@@ -48,4 +48,4 @@ ExchangeResult run_exchange(const ExchangeConfig& cfg);
 // Default plugin path: ZIPCCL_PLUGIN if set, else the one built next to this tool.
 std::string default_plugin_path();
 
-}  // namespace zdemo
+}  // namespace zipccl::demo

@@ -10,7 +10,7 @@
 
 #include "exchange.h"
 
-using namespace zdemo;
+using namespace zipccl::demo;
 
 int main(int argc, char** argv) {
   ExchangeConfig cfg;
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (const char* kind : {"bf16", "fp32", "random"}) {
     for (size_t kib : {64, 512, 4096}) {
-      cfg.kind = ztest::parse_kind(kind);
+      cfg.kind = zipccl::client::parse_kind(kind);
       cfg.msg_bytes = kib << 10;
       cfg.env["NCCL_ZIP_ENABLE"] = "0";
       ExchangeResult raw = run_exchange(cfg);

@@ -4,7 +4,7 @@
 
 #include "cuda.h"
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 Span resolve(const Mr* mr, const Pd* pd, uint64_t addr, uint64_t len, int need) {
@@ -45,4 +45,4 @@ bool write_span(const Span& to, const void* from, uint64_t n) {
   return true;
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -6,7 +6,7 @@
 
 #include "state.h"
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 // Where a checked range lands in this process: host memory, or memory of CUDA device `device`
 // (an MR of device memory), which the CPU cannot touch: move bytes with read_span/write_span.
@@ -30,4 +30,4 @@ bool write_span(const Span& to, const void* from, uint64_t n);
 // through them); false when any entry fails.
 bool sges_valid(Emu& e, const Pd* pd, const std::vector<ibv_sge>& sges, int need);
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

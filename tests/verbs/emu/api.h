@@ -8,7 +8,7 @@
 
 #define ZIP_EMU_EXPORT extern "C" __attribute__((visibility("default")))
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 template <typename T>
 T* fail_null(int err) {
@@ -22,4 +22,4 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

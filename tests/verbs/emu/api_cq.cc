@@ -7,9 +7,9 @@
 #include "api.h"
 #include "state.h"
 
-using namespace zip::verbs::emu;
+using namespace zipccl::verbs::emu;
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   Emu& e = emu();
@@ -45,7 +45,7 @@ int req_notify_cq(ibv_cq* cq, int /*solicited_only*/) {
   return 0;
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu
 
 ZIP_EMU_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
   Emu& e = emu();

@@ -13,7 +13,7 @@
 #include "identity.h"
 #include "state.h"
 
-using namespace zip::verbs::emu;
+using namespace zipccl::verbs::emu;
 
 namespace {
 

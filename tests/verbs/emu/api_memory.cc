@@ -11,7 +11,7 @@
 #include "cuda.h"
 #include "state.h"
 
-using namespace zip::verbs::emu;
+using namespace zipccl::verbs::emu;
 
 namespace {
 

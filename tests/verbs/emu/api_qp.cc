@@ -6,7 +6,7 @@
 #include "identity.h"
 #include "state.h"
 
-using namespace zip::verbs::emu;
+using namespace zipccl::verbs::emu;
 
 namespace {
 
@@ -275,7 +275,7 @@ ZIP_EMU_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   return 0;
 }
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Emu& e = emu();
@@ -374,4 +374,4 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return err;
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

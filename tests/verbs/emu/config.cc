@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <set>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -148,4 +148,4 @@ bool parse_gdr_support(const char* env, GdrSupport* out, std::string* error) {
   return true;
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 struct DeviceSpec {
   std::string name;
@@ -45,4 +45,4 @@ struct GdrSupport {
 // unknown words and `none` with anything else fail with the reason in *error.
 bool parse_gdr_support(const char* env, GdrSupport* out, std::string* error);
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

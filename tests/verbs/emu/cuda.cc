@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 // The few cuda.h definitions used, by value: CUDA headers may be absent where this builds.
@@ -137,4 +137,4 @@ bool cuda_copy(int device, void* dst, const void* src, size_t n) {
   return rc == kSuccess;
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 // The ordinal of the CUDA device whose memory holds [p, p + len) (len > 0), or -1: host memory,
 // no libcuda, no device, or a range that does not lie in device memory of one device.
@@ -17,4 +17,4 @@ int cuda_device_of(const void* p, size_t len);
 // False (the reason on stderr) when CUDA fails, e.g. the memory was freed while registered.
 bool cuda_copy(int device, void* dst, const void* src, size_t n);
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

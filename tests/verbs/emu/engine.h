@@ -4,7 +4,7 @@
 #include "state.h"
 #include "wire.h"
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 // requester.cc: moves qp's send queue forward (sends what is due, retransmits, times out,
 // flushes an ERR queue). Returns when it next needs to run, at the latest.
@@ -21,4 +21,4 @@ void handle_request(Emu& e, Conn* conn, const Header& h, const char* payload);
 // there (the request is lost).
 Conn* conn_to(Emu& e, uint16_t lid);
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -11,7 +11,7 @@
 #include "engine.h"
 #include "identity.h"
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 Emu* g_emu = nullptr;
@@ -161,4 +161,4 @@ Conn* conn_to(Emu& e, uint16_t lid) {
   return e.out_conns.emplace(lid, std::make_unique<Conn>(fd)).first->second.get();
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

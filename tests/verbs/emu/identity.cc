@@ -10,7 +10,7 @@
 #include <cstring>
 #include <ctime>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 constexpr uint16_t kMaxLid = 0xBFFF;  // 0xC000 and up are multicast LIDs
@@ -125,4 +125,4 @@ bool route_from_gid(const ibv_gid& gid, Route* route) {
   return route->lid != 0 && route->lid <= kMaxLid;
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 // This process's random 48-bit node id (never 0), fixed at first use. It is part of the node
 // GUID, the port GUIDs and the IB and link-local GIDs, so a stale address of a dead process whose
@@ -40,4 +40,4 @@ struct Route {
 };
 bool route_from_gid(const ibv_gid& gid, Route* route);
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

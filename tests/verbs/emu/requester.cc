@@ -10,7 +10,7 @@
 #include "engine.h"
 #include "identity.h"
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 // Tests must not wait for real IB timeouts (NCCL's default is 4 s x 7 retries): the whole
@@ -312,4 +312,4 @@ void peer_unreachable(Emu& e, uint16_t lid) {
   }
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -8,7 +8,7 @@
 #include "engine.h"
 #include "identity.h"
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 constexpr uint32_t kPsnMask = 0xFFFFFF;
@@ -222,4 +222,4 @@ void handle_request(Emu& e, Conn* conn, const Header& h, const char* payload) {
   reply(conn, h, Kind::kAck, Nak::kNone);
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

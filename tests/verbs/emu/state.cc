@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 template <typename Map, typename Key>
@@ -148,4 +148,4 @@ void drop_channel(Emu& e, Channel* ch) {
   e.channels.erase(&ch->verbs);
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -22,7 +22,7 @@
 #include "config.h"
 #include "wire.h"
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 using Clock = std::chrono::steady_clock;
 
@@ -223,4 +223,4 @@ void wake(Emu& e);
 // A completion with the common fields filled.
 Cqe make_cqe(const Qp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode opcode);
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

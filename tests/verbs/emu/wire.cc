@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 namespace {
 
 // Far above any message the emulation sends (a message is at most max_msg_sz, 2 GiB), so a
@@ -97,4 +97,4 @@ void Conn::receive(const std::function<void(const Header&, const char*)>& fn) {
   }
 }
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -8,7 +8,7 @@
 #include <functional>
 #include <vector>
 
-namespace zip::verbs::emu {
+namespace zipccl::verbs::emu {
 
 enum class Kind : uint8_t {
   kRequest = 1,  // requester -> responder: one work request
@@ -88,4 +88,4 @@ class Conn {
   size_t in_used_ = 0;
 };
 
-}  // namespace zip::verbs::emu
+}  // namespace zipccl::verbs::emu

@@ -1,0 +1,85 @@
+// The engine's view of a codec: asynchronous jobs that compress a message into a staging buffer
+// or decompress one into NCCL's buffer. submit() never blocks; completion is observed by polling
+// job->done() from NCCL's progress thread. The CPU engine runs jobs on helper threads; the GPU
+// engine (gpu_codec_engine.cc) batches jobs into launches on its own stream and completes them
+// from poll() via cudaEventQuery.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "zipccl/codec.h"
+
+namespace zipccl {
+
+enum class MemKind : uint8_t { kHost, kDevice };
+
+// Device buffers (GPU engine): an encode reads device memory and leaves in dst (pinned host) either
+// the compressed message or, when coding does not pay (codec Raw), the input verbatim, so the
+// socket can send it either way; a decode reads the received message from pinned host memory and
+// writes the device buffer; a copy moves src_bytes between host staging and device memory.
+// status != kOk from the GPU engine means a CUDA failure (logged): nothing usable in dst.
+struct CodecJob {
+  enum Op : uint8_t { kEncode, kDecode, kCopy };
+  // Inputs.
+  Op op = kEncode;
+  const void* src = nullptr;
+  size_t src_bytes = 0;
+  void* dst = nullptr;
+  size_t dst_cap = 0;
+  bool checksum = false;    // encode: store a CRC32C of the input
+  double max_ratio = 1.0;   // encode: emit a raw-format message when coding saves less
+  // Outputs, valid once done().
+  zipccl::Status status = zipccl::Status::kOk;
+  zipccl::Codec codec = zipccl::Codec::Raw;  // encode: what the data was coded as
+  size_t out_bytes = 0;
+  double seconds = 0;
+  bool failed = false;  // the engine failed (CUDA error, logged): says nothing about the data
+
+  bool done() const { return state.load(std::memory_order_acquire) == kDone; }
+  // Asks the engine to skip a job it has not started (connection teardown); the job still
+  // reaches done(), with status kNoSpace.
+  void cancel() { cancelled.store(true, std::memory_order_release); }
+
+  enum State : int { kIdle, kQueued, kDone };
+  std::atomic<int> state{kIdle};
+  std::atomic<bool> cancelled{false};
+  CodecJob* next = nullptr;  // engine-private queue link
+};
+
+class CodecEngine {
+ public:
+  virtual ~CodecEngine() = default;
+  virtual const char* name() const = 0;
+  // Queues the job. The caller keeps the job and its buffers alive until job->done().
+  virtual void submit(CodecJob* job) = 0;
+  // Completes jobs that need the caller's thread to notice them (GPU events). Non-blocking.
+  virtual void poll() = 0;
+  // Sustained input throughput in bytes/s over recent jobs of this kind, all workers together;
+  // 0 while unmeasured.
+  virtual double throughput(CodecJob::Op op) const = 0;
+  // Largest encoded message (max_compressed_bytes of the input) an encode or decode job may
+  // have: the GPU engine's jobs must fit its device staging.
+  virtual size_t max_message_bytes() const { return SIZE_MAX; }
+};
+
+// The process-wide CPU engine, NCCL_ZIP_CPU_THREADS workers. acquire() starts it with the first
+// connection, release() stops it (joining its threads) with the last.
+CodecEngine* acquire_cpu_codec();
+void release_cpu_codec();
+
+// Whether device buffers can be handled (a GPU codec in this build, NCCL_ZIP_GPU on, a CUDA
+// device present); if not, *why says why. Called from init(): creates no context.
+bool gpu_codec_usable(const char** why);
+// The engine of CUDA device `device`, shared by the process; its stream, temp memory, Result
+// arrays and NCCL_ZIP_GPU_STAGING_MB of device staging are allocated by the first acquire (on
+// NCCL's service thread, at registration). Null on failure (logged). Every acquire is released.
+CodecEngine* acquire_gpu_codec(int device);
+void release_gpu_codec(int device);
+// Pinned host memory (cudaHostAlloc, portable) for device buffers' staging: copies from pageable
+// memory would block the calling thread. Null on failure or without CUDA.
+char* alloc_pinned(size_t bytes);
+void free_pinned(char* p);
+
+}  // namespace zipccl

@@ -1,0 +1,35 @@
+#include "policy.h"
+
+#include "codec_engine.h"
+
+namespace zipccl {
+
+bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
+  if (mode_ == ZipMode::kOff || bytes == 0) return false;
+  if (mode_ == ZipMode::kAlways) return true;
+  if (int64_t(bytes) < min_bytes()) return false;
+  if (ratio_ > max_ratio()) {
+    // Incompressible lately: send raw, but look again now and then in case the data changed.
+    if (++skipped_ < kProbeEvery) return false;
+    skipped_ = 0;
+    return true;
+  }
+  // The sender cannot see the receiver's decoder; decoding is the cheaper half, so the local
+  // encoder's throughput decides. Unmeasured: compress one message at a time, which measures it.
+  const double enc = codec.throughput(CodecJob::kEncode);
+  if (enc == 0) {
+    if (probing_) return false;
+    probing_ = true;
+    return true;
+  }
+  return enc > kCodecMargin * link_bps_;
+}
+
+void CompressPolicy::record(size_t in, size_t out) {
+  probing_ = false;
+  if (in == 0) return;
+  const double r = double(out) / double(in);
+  ratio_ = 0.75 * ratio_ + 0.25 * r;
+}
+
+}  // namespace zipccl

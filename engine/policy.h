@@ -1,0 +1,37 @@
+// Per-connection decision: compress this message or send it raw. Compression pays when the codec
+// keeps up with the link (then the wire carries ratio x the bytes) and the data has recently
+// compressed below NCCL_ZIP_MAX_RATIO. Messages are pipelined by NCCL (8 steps), so what matters
+// is throughput, not one message's latency.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine_params.h"
+
+namespace zipccl {
+
+class CodecEngine;
+
+class CompressPolicy {
+ public:
+  CompressPolicy(ZipMode mode, double link_bytes_per_s) : mode_(mode), link_bps_(link_bytes_per_s) {}
+
+  // Only asked for messages the receiver allows to arrive compressed.
+  bool should_compress(size_t bytes, const CodecEngine& codec);
+  // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
+  // Called for every attempt, in completion order.
+  void record(size_t in, size_t out);
+
+ private:
+  static constexpr double kCodecMargin = 1.2;  // the codec must beat the link by this factor
+  static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
+
+  ZipMode mode_;
+  double link_bps_;
+  double ratio_ = 0.7;  // optimistic start: the first messages measure it
+  uint32_t skipped_ = 0;
+  bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
+};
+
+}  // namespace zipccl

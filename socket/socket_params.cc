@@ -1,0 +1,23 @@
+#include "socket_params.h"
+
+#include "log.h"
+
+namespace zipccl::tcp {
+
+ZIP_PARAM(nthreads_env, "NCCL_SOCKET_NTHREADS", 2, 1, kMaxThreads)
+ZIP_PARAM(nsocks_env, "NCCL_NSOCKS_PERTHREAD", 2, 1, kMaxDataSockets)
+
+int socket_threads() { return int(nthreads_env()); }
+
+int sockets_per_thread() {
+  static const int n = [] {
+    const int threads = socket_threads(), want = int(nsocks_env());
+    if (threads * want <= kMaxDataSockets) return want;
+    ZIP_WARN("NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD exceeds %d sockets; using %d per thread",
+             kMaxDataSockets, kMaxDataSockets / threads);
+    return kMaxDataSockets / threads;
+  }();
+  return n;
+}
+
+}  // namespace zipccl::tcp

@@ -1,0 +1,92 @@
+#include "socket_worker.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace zipccl::tcp {
+
+SocketWorker::SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer)
+    : err_(err), peer_(peer) {
+  for (int fd : fds) socks_.push_back(Sock{fd, {}});
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  thread_ = std::thread([this] { run(); });
+}
+
+SocketWorker::~SocketWorker() {
+  stop_.store(true);
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  thread_.join();
+  close(wake_fd_);
+}
+
+void SocketWorker::push(int sock, bool send, char* buf, size_t n, Xfer* x) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    socks_[sock].q.push_back(Task{buf, n, 0, send, x});
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+}
+
+bool SocketWorker::step(Sock& s, Task& t) {
+  while (t.off < t.n) {
+    ssize_t r = t.send ? ::send(s.fd, t.buf + t.off, t.n - t.off, MSG_DONTWAIT | MSG_NOSIGNAL)
+                       : ::recv(s.fd, t.buf + t.off, t.n - t.off, MSG_DONTWAIT);
+    if (r > 0) {
+      t.off += size_t(r);
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;
+    std::string why = r == 0 ? "peer closed the connection" : std::strerror(errno);
+    err_->set(ncclRemoteError, std::string(t.send ? "send to " : "receive from ") + peer_ + ": " + why);
+    return false;
+  }
+  return true;
+}
+
+void SocketWorker::run() {
+  pthread_setname_np(pthread_self(), "zip-sock");
+  std::vector<pollfd> pfds;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool progressed = false;
+    pfds.clear();
+    for (Sock& s : socks_) {
+      Task* t = nullptr;
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        if (!s.q.empty()) t = &s.q.front();
+      }
+      if (!t) continue;
+      const size_t before = t->off;
+      // After an error the connection is dead: keep the tasks queued (never "done") and sleep
+      // until the engine closes the connection.
+      if (err_->code() == ncclSuccess && step(s, *t)) {
+        progressed |= t->off != before;
+        if (t->off == t->n) {
+          t->x->pending.fetch_sub(1, std::memory_order_acq_rel);
+          std::lock_guard<std::mutex> g(mu_);
+          s.q.pop_front();
+          progressed = true;
+          continue;
+        }
+        pfds.push_back(pollfd{s.fd, short(t->send ? POLLOUT : POLLIN), 0});
+      }
+    }
+    if (progressed) continue;
+    pfds.push_back(pollfd{wake_fd_, POLLIN, 0});
+    poll(pfds.data(), pfds.size(), 1000);
+    if (pfds.back().revents & POLLIN) {
+      uint64_t v;
+      (void)!read(wake_fd_, &v, sizeof v);
+    }
+  }
+}
+
+}  // namespace zipccl::tcp

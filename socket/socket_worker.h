@@ -1,0 +1,50 @@
+// A helper thread of the socket transport: owns a few data sockets of one connection and moves
+// the chunks queued on each, in order, with non-blocking I/O and poll(), so neither NCCL's
+// progress thread nor a busy socket holds up the others.
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "status.h"
+#include "transport.h"
+
+namespace zipccl::tcp {
+
+class SocketWorker {
+ public:
+  SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer);
+  ~SocketWorker();  // stops and joins; the fds stay open (the connection owns them)
+  SocketWorker(const SocketWorker&) = delete;
+  SocketWorker& operator=(const SocketWorker&) = delete;
+
+  // Queue one chunk on local socket `sock`; the caller has already counted it in x->pending.
+  void push(int sock, bool send, char* buf, size_t n, Xfer* x);
+
+ private:
+  struct Task {
+    char* buf;
+    size_t n;
+    size_t off;
+    bool send;
+    Xfer* x;
+  };
+  struct Sock {
+    int fd;
+    std::deque<Task> q;  // only the worker pops; references to the front survive push_back
+  };
+  void run();
+  bool step(Sock& s, Task& t);  // false on a socket error
+
+  std::vector<Sock> socks_;
+  StickyError* err_;
+  std::string peer_;
+  std::mutex mu_;
+  int wake_fd_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace zipccl::tcp
