@@ -1,8 +1,18 @@
-// What the engine needs from a network transport. The socket transport (plugin/) and the ibverbs
-// transport (verbs/) implement it: listen/connect/accept, a framed control channel, posted bulk
-// transfers polled for completion, memory registration, one sticky error per connection.
-// Threading: Listener/Connector/Conn methods are called by one thread at a time per object (the
-// engine serialises them); a transport may complete transfers from its own threads.
+// What the engine needs from a network transport; the socket transport (socket/) and the ibverbs
+// transport (verbs/) implement it side by side.
+//
+// The protocol is receiver-driven, one control message per receive. The receiver posts a
+// clear-to-send: for each of its (up to kMaxRecvs grouped) receives, where the bytes may land,
+// raw into the target buffer or compressed into a staging buffer. The sender matches each isend
+// to one such placement and sends one message into it; the message's header (which placement,
+// raw or compressed, how many bytes) travels with the data, so the receiver learns of the
+// message when all of it has landed. On RDMA the clear-to-send is one RDMA write into the
+// sender's memory and a message is RDMA writes, the last carrying the header in its immediate;
+// over TCP the same records are framed on a control socket and the bytes are striped over data
+// sockets.
+//
+// Threading: the methods of one Listener/Connector/Link are called by one thread at a time (the
+// engine serialises them); a transport may complete transfers from threads of its own.
 #pragma once
 
 #include <atomic>
@@ -15,12 +25,47 @@
 
 namespace zipccl {
 
-// One posted bulk transfer. The engine owns it and keeps it alive until done() and until the
-// connection is closed; the transport counts its pieces down from its own threads.
+constexpr uint32_t kMaxRecvs = 8;      // grouped receives per clear-to-send (props.maxRecvs)
+constexpr uint32_t kMaxRequests = 32;  // receives in flight per connection (NCCL's limit)
+
+// One posted transfer. The engine owns it and keeps it alive until done() and until the link is
+// closed; the transport counts its pieces down from its own threads.
 struct Xfer {
   std::atomic<int> pending{0};
   bool done() const { return pending.load(std::memory_order_acquire) == 0; }
 };
+
+// Where the bytes of one receive may land. The receiver fills it with its own buffers; the sender
+// gets it back from poll_cts() with the transport's addressing of them in target/staging (RDMA
+// addresses and keys; the socket transport sends none).
+struct Placement {
+  int32_t tag = 0;
+  uint64_t capacity = 0;       // raw bytes the receive takes, landing at target
+  uint64_t staging_bytes = 0;  // compressed bytes it takes, landing at staging; 0: raw only
+  uint64_t target = 0, staging = 0;
+  uint32_t target_key = 0, staging_key = 0;
+};
+
+struct ClearToSend {
+  uint32_t seq = 0;  // consecutive from 0 on each link
+  uint32_t n = 0;    // placements used, 1..kMaxRecvs
+  Placement p[kMaxRecvs];
+};
+
+// What a message says about itself: the placement it fills (sub of clear-to-send seq), how it
+// landed and its sizes.
+struct MessageHeader {
+  uint32_t seq = 0, sub = 0;
+  bool compressed = false;
+  uint64_t wire_bytes = 0;  // bytes that landed (at staging when compressed, else at target)
+  // Raw: wire_bytes. Compressed: the size it decodes to as the sender announced it, or 0 where
+  // the transport does not carry it (the decoder then reads it from the message, within capacity).
+  uint64_t orig_bytes = 0;
+};
+
+// Why a message cannot land in placement p (null when it can): the one check both transports
+// apply before trusting a peer's header.
+const char* placement_misfit(const Placement& p, const MessageHeader& h);
 
 struct DeviceInfo {
   std::string name;      // e.g. "lo", "eth0", "mlx5_0"
@@ -37,7 +82,7 @@ struct DeviceInfo {
 };
 
 // A buffer registered with a transport (RDMA keys). Destroying it releases the registration,
-// whatever became of the connection it was made through.
+// whatever became of the link it was made through.
 class MemReg {
  public:
   virtual ~MemReg() = default;
@@ -46,26 +91,32 @@ class MemReg {
 // Transport-specific part of NCCL's 128-byte connection handle.
 constexpr size_t kTransportHandleBytes = 112;
 
-class Conn {
+// One connection between a sending and a receiving end. Everything moves when the engine calls
+// in (progress() or any other call); the transport's own threads, if any, only move bytes.
+class Link {
  public:
-  virtual ~Conn() = default;
-  // Control channel: whole records, in order. send_ctrl never blocks (queues what the network
-  // does not take now); recv_ctrl returns one record or *len = 0. Call recv_ctrl only when a
-  // record is expected: it may cost a syscall.
-  virtual ncclResult_t send_ctrl(const void* rec, size_t len) = 0;
-  virtual ncclResult_t recv_ctrl(void* buf, size_t cap, size_t* len) = 0;
-  // Sends control bytes queued earlier; cheap when none are. Call on every progress step.
+  virtual ~Link() = default;
+
+  // Receiving end. post_cts() never blocks (what the network does not take now is queued); the
+  // placements' buffers stay valid until each has arrived. poll_arrival() returns, in any order,
+  // the header of a message whose bytes have all landed (*got false when none has).
+  virtual ncclResult_t post_cts(const ClearToSend& cts) = 0;
+  virtual ncclResult_t poll_arrival(MessageHeader* h, bool* got) = 0;
+
+  // Sending end. poll_cts() returns the receiver's clear-to-sends in order. post_message() sends
+  // h.wire_bytes from buf into placement `to` (placement h.sub of clear-to-send h.seq): messages
+  // go out in (seq, sub) order, one per placement. x completes once buf may be reused and the
+  // message is the network's.
+  virtual ncclResult_t poll_cts(ClearToSend* cts, bool* got) = 0;
+  virtual ncclResult_t post_message(const MessageHeader& h, const Placement& to, const void* buf, Xfer* x) = 0;
+
+  // Moves what is queued; cheap when nothing is. Call on every progress step.
   virtual ncclResult_t progress() = 0;
-  // Bulk data, completed in posting order per direction. The buffer must stay valid until
-  // x->done(). n may be 0.
-  virtual ncclResult_t post_send(const void* buf, size_t n, Xfer* x) = 0;
-  virtual ncclResult_t post_recv(void* buf, size_t n, Xfer* x) = 0;
-  // Registers [data, data + size) with this connection's device so transfers from or into it need
-  // no registration of their own; *out stays null where the transport needs none. A transfer of
-  // memory not registered here still works (the transport registers it for that transfer).
+
+  // Registers [data, data + size) with this link's device so that messages from or into it need
+  // no registration of their own; *out stays null where the transport needs none.
   virtual ncclResult_t reg_mem(void* data, size_t size, std::unique_ptr<MemReg>* out) {
-    (void)data;
-    (void)size;
+    (void)data, (void)size;
     out->reset();
     return ncclSuccess;
   }
@@ -75,23 +126,22 @@ class Conn {
   // flushed (flush() below), so the means to flush are set up now, outside the data path.
   // Transports whose devices have neither flag are never asked (the default fails).
   virtual ncclResult_t reg_device_mem(void* data, size_t size, int dmabuf_fd, uint64_t offset, bool for_receives,
-                                std::unique_ptr<MemReg>* out) {
+                                      std::unique_ptr<MemReg>* out) {
     (void)data, (void)size, (void)dmabuf_fd, (void)offset, (void)for_receives, (void)out;
     return ncclInternalError;
   }
-  // Makes the bytes of completed receives into device memory registered for_receives visible
-  // to the GPU's later reads (NCCL's iflush); x completes when they are. data: a byte inside.
+  // Makes the bytes of arrived messages in device memory registered for_receives visible to the
+  // GPU's later reads (NCCL's iflush); x completes when they are. data: a byte inside.
   virtual ncclResult_t flush(const void* data, Xfer* x) {
     (void)data, (void)x;
     return ncclInternalError;
   }
-  // Sticky error: once a connection fails, every call reports it.
+
+  // Sticky error: once a link fails, every call reports it.
   virtual ncclResult_t error() const = 0;
   virtual std::string error_text() const = 0;
-  // Control bytes accepted by send_ctrl but not yet handed to the network.
-  virtual size_t ctrl_backlog() const = 0;
-  // The peer closed its end (seen by recv_ctrl) and every control record it sent has been read:
-  // whoever still waits for a record from it will wait forever.
+  // The peer has gone and everything it sent has been seen: whoever still waits for a
+  // clear-to-send or a message from it will wait forever.
   virtual bool peer_closed() const = 0;
   virtual std::string peer() const = 0;
 };
@@ -100,22 +150,22 @@ class Connector {
  public:
   virtual ~Connector() = default;
   // Advances connection setup without blocking; *out stays null until ready.
-  virtual ncclResult_t progress(std::unique_ptr<Conn>* out) = 0;
+  virtual ncclResult_t progress(std::unique_ptr<Link>* out) = 0;
 };
 
 class Listener {
  public:
   virtual ~Listener() = default;
   // Accepts and authenticates inbound connections without blocking; *out stays null until one
-  // full connection (all its sockets/queues) has arrived. Strangers are rejected and logged.
-  virtual ncclResult_t accept(std::unique_ptr<Conn>* out) = 0;
+  // full link (all its sockets/queues) has arrived. Strangers are rejected and logged.
+  virtual ncclResult_t accept(std::unique_ptr<Link>* out) = 0;
 };
 
 class Transport {
  public:
   virtual ~Transport() = default;
   virtual const char* name() const = 0;
-  // Per-connection settings for the init log line ("2 socket threads x 2 sockets").
+  // Per-link settings for the init log line ("2 socket threads x 2 sockets").
   virtual std::string settings() const = 0;
   virtual int num_devices() const = 0;
   virtual const DeviceInfo& device(int dev) const = 0;

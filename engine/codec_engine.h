@@ -9,11 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mem_kind.h"
 #include "zipccl/codec.h"
 
 namespace zipccl {
-
-enum class MemKind : uint8_t { kHost, kDevice };
 
 // Device buffers (GPU engine): an encode reads device memory and leaves in dst (pinned host) either
 // the compressed message or, when coding does not pay (codec Raw), the input verbatim, so the

@@ -3,9 +3,11 @@
 // is used, and without one memory is host memory.
 #pragma once
 
-#include "codec_engine.h"
+#include <cstdint>
 
 namespace zipccl {
+
+enum class MemKind : uint8_t { kHost, kDevice };
 
 // *device: the CUDA device of device memory, else -1.
 MemKind memory_kind(const void* p, int* device);

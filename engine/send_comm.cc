@@ -1,15 +1,14 @@
 #include "send_comm.h"
 
 #include <cstring>
-#include <thread>
 
-#include "log.h"
 #include "engine_params.h"
+#include "log.h"
 
 namespace zipccl {
 
-SendComm::SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn, double link_bytes_per_s)
-    : Comm(kSend, dev, std::move(ctx), std::move(conn)), policy_(zip_mode(), link_bytes_per_s), reqs_(new Req[kPool]) {
+SendComm::SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s)
+    : Comm(kSend, dev, std::move(ctx), std::move(link)), policy_(zip_mode(), link_bytes_per_s), reqs_(new Req[kPool]) {
   for (size_t i = 0; i < kPool; ++i) {
     reqs_[i].comm = this;
     free_.push_back(&reqs_[kPool - 1 - i]);
@@ -18,29 +17,21 @@ SendComm::SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> c
 
 SendComm::~SendComm() {
   // Nothing may still read NCCL's buffers or our staging once we return.
-  for (size_t i = 0; i < kPool; ++i) {
-    if (reqs_[i].state != kCompressing) continue;
-    reqs_[i].job.cancel();
-    while (!reqs_[i].job.done()) {
-      poll_engines();
-      std::this_thread::yield();
-    }
-  }
-  conn_.reset();  // joins the transport's threads, which may still hold posted payloads
+  for (size_t i = 0; i < kPool; ++i)
+    if (reqs_[i].state == kCoding) cancel_and_wait(&reqs_[i].job);
+  link_.reset();  // joins the transport's threads, which may still hold posted payloads
 }
 
-ncclResult_t SendComm::read_cts() {
-  for (;;) {
-    proto::Cts c;
-    size_t len = 0;
-    if (conn_->recv_ctrl(&c, sizeof c, &len) != ncclSuccess) return check_conn();
-    if (len == 0) return ncclSuccess;
-    if (len != sizeof c || c.type != proto::kCts || c.n == 0 || c.n > proto::kMaxRecvs ||
-        c.seq != next_cts_seq_ || fifo_.size() >= proto::kMaxRequests)
-      return fail(ncclRemoteError, "protocol error: unexpected clear-to-send record");
-    ++next_cts_seq_;
-    fifo_.push_back(CtsSlot{c, 0});
+// Clear-to-sends matter only when an isend looks for one; no more than the receiver may post.
+ncclResult_t SendComm::take_cts() {
+  while (pending_.size() < kMaxRequests) {
+    Pending p;
+    bool got = false;
+    if (link_->poll_cts(&p.cts, &got) != ncclSuccess) return check_link();
+    if (!got) return ncclSuccess;
+    pending_.push_back(p);
   }
+  return ncclSuccess;
 }
 
 ncclResult_t SendComm::finish_job(Req* r) {
@@ -63,8 +54,8 @@ ncclResult_t SendComm::finish_job(Req* r) {
     pays = double(j.out_bytes) <= max_ratio() * double(r->size) && j.out_bytes <= r->staging_cap &&
            h.codec != uint8_t(zipccl::Codec::Raw);
   }
-  r->compressed = pays;
-  r->wire_bytes = pays ? j.out_bytes : r->size;
+  r->h.compressed = pays;
+  r->h.wire_bytes = pays ? j.out_bytes : r->size;
   if (device) {
     r->wire = r->mirror;
   } else if (pays) {
@@ -73,33 +64,38 @@ ncclResult_t SendComm::finish_job(Req* r) {
     r->wire = r->data;
     staging_.give(std::move(r->stage));
   }
-  policy_.record(r->size, r->wire_bytes);
-  ZIP_TRACE("send seq %u: %zu bytes as %s -> %zu on the wire (%.3f ms in %s codec)", r->seq, r->size,
-            r->compressed ? zipccl::codec_name(j.codec) : "raw", r->wire_bytes, j.seconds * 1e3,
-            device ? "GPU" : "CPU");
+  policy_.record(r->size, r->h.wire_bytes);
+  ZIP_TRACE("send seq %u sub %u: %zu bytes as %s -> %llu on the wire (%.3f ms in %s codec)", r->h.seq, r->h.sub,
+            r->size, r->h.compressed ? zipccl::codec_name(j.codec) : "raw", (unsigned long long)r->h.wire_bytes,
+            j.seconds * 1e3, device ? "GPU" : "CPU");
   return ncclSuccess;
 }
 
+// Hands the link every message whose turn it is, in (seq, sub) order.
 ncclResult_t SendComm::progress() {
-  if (ncclResult_t e = check_conn()) return e;
-  if (conn_->progress() != ncclSuccess) return check_conn();
+  if (ncclResult_t e = check_link()) return e;
+  if (link_->progress() != ncclSuccess) return check_link();
   poll_engines();
-  while (!unposted_.empty()) {
-    Req* r = unposted_.front();
-    if (r->state == kCompressing) {
-      if (!r->job.done()) break;
-      if (ncclResult_t e = finish_job(r)) return e;
+  while (!pending_.empty()) {
+    Pending& p = pending_.front();
+    while (posted_subs_ < p.cts.n) {
+      Req* r = p.req[posted_subs_];
+      if (!r) return ncclSuccess;  // its isend has not come yet
+      if (r->state == kCoding) {
+        if (!r->job.done()) return ncclSuccess;
+        if (ncclResult_t e = finish_job(r)) return e;
+      }
+      if (link_->post_message(r->h, p.cts.p[posted_subs_], r->wire, &r->xfer) != ncclSuccess) return check_link();
+      stats_.messages++;
+      stats_.compressed += r->h.compressed;
+      stats_.bytes_in += r->size;
+      stats_.bytes_wire += r->h.wire_bytes;
+      r->state = kPosted;
+      ++posted_subs_;
     }
-    proto::DataHeader h{proto::kData, r->seq, r->sub, r->compressed ? uint32_t(proto::kCompressed) : 0u,
-                        r->size, r->wire_bytes};
-    if (conn_->send_ctrl(&h, sizeof h) != ncclSuccess || conn_->post_send(r->wire, r->wire_bytes, &r->xfer) != ncclSuccess)
-      return check_conn();
-    stats_.messages++;
-    stats_.compressed += r->compressed;
-    stats_.bytes_in += r->size;
-    stats_.bytes_wire += r->wire_bytes;
-    r->state = kPosted;
-    unposted_.pop_front();
+    pending_.pop_front();
+    posted_subs_ = 0;
+    --matching_;
   }
   return ncclSuccess;
 }
@@ -112,10 +108,11 @@ ncclResult_t SendComm::defer(size_t size, int tag) {
   }
   log_if_stalled(&deferred_, [&] {
     std::string s = "isend of " + std::to_string(size) + " bytes, tag " + std::to_string(tag) + " deferred: ";
-    if (fifo_.empty()) return s + "no clear-to-send from the receiver (next expected seq " + std::to_string(next_cts_seq_) + ")";
-    const proto::Cts& c = fifo_.front().cts;
-    s += "clear-to-send seq " + std::to_string(c.seq) + " has tags";
-    for (uint32_t i = 0; i < c.n; ++i) s += " " + std::to_string(c.e[i].tag) + ((fifo_.front().matched >> i & 1) ? "(matched)" : "");
+    if (matching_ == pending_.size()) return s + "no clear-to-send from the receiver";
+    const Pending& p = pending_[matching_];
+    s += "clear-to-send seq " + std::to_string(p.cts.seq) + " has tags";
+    for (uint32_t i = 0; i < p.cts.n; ++i)
+      s += " " + std::to_string(p.cts.p[i].tag) + ((p.matched >> i & 1) ? "(matched)" : "");
     return s + ", " + std::to_string(free_.size()) + " free requests";
   });
   return ncclSuccess;
@@ -124,27 +121,27 @@ ncclResult_t SendComm::defer(size_t size, int tag) {
 ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** request) {
   *request = nullptr;
   if (ncclResult_t e = progress()) return e;
-  if (ncclResult_t e = read_cts()) return e;  // clear-to-send records matter only here
-  if (fifo_.empty()) {
-    if (conn_->peer_closed()) return fail(ncclRemoteError, "receiver closed the connection");
+  if (ncclResult_t e = take_cts()) return e;
+  if (matching_ == pending_.size()) {
+    if (link_->peer_closed()) return fail(ncclRemoteError, "receiver closed the connection");
     return defer(size, tag);  // the receiver has not posted this receive yet: NCCL retries
   }
-  CtsSlot& slot = fifo_.front();
+  Pending& p = pending_[matching_];
   uint32_t sub = 0;
-  while (sub < slot.cts.n && (slot.cts.e[sub].tag != tag || (slot.matched >> sub & 1))) ++sub;
-  if (sub == slot.cts.n || free_.empty()) return defer(size, tag);
+  while (sub < p.cts.n && (p.cts.p[sub].tag != tag || (p.matched >> sub & 1))) ++sub;
+  if (sub == p.cts.n || free_.empty()) return defer(size, tag);
   deferred_.posted_ms = 0;
-  const proto::CtsEntry& e = slot.cts.e[sub];
-  if (size > e.capacity)
+  const Placement& to = p.cts.p[sub];
+  if (size > to.capacity)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
-                                      std::to_string(e.capacity) + " bytes");
+                                      std::to_string(to.capacity) + " bytes");
   const bool device = mr && mr->kind == MemKind::kDevice;
   const bool staged = device && !mr->direct;  // through the GPU engine and the pinned mirror
   char* mirror = staged ? mr->mirror_of(data, size) : nullptr;
   if (staged && !mirror)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes outside its registered buffer");
   CodecEngine* engine = engine_for(mr);
-  const bool compress = engine && (e.flags & proto::kCompressOk) &&
+  const bool compress = engine && to.staging_bytes > 0 &&
                         zipccl::max_compressed_bytes(size) <= engine->max_message_bytes() &&
                         policy_.should_compress(size, *engine);
   Req* r = free_.back();
@@ -152,15 +149,15 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   r->data = static_cast<const char*>(data);
   r->size = size;
   r->kind = device ? MemKind::kDevice : MemKind::kHost;
-  r->seq = slot.cts.seq;
-  r->sub = sub;
-  r->compressed = false;
+  r->h = MessageHeader{};
+  r->h.seq = p.cts.seq;
+  r->h.sub = sub;
+  r->h.wire_bytes = r->h.orig_bytes = size;
   r->wire = r->data;
-  r->wire_bytes = size;
-  r->staging_cap = e.staging_bytes;
+  r->staging_cap = to.staging_bytes;
   r->mirror = mirror;
-  // Staged device memory, even raw, goes through the GPU engine to its pinned mirror: a socket
-  // cannot read device memory.
+  // Staged device memory, even raw, goes through the GPU engine to its pinned mirror: the
+  // network cannot read device memory.
   if (compress || (staged && size > 0)) {
     if (!device) r->stage = staging_.take(zipccl::max_compressed_bytes(size));
     CodecJob& j = r->job;
@@ -172,17 +169,17 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     j.dst = device ? mirror : r->stage.p.get();
     // Device: the mirror slot holds `size` bytes; a coded message larger than that or than the
     // receiver's staging is replaced by the raw input.
-    j.dst_cap = device ? std::min<size_t>(size, e.staging_bytes) : r->stage.cap;
+    j.dst_cap = device ? std::min<size_t>(size, to.staging_bytes) : r->stage.cap;
     j.checksum = checksum() != 0;
     j.max_ratio = max_ratio();
-    r->state = kCompressing;
+    r->state = kCoding;
     engine->submit(&j);
   } else {
     r->state = kReady;
   }
-  slot.matched |= 1u << sub;
-  if (slot.matched == (1u << slot.cts.n) - 1) fifo_.pop_front();
-  unposted_.push_back(r);
+  p.req[sub] = r;
+  p.matched |= 1u << sub;
+  if (p.matched == (1u << p.cts.n) - 1) ++matching_;
   r->posted_ms = now_ms();
   r->stall_logged = false;
   *request = r;
@@ -193,16 +190,14 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   Req* r = static_cast<Req*>(req);
   *done = 0;
   if (ncclResult_t e = progress()) return e;
-  // NCCL reuses its buffer as soon as we say done: every byte must be with the transport,
-  // the header included.
-  if (r->state != kPosted || !r->xfer.done() || conn_->ctrl_backlog() != 0) {
+  // NCCL reuses its buffer as soon as we say done: every byte must be the network's.
+  if (r->state != kPosted || !r->xfer.done()) {
     log_if_stalled(r, [&] {
-      static const char* const names[] = {"free", "in the codec engine", "waiting to be posted", "posted"};
-      return "seq " + std::to_string(r->seq) + " sub " + std::to_string(r->sub) + ", " + std::to_string(r->size) +
+      static const char* const names[] = {"free", "in the codec engine", "waiting for its turn", "posted"};
+      return "seq " + std::to_string(r->h.seq) + " sub " + std::to_string(r->h.sub) + ", " + std::to_string(r->size) +
              " bytes, " + names[r->state] + (r->kind == MemKind::kDevice ? " (device buffer)" : "") +
              ", engine job state " + std::to_string(r->job.state.load()) + ", transfer pieces left " +
-             std::to_string(r->xfer.pending.load()) + ", control backlog " + std::to_string(conn_->ctrl_backlog()) +
-             " bytes";
+             std::to_string(r->xfer.pending.load());
     });
     return ncclSuccess;
   }

@@ -1,61 +1,63 @@
-// Sender side of a connection. Per message: match the receiver's next clear-to-send entry by tag,
-// decide raw or compressed, compress on the codec engine into staging, then (in isend order)
-// send the DataHeader and post the payload; done once the transport has taken every byte.
-// Device buffers always pass through the GPU engine (the socket cannot read device memory): it
-// leaves the compressed message or the raw bytes in the buffer's pinned mirror (Mr::mirror_of).
+// Sending end of a connection. Per message: match the receiver's next clear-to-send by tag, decide
+// raw or compressed, compress on a codec engine into staging, then send it into the placement it
+// matched; done once the link has taken every byte. Messages go to the link in (seq, sub) order,
+// whatever order their isends and codec jobs came in.
+// Device buffers on the GPU codec's path always pass through the GPU engine (the network cannot
+// read device memory): it leaves the compressed message or the raw bytes in the buffer's pinned
+// mirror (Mr::mirror_of). GPUDirect buffers go raw from where they are.
 #pragma once
 
 #include <deque>
+#include <vector>
 
 #include "comm.h"
 #include "policy.h"
-#include "proto.h"
 
 namespace zipccl {
 
 class SendComm : public Comm {
  public:
-  SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Conn> conn, double link_bytes_per_s);
+  SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s);
   ~SendComm() override;
 
   ncclResult_t isend(void* data, size_t size, int tag, Mr* mr, void** request);
   ncclResult_t test(Request* r, int* done, int* sizes) override;
 
  private:
-  enum State { kFree, kCompressing, kReady, kPosted };  // kCompressing: any engine job
+  enum State { kFree, kCoding, kReady, kPosted };  // kCoding: any engine job
   struct Req : Request {
     State state = kFree;
     const char* data = nullptr;
     size_t size = 0;
     MemKind kind = MemKind::kHost;
-    uint32_t seq = 0, sub = 0;
-    bool compressed = false;
-    const char* wire = nullptr;
-    size_t wire_bytes = 0;
-    size_t staging_cap = 0;     // what the receiver can take compressed (its CTS staging_bytes)
-    StagingPool::Buf stage;     // host buffers: the compressed message
-    char* mirror = nullptr;     // device buffers: the message's pinned mirror (Mr::mirror_of)
+    MessageHeader h;
+    const char* wire = nullptr;  // what goes on the wire: data, staging or the mirror
+    size_t staging_cap = 0;      // what the receiver takes compressed (its placement's staging_bytes)
+    StagingPool::Buf stage;      // host buffers: the compressed message
+    char* mirror = nullptr;      // device buffers: the message's pinned mirror (Mr::mirror_of)
     CodecJob job;
     Xfer xfer;
   };
-  struct CtsSlot {
-    proto::Cts cts;
-    uint32_t matched;  // bit i: entry i has its isend
+  // A clear-to-send until all its messages are with the link.
+  struct Pending {
+    ClearToSend cts;
+    uint32_t matched = 0;  // bit i: placement i has its isend
+    Req* req[kMaxRecvs] = {};
   };
-  static constexpr size_t kPool = proto::kMaxRequests * proto::kMaxRecvs;
+  static constexpr size_t kPool = kMaxRequests * kMaxRecvs;
 
   ncclResult_t progress();
-  ncclResult_t read_cts();
+  ncclResult_t take_cts();
   ncclResult_t defer(size_t size, int tag);
   ncclResult_t finish_job(Req* r);
 
   CompressPolicy policy_;
   std::unique_ptr<Req[]> reqs_;
   std::vector<Req*> free_;
-  std::deque<CtsSlot> fifo_;   // clear-to-send records not fully matched yet, oldest first
-  uint32_t next_cts_seq_ = 0;
-  Request deferred_{};  // since when isend has been returning no request (0: it has not)
-  std::deque<Req*> unposted_;  // in isend order: payloads go out in this order
+  std::deque<Pending> pending_;  // oldest first
+  size_t matching_ = 0;          // pending_[matching_] is the first not fully matched
+  uint32_t posted_subs_ = 0;     // messages of pending_.front() with the link
+  Request deferred_{};           // since when isend has been returning no request (0: it has not)
 };
 
 }  // namespace zipccl

@@ -4,11 +4,12 @@
 #include <memory>
 #include <mutex>
 
-#include "comm.h"
-#include "log.h"
-#include "mem_kind.h"
+#include <set>
+
 #include "engine_params.h"
+#include "log.h"
 #include "recv_comm.h"
+#include "registration.h"
 #include "send_comm.h"
 #include "transport_select.h"
 
@@ -16,8 +17,9 @@ namespace zipccl::net {
 namespace {
 
 // NCCL's handle: the transport's part, then our connect state. connect() is called again with
-// the same handle until it returns a comm, so the in-progress connector lives there (as NCCL's
-// own socket transport does); the listener leaves it zeroed for the peer.
+// the same handle until it returns a comm, so the in-progress connector is named there (as NCCL's
+// own socket transport does); the listener leaves it zeroed for the peer. The name is used only
+// if it is one of our live connectors: bytes we did not write are never dereferenced.
 struct Handle {
   uint8_t transport[kTransportHandleBytes];
   Connector* connecting;
@@ -38,31 +40,11 @@ struct ListenComm {
 std::mutex g_mu;
 std::unique_ptr<Transport> g_transport;  // created by the first init, kept for the process
 std::shared_ptr<NetCtx> g_process_ctx;
-bool g_cuda = false;  // device buffers staged by the GPU codec engine: decided by the first init
-bool g_gdr = false;   // device buffers moved by the transport itself (GPUDirect RDMA): likewise
+DevicePath g_device_path;                // decided by the first init
+std::set<const Connector*> g_connecting;  // under g_mu
 
 std::shared_ptr<NetCtx> ctx_of(void* ctx) {
   return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
-}
-
-bool device_has_gdr(const DeviceInfo& d) { return d.gdr_peermem || d.gdr_dmabuf; }
-
-// NCCL_ZIP_GDR: GPUDirect RDMA where a device supports it. Auto leaves device buffers to host
-// staging (where the codecs reach them) when compression is forced, and to the GPU engine when it
-// stages them.
-bool decide_gdr(bool gpu_engine) {
-  const int want = gdr_mode();
-  if (want == 0) return false;
-  bool any = false;
-  for (int d = 0; d < g_transport->num_devices(); ++d) any |= device_has_gdr(g_transport->device(d));
-  if (!any || gpu_engine) {
-    if (want == 1)
-      ZIP_WARN("NCCL_ZIP_GDR=1 ignored: %s", gpu_engine ? "NCCL_ZIP_GPU=1 stages device buffers through the GPU codec"
-                                                       : "no device supports GPUDirect RDMA (neither nvidia-peermem "
-                                                         "nor DMA-BUF registration)");
-    return false;
-  }
-  return want == 1 || zip_mode() != ZipMode::kAlways;
 }
 
 const char* mode_name(ZipMode m) {
@@ -86,19 +68,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
     }
     ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %s", g_transport->name(),
              devs.c_str(), mode_name(zip_mode()), g_transport->settings().c_str());
-    const char* why = "";
-    g_cuda = gpu_codec_usable(&why);
-    g_gdr = decide_gdr(g_cuda);
-    if (g_cuda)
-      ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: ptrSupport HOST|CUDA, staged through pinned memory, "
-               "coded by the GPU codec (NCCL_ZIP_GPU=1, experimental: can deadlock when the application "
-               "blocks in CUDA while a collective runs)");
-    else if (g_gdr)
-      ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: GPUDirect RDMA, sent raw (compression applies to what NCCL "
-               "stages through host memory; NCCL_ZIP_GDR=0 stages everything there)");
-    else
-      ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: ptrSupport HOST only (%s); NCCL stages through host memory",
-               why);
+    g_device_path = decide_device_path(*g_transport);
   }
   if (g_transport->num_devices() == 0) {
     ZIP_WARN("no usable network interface (NCCL_SOCKET_IFNAME=%s NCCL_SOCKET_FAMILY=%s)",
@@ -138,12 +108,12 @@ ncclResult_t properties(int dev, Props* p) {
   // Device buffers: staged by the GPU engine through pinned mirrors (what the transport then sends
   // and registers), or moved by the HCA (GPUDirect RDMA) the ways it supports, as NCCL's net_ib.
   p->ptr_support = NCCL_PTR_HOST;
-  if (g_cuda) p->ptr_support |= NCCL_PTR_CUDA;
-  if (g_gdr && d.gdr_peermem) p->ptr_support |= NCCL_PTR_CUDA;
-  if (g_gdr && d.gdr_dmabuf) p->ptr_support |= NCCL_PTR_DMABUF;
+  if (g_device_path.gpu_codec) p->ptr_support |= NCCL_PTR_CUDA;
+  if (g_device_path.gdr && d.gdr_peermem) p->ptr_support |= NCCL_PTR_CUDA;
+  if (g_device_path.gdr && d.gdr_dmabuf) p->ptr_support |= NCCL_PTR_DMABUF;
   p->speed_mbps = d.speed_mbps;
   p->max_comms = d.max_comms;
-  p->max_recvs = int(proto::kMaxRecvs);
+  p->max_recvs = int(kMaxRecvs);
   p->max_p2p_bytes = size_t(1) << 30;
   p->max_coll_bytes = size_t(1) << 30;
   return ncclSuccess;
@@ -157,8 +127,7 @@ ncclResult_t listen(void* ctx, int dev, void* handle, void** listen_comm) {
   auto lc = std::make_unique<ListenComm>();
   lc->dev = dev;
   lc->ctx = ctx_of(ctx);
-  ncclResult_t s = g_transport->listen(dev, h->transport, &lc->listener);
-  if (s != ncclSuccess) return s;
+  ZIP_CHECK(g_transport->listen(dev, h->transport, &lc->listener));
   *listen_comm = lc.release();
   return ncclSuccess;
 }
@@ -167,98 +136,59 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm, int tra
   *send_comm = nullptr;
   if (dev < 0 || dev >= g_transport->num_devices()) return ncclInvalidArgument;
   auto* h = static_cast<Handle*>(handle);
-  if (!h->connecting) {
-    std::unique_ptr<Connector> c;
-    ncclResult_t s = g_transport->connect(dev, h->transport, traffic_class >= 0 ? traffic_class : ctx_of(ctx)->traffic_class, &c);
-    if (s != ncclSuccess) return s;
-    h->connecting = c.release();
+  bool ours;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    ours = g_connecting.count(h->connecting) > 0;
   }
-  std::unique_ptr<Conn> conn;
-  ncclResult_t s = h->connecting->progress(&conn);
-  if (s != ncclSuccess || conn) {
+  if (!ours) {
+    std::unique_ptr<Connector> c;
+    const int tc = traffic_class >= 0 ? traffic_class : ctx_of(ctx)->traffic_class;
+    ZIP_CHECK(g_transport->connect(dev, h->transport, tc, &c));
+    h->connecting = c.release();
+    std::lock_guard<std::mutex> g(g_mu);
+    g_connecting.insert(h->connecting);
+  }
+  std::unique_ptr<Link> link;
+  const ncclResult_t r = h->connecting->progress(&link);
+  if (r != ncclSuccess || link) {
+    {
+      std::lock_guard<std::mutex> g(g_mu);
+      g_connecting.erase(h->connecting);
+    }
     delete h->connecting;
     h->connecting = nullptr;
   }
-  if (s != ncclSuccess) return s;
-  if (!conn) return ncclSuccess;
+  if (r != ncclSuccess || !link) return r;
   const double mbps = link_mbps() > 0 ? double(link_mbps()) : double(g_transport->device(dev).speed_mbps);
-  *send_comm = new SendComm(dev, ctx_of(ctx), std::move(conn), mbps * 1e6 / 8);
+  *send_comm = new SendComm(dev, ctx_of(ctx), std::move(link), mbps * 1e6 / 8);
   return ncclSuccess;
 }
 
 ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**) {
   *recv_comm = nullptr;
   auto* lc = static_cast<ListenComm*>(listen_comm);
-  std::unique_ptr<Conn> conn;
-  ncclResult_t s = lc->listener->accept(&conn);
-  if (s != ncclSuccess) return s;
-  if (conn) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(conn));
+  std::unique_ptr<Link> link;
+  ZIP_CHECK(lc->listener->accept(&link));
+  if (link) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(link));
   return ncclSuccess;
 }
 
-namespace {
-
-// regMr and regMrDmaBuf (dmabuf_fd >= 0: device memory exported by CUDA).
-ncclResult_t register_mr(void* comm, void* data, size_t size, int type, int dmabuf_fd, uint64_t offset,
-                         void** mhandle) {
-  *mhandle = nullptr;
-  auto* c = static_cast<Comm*>(comm);
-  int device = -1;
-  const MemKind kind = memory_kind(data, &device);
-  if (type == NCCL_PTR_CUDA && kind != MemKind::kDevice) {
-    ZIP_WARN("regMr: %p (%zu bytes) announced as device memory, but CUDA does not know it as such", data, size);
-    return ncclInvalidUsage;
-  }
-  const bool direct = kind == MemKind::kDevice && g_gdr;
-  if (kind == MemKind::kDevice && !direct) {
-    std::lock_guard<std::mutex> g(c->mutex());  // the progress thread may be polling this comm
-    if (!g_cuda || !c->use_device(device)) {
-      ZIP_WARN("regMr: %p (%zu bytes) is memory of GPU %d, which this plugin cannot move%s", data, size, device,
-               g_cuda ? " (no GPU codec engine)" : " (ptrSupport HOST)");
-      return ncclInvalidUsage;
-    }
-  }
-  const bool flag_polled = c->kind() == Comm::kRecv &&
-                           (int64_t(size) == ll_buffsize() || int64_t(size) == ll128_buffsize());
-  char* mirror = nullptr;
-  if (kind == MemKind::kDevice && !direct && size > 0) {  // NCCL's service thread: allocating here is safe
-    mirror = alloc_pinned(size);
-    if (!mirror) return ncclSystemError;  // alloc_pinned logged why
-  }
-  const bool flushed = direct && c->kind() == Comm::kRecv && g_transport->device(c->dev()).gdr_flush;
-  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror, direct, flushed, nullptr});
-  // RDMA keys, for transports that need them, of what goes on the wire.
-  ncclResult_t s = direct ? c->conn().reg_device_mem(data, size, dmabuf_fd, offset,
-                                               flushed, &mr->reg)
-                    : c->conn().reg_mem(mirror ? mirror : data, size, &mr->reg);
-  if (s != ncclSuccess) {
-    if (mirror) free_pinned(mirror);
-    return s;
-  }
-  *mhandle = mr.release();
-  ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size,
-            !direct ? (kind == MemKind::kDevice ? "device" : "host") : dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)"
-                                                                                  : "device, GPUDirect",
-            flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
-  return ncclSuccess;
-}
-
-}  // namespace
-
+// regMr and regMrDmaBuf (fd >= 0: device memory exported by CUDA).
 ncclResult_t reg_mr(void* comm, void* data, size_t size, int type, void** mhandle) {
-  return register_mr(comm, data, size, type, -1, 0, mhandle);
+  auto* c = static_cast<Comm*>(comm);
+  return register_buffer(c, g_transport->device(c->dev()), g_device_path, data, size, type == NCCL_PTR_CUDA, -1, 0,
+                         reinterpret_cast<Mr**>(mhandle));
 }
 
 ncclResult_t reg_mr_dmabuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle) {
-  return register_mr(comm, data, size, type, fd, offset, mhandle);
+  auto* c = static_cast<Comm*>(comm);
+  return register_buffer(c, g_transport->device(c->dev()), g_device_path, data, size, type == NCCL_PTR_CUDA, fd,
+                         offset, reinterpret_cast<Mr**>(mhandle));
 }
 
 ncclResult_t dereg_mr(void*, void* mhandle) {
-  auto* mr = static_cast<Mr*>(mhandle);
-  if (!mr) return ncclSuccess;
-  mr->reg.reset();  // the transport's registration of the mirror goes before its memory
-  if (mr->mirror) free_pinned(mr->mirror);
-  delete mr;
+  deregister_buffer(static_cast<Mr*>(mhandle));
   return ncclSuccess;
 }
 

@@ -1,6 +1,6 @@
 // ncclNet_v8 (NCCL 2.20-2.23): int sizes, no context, no LL hint on irecv.
 #include "adapter.h"
-#include "proto.h"
+#include "transport.h"
 
 namespace zipccl::net {
 namespace {
@@ -12,8 +12,8 @@ ncclResult_t isend_v8(void* sc, void* data, int size, int tag, void* mh, void** 
   return isend(sc, data, size_t(size), tag, mh, req);
 }
 ncclResult_t irecv_v8(void* rc, int n, void** data, int* sizes, int* tags, void** mhs, void** req) {
-  size_t s[proto::kMaxRecvs];
-  if (n < 1 || n > int(proto::kMaxRecvs)) return ncclInvalidArgument;
+  size_t s[kMaxRecvs];
+  if (n < 1 || n > int(kMaxRecvs)) return ncclInvalidArgument;
   for (int i = 0; i < n; ++i) {
     if (sizes[i] < 0) return ncclInvalidArgument;
     s[i] = size_t(sizes[i]);

@@ -1,11 +1,9 @@
-// TCP transport: one control socket plus NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD data sockets
-// per connection, data striped across them and moved by helper threads. Connection setup is a
-// non-blocking state machine on both sides; every socket opens with a hello that carries the
-// listener's random nonce, so strangers on the listen port are rejected.
+// The TCP transport: one plugin device per interface NCCL_SOCKET_IFNAME / NCCL_SOCKET_FAMILY
+// select (as NCCL's own socket transport picks them), links set up by socket_setup.h and moving
+// messages as socket_link.h describes.
 #pragma once
 
 #include <memory>
-#include <vector>
 
 #include "transport.h"
 

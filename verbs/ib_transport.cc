@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "ib_connect.h"
+#include "ib_handshake.h"
 #include "ib_devices.h"
 #include "ib_wire.h"
 #include "log.h"
@@ -43,9 +43,9 @@ class IbTransport : public Transport {
     SockAddr a;
     uint64_t nonce;
     ZIP_CHECK(parse_handle(handle, kHandleMagic, kWireVersion, "verbs", &a, &nonce));
-    std::unique_ptr<IbConn> conn;
-    ZIP_CHECK(IbConn::create(ports_[size_t(dev)], ib_qps_per_conn(), traffic_class, &conn));
-    *out = std::make_unique<IbConnector>(std::move(conn), a, nonce);
+    std::unique_ptr<IbLink> conn;
+    ZIP_CHECK(IbLink::create(ports_[size_t(dev)], ib_qps_per_conn(), traffic_class, &conn));
+    *out = std::make_unique<IbLinkector>(std::move(conn), a, nonce);
     return ncclSuccess;
   }
 

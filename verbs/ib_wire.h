@@ -1,6 +1,6 @@
-// What the two ends of a verbs connection exchange: the handle NCCL carries from listener to
-// connector, the queue-pair information swapped over the TCP bootstrap socket, and the mailbox
-// each end exposes for the other's RDMA writes.
+// What the two ends of a verbs link exchange: the handle NCCL carries from listener to connector,
+// the queue-pair information swapped over the TCP bootstrap socket, and the clear-to-send slots
+// the receiver RDMA-writes into the sender's mailbox.
 #pragma once
 
 #include <cstddef>
@@ -14,9 +14,9 @@ namespace zipccl::verbs {
 constexpr uint32_t kHandleMagic = 0x5A494249u;  // "IBIZ"
 constexpr uint32_t kInfoMagic = 0x5A49514Fu;
 constexpr uint32_t kReadyMagic = 0x5A495244u;
-constexpr uint16_t kWireVersion = 1;
+constexpr uint16_t kWireVersion = 2;
 
-// The handle is a TcpHandle (plugin/tcp_handshake.h) with kHandleMagic: the bootstrap
+// The handle is a TcpHandle (common/tcp_bootstrap.h) with kHandleMagic: the bootstrap
 // listener's address and the nonce a connector must present.
 
 // One end's half of the exchange: the connector sends its own first (the listener's hello), the
@@ -33,30 +33,53 @@ struct QpInfo {
   uint8_t link_layer;
   uint8_t mtu;  // the port's active ibv_mtu
   uint32_t gid_index;
-  uint64_t mailbox_addr;  // where the other end RDMA-writes its advertisements and credits
+  uint64_t mailbox_addr;  // where the other end RDMA-writes its clear-to-sends
   uint32_t mailbox_rkey;
   // The connector's traffic class + 1 (NCCL's per-communicator trafficClass), which the listener
   // adopts; 0 leaves both ends at NCCL_IB_TC.
   uint32_t traffic_class;
 };
 
-constexpr uint32_t kFifoSlots = 128;  // receives advertised ahead of their sends
+// Clear-to-sends in flight per link: the engine has at most kMaxRequests receives posted, and a
+// receive completes only after the sender has read its slot.
+constexpr uint32_t kFifoSlots = kMaxRequests;
 
-// A receive buffer advertised to the sender: posted by RDMA write into the sender's mailbox
-// fifo. stamp and stamp_end (both the receive's sequence number + 1) are written with the entry
-// and read around it, so an entry is used only once all of it has landed.
-struct Advert {
-  uint64_t stamp;
-  uint64_t addr;
-  uint32_t len;
-  uint32_t rkey;
-  uint64_t stamp_end;
+// One placement as the sender reads it.
+struct CtsEntry {
+  int32_t tag;
+  uint32_t target_rkey;
+  uint64_t target_addr;
+  uint64_t capacity;
+  uint64_t staging_addr;
+  uint64_t staging_bytes;  // 0: raw only
+  uint32_t staging_rkey;
+  uint32_t reserved;
 };
-static_assert(sizeof(Advert) == 32, "one advertisement is 32 bytes");
+static_assert(sizeof(CtsEntry) == 48, "a placement is 48 bytes");
 
+// A clear-to-send, written by one RDMA write of its first cts_bytes(n) bytes: stamp, n, the n
+// placements and, right after them, the end stamp. Both stamps are the sequence number + 1; the
+// sender reads the first, the fields, then the end stamp, and takes the slot only when both match.
+// One receive's clear-to-send is 60 bytes: it goes inline.
+struct CtsSlot {
+  uint32_t stamp;
+  uint32_t n;
+  CtsEntry e[kMaxRecvs];
+  uint32_t end_stamp_room;  // where the end stamp lands when n == kMaxRecvs
+};
+constexpr size_t end_stamp_offset(uint32_t n) { return offsetof(CtsSlot, e) + n * sizeof(CtsEntry); }
+constexpr size_t cts_bytes(uint32_t n) { return end_stamp_offset(n) + sizeof(uint32_t); }
+static_assert(cts_bytes(1) == 60, "one receive's clear-to-send fits 64 inline bytes");
+
+// What each end exposes to the other's RDMA writes.
 struct Mailbox {
-  Advert fifo[kFifoSlots];
-  uint64_t ctrl_consumed;  // control records of ours the other end has taken (its credits to us)
+  CtsSlot fifo[kFifoSlots];
 };
+
+// A message's last write on each queue pair it uses carries this immediate: whether the bytes are
+// compressed and how many landed. Which placement it fills follows from the order: messages go out
+// in (seq, sub) order.
+constexpr uint32_t kImmCompressed = 0x80000000u;
+constexpr uint64_t kMaxWireBytes = 0x7FFFFFFFu;
 
 }  // namespace zipccl::verbs

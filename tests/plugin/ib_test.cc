@@ -4,6 +4,10 @@
 // test of plugin_test.cc over the verbs transport; elsewhere they are skipped.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -162,6 +166,43 @@ TEST(IbExchange, DelayedWorkRequestsStayExact) {
   env["NCCL_IB_QPS_PER_CONNECTION"] = "2";
   const std::vector<std::string> args = {"--msgs=80", "--max=524288", "--kind=mix", "--seed=13"};
   expect_ok(run_pair(11, env, args, args));
+}
+
+// NCCL net_ib's economy: a receive costs the receiver one RDMA write (its clear-to-send, for all
+// its grouped messages), and a message costs the sender only its data writes, the last carrying
+// the header in its immediate. Counted by the emulated HCA over both processes (NCCL_ZIP_EMU_STATS).
+TEST(IbExchange, OneControlWritePerReceive) {
+  IB_ONLY();
+  struct Case {
+    int group;
+    long msgs;  // receives; each of `group` messages
+  };
+  for (const Case& c : {Case{1, 200}, Case{4, 60}}) {
+    const std::string stats = "/tmp/zipccl-wr-" + std::to_string(getpid()) + "-" + std::to_string(c.group);
+    std::remove(stats.c_str());
+    Env env = base_env("2");
+    env["NCCL_ZIP_EMU_STATS"] = stats;
+    // Messages of at most one 256 KiB chunk on one QP: one data write each.
+    const std::vector<std::string> args = {"--msgs=" + std::to_string(c.msgs), "--max=262144",
+                                           "--group=" + std::to_string(c.group), "--kind=mix", "--seed=4"};
+    Pair p = run_pair(11, env, args, args);
+    SCOPED_TRACE("group " + std::to_string(c.group));
+    expect_ok(p);
+    long sends = 0, writes = 0, writes_imm = 0, reads = 0, lines = 0;
+    std::ifstream f(stats);
+    for (std::string l; std::getline(f, l); ++lines) {
+      sends += field(l, "sends");
+      writes += field(l, "writes");
+      writes_imm += field(l, "writes_imm");
+      reads += field(l, "reads");
+    }
+    std::remove(stats.c_str());
+    ASSERT_EQ(lines, 2) << "one line per process's device context";
+    EXPECT_EQ(sends, 0) << "no control message goes as a SEND";
+    EXPECT_EQ(writes, c.msgs) << "one clear-to-send write per receive";
+    EXPECT_EQ(writes_imm, c.msgs * c.group) << "one data write per message, carrying its header";
+    EXPECT_EQ(reads, 0);
+  }
 }
 
 // ---- GPUDirect RDMA ----------------------------------------------------------------------------

@@ -196,6 +196,8 @@ class Peer {
       exit(0);  // exit(), not _exit(): LeakSanitizer checks at exit
     }
     fprintf(stderr, "peer %s: %s returned %d after %ld messages\n", a_.role.c_str(), call, int(r), done_);
+    const auto& log = log_lines();  // what the plugin said last, for the test's output
+    for (size_t i = log.size() > 8 ? log.size() - 8 : 0; i < log.size(); ++i) fprintf(stderr, "  %s\n", log[i].c_str());
     return finish(false, call, done_);
   }
 

@@ -465,7 +465,7 @@ TEST(InProcess, ConnectCloseCycles) {
 // A peer that passed the handshake (it has the nonce) but then breaks the protocol: the
 // receiver must fail the receive with an error and a WARN, never write a wrong byte or crash.
 // The test speaks the wire format itself: the handle's nonce (after magic, version, padding and
-// a sockaddr_in6), the 32-byte hello, length-prefixed control records (proto.h).
+// a sockaddr_in6), the 32-byte hello, length-prefixed control records (socket/socket_wire.h).
 struct EvilCase {
   const char* name;
   bool ll_hint;        // the receive is flag-polled: compressed bytes are not allowed

@@ -62,8 +62,8 @@ class IbConnGdr : public ::testing::Test {
     ASSERT_TRUE(t_->connect(0, handle, -1, &c) == ncclSuccess);
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while ((!send_ || !recv_) && std::chrono::steady_clock::now() < end) {
-      if (!send_) ASSERT_TRUE(c->progress(&send_) == ncclSuccess);
-      if (!recv_) ASSERT_TRUE(l->accept(&recv_) == ncclSuccess);
+      if (!send_) { ASSERT_TRUE(c->progress(&send_) == ncclSuccess); }
+      if (!recv_) { ASSERT_TRUE(l->accept(&recv_) == ncclSuccess); }
     }
     ASSERT_TRUE(send_ && recv_) << "connection setup timed out";
   }
@@ -76,8 +76,35 @@ class IbConnGdr : public ::testing::Test {
     return x.done();
   }
 
+  // One raw message of n bytes from src into dst, as the engine moves it: the receiver's
+  // clear-to-send, the sender's message into that placement, the receiver's arrival.
+  bool move(const char* src, char* dst, size_t n, uint32_t seq) {
+    ClearToSend cts;
+    cts.seq = seq;
+    cts.n = 1;
+    cts.p[0].capacity = n;
+    cts.p[0].target = reinterpret_cast<uintptr_t>(dst);
+    if (recv_->post_cts(cts) != ncclSuccess) return false;
+    ClearToSend got_cts;
+    MessageHeader arrived;
+    bool got = false;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!got && std::chrono::steady_clock::now() < end)
+      if (send_->poll_cts(&got_cts, &got) != ncclSuccess || recv_->progress() != ncclSuccess) return false;
+    if (!got || got_cts.seq != seq || got_cts.n != 1 || got_cts.p[0].capacity != n) return false;
+    MessageHeader h;
+    h.seq = seq;
+    h.wire_bytes = h.orig_bytes = n;
+    Xfer tx;
+    if (send_->post_message(h, got_cts.p[0], src, &tx) != ncclSuccess) return false;
+    got = false;
+    while (!got && std::chrono::steady_clock::now() < end)
+      if (recv_->poll_arrival(&arrived, &got) != ncclSuccess || send_->progress() != ncclSuccess) return false;
+    return got && wait(tx) && arrived.seq == seq && arrived.sub == 0 && !arrived.compressed && arrived.wire_bytes == n;
+  }
+
   std::unique_ptr<Transport> t_;
-  std::unique_ptr<Conn> send_, recv_;
+  std::unique_ptr<Link> send_, recv_;
 };
 
 TEST_F(IbConnGdr, DmaBufReceiveFlushedThenExact) {
@@ -89,12 +116,11 @@ TEST_F(IbConnGdr, DmaBufReceiveFlushedThenExact) {
   for (size_t i = 0; i < kBytes; ++i) src[i] = char(i * 7 + 3);
   ASSERT_TRUE(send_->reg_mem(src.data(), kBytes, &sreg) == ncclSuccess);
   // Twice, the second time at an offset inside the registration.
+  uint32_t seq = 0;
   for (size_t off : {size_t(0), size_t(4096 + 100)}) {
     const size_t n = kBytes - off;
-    Xfer rx, tx, fx;
-    ASSERT_TRUE(recv_->post_recv(dst.p + off, n, &rx) == ncclSuccess);
-    ASSERT_TRUE(send_->post_send(src.data(), n, &tx) == ncclSuccess);
-    ASSERT_TRUE(wait(rx) && wait(tx)) << recv_->error_text() << send_->error_text();
+    Xfer fx;
+    ASSERT_TRUE(move(src.data(), dst.p + off, n, seq++)) << recv_->error_text() << send_->error_text();
     ASSERT_TRUE(recv_->flush(dst.p + off, &fx) == ncclSuccess) << recv_->error_text();
     ASSERT_TRUE(wait(fx)) << recv_->error_text();
     EXPECT_EQ(std::memcmp(dst.p + off, src.data(), n), 0);

@@ -327,6 +327,14 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     s.psn = q->next_psn;
     q->next_psn = (q->next_psn + 1) & kPsnMask;
     uint64_t n = ++ctx->posted;
+    switch (w->opcode) {
+      case IBV_WR_SEND:
+      case IBV_WR_SEND_WITH_IMM: ++ctx->sends; break;
+      case IBV_WR_RDMA_WRITE: ++ctx->writes; break;
+      case IBV_WR_RDMA_WRITE_WITH_IMM: ++ctx->writes_imm; break;
+      case IBV_WR_RDMA_READ: ++ctx->reads; break;
+      default: break;
+    }
     if (is_rdma(w->opcode)) s.fault_rkey = ++ctx->rdma_posted == f.rkey;
     s.fault_lost = n == f.retry;
     s.fault_qp_error = n == f.qp_error;

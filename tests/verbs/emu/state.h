@@ -61,6 +61,8 @@ struct Context {
   GdrSupport gdr;
   uint64_t posted = 0;       // send WRs posted on this context (the fault counter)
   uint64_t rdma_posted = 0;  // of which RDMA writes/reads
+  // Send WRs posted, by opcode: what NCCL_ZIP_EMU_STATS reports when the context closes.
+  uint64_t sends = 0, writes = 0, writes_imm = 0, reads = 0;
 };
 
 struct Pd {

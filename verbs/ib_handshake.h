@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "ib_conn.h"
+#include "ib_link.h"
 #include "ib_devices.h"
 #include "ib_wire.h"
 #include "tcp_bootstrap.h"
@@ -22,13 +22,13 @@ class IbListener : public Listener {
  public:
   IbListener(IbPort port, int fd, uint64_t nonce, std::string where);
   ~IbListener() override;
-  ncclResult_t accept(std::unique_ptr<Conn>* out) override;
+  ncclResult_t accept(std::unique_ptr<Link>* out) override;
 
  private:
   struct Accepting {
     int fd;
     SockAddr peer;
-    std::unique_ptr<IbConn> conn;
+    std::unique_ptr<IbLink> conn;
     QpInfo reply;
     size_t sent;
     uint32_t ready;
@@ -43,15 +43,15 @@ class IbListener : public Listener {
   std::vector<Accepting> accepting_;
 };
 
-class IbConnector : public Connector {
+class IbLinkector : public Connector {
  public:
   // conn: this end's queue pairs, not yet connected.
-  IbConnector(std::unique_ptr<IbConn> conn, const SockAddr& addr, uint64_t nonce);
-  ~IbConnector() override;
-  ncclResult_t progress(std::unique_ptr<Conn>* out) override;
+  IbLinkector(std::unique_ptr<IbLink> conn, const SockAddr& addr, uint64_t nonce);
+  ~IbLinkector() override;
+  ncclResult_t progress(std::unique_ptr<Link>* out) override;
 
  private:
-  std::unique_ptr<IbConn> conn_;
+  std::unique_ptr<IbLink> conn_;
   SockAddr addr_;
   uint64_t nonce_;
   HelloConnector hello_;

@@ -1,4 +1,4 @@
-#include "ib_connect.h"
+#include "ib_handshake.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@ namespace zipccl::verbs {
 namespace {
 
 // This end's half of the exchange, with the handle's nonce.
-QpInfo make_info(const IbConn& conn, uint64_t nonce) {
+QpInfo make_info(const IbLink& conn, uint64_t nonce) {
   QpInfo info;
   std::memset(&info, 0, sizeof info);
   info.magic = kInfoMagic;
@@ -51,8 +51,8 @@ IbListener::~IbListener() {
 const char* IbListener::admit(int fd, const SockAddr& peer, const QpInfo& hello) {
   if (const char* why = invalid(hello, nonce_)) return why;
   if (!set_conn_options(fd, int(socket_timeout_ms()))) return "socket options failed";
-  std::unique_ptr<IbConn> conn;
-  if (IbConn::create(port_, hello.nqps, int(hello.traffic_class) - 1, &conn) != ncclSuccess || conn->connect_qps(hello, addr_str(peer)) != ncclSuccess)
+  std::unique_ptr<IbLink> conn;
+  if (IbLink::create(port_, hello.nqps, int(hello.traffic_class) - 1, &conn) != ncclSuccess || conn->connect_qps(hello, addr_str(peer)) != ncclSuccess)
     return "could not set up its queue pairs";
   Accepting a{fd, peer, std::move(conn), {}, 0, 0, 0, now_ms() + handshake_timeout_ms()};
   a.reply = make_info(*a.conn, nonce_);
@@ -60,7 +60,7 @@ const char* IbListener::admit(int fd, const SockAddr& peer, const QpInfo& hello)
   return nullptr;
 }
 
-ncclResult_t IbListener::accept(std::unique_ptr<Conn>* out) {
+ncclResult_t IbListener::accept(std::unique_ptr<Link>* out) {
   out->reset();
   hellos_.poll([this](int fd, const SockAddr& peer, const char* bytes) {
     QpInfo h;
@@ -91,17 +91,17 @@ ncclResult_t IbListener::accept(std::unique_ptr<Conn>* out) {
 
 // ---- connector ----------------------------------------------------------------------------------
 
-IbConnector::IbConnector(std::unique_ptr<IbConn> conn, const SockAddr& addr, uint64_t nonce)
+IbLinkector::IbLinkector(std::unique_ptr<IbLink> conn, const SockAddr& addr, uint64_t nonce)
     : conn_(std::move(conn)),
       addr_(addr),
       nonce_(nonce),
       hello_(addr, bytes_of(make_info(*conn_, nonce)), now_ms() + handshake_timeout_ms()) {}
 
-IbConnector::~IbConnector() {
+IbLinkector::~IbLinkector() {
   if (fd_ >= 0) close(fd_);
 }
 
-ncclResult_t IbConnector::progress(std::unique_ptr<Conn>* out) {
+ncclResult_t IbLinkector::progress(std::unique_ptr<Link>* out) {
   out->reset();
   const std::string peer = addr_str(addr_);
   if (fd_ < 0) {

@@ -1,0 +1,17 @@
+#include "transport.h"
+
+namespace zipccl {
+
+const char* placement_misfit(const Placement& p, const MessageHeader& h) {
+  if (!h.compressed) {
+    if (h.wire_bytes != h.orig_bytes) return "a raw message whose sizes disagree";
+    if (h.wire_bytes > p.capacity) return "more bytes than the receive takes";
+    return nullptr;
+  }
+  if (p.staging_bytes == 0) return "compressed bytes for a receive that takes raw bytes only";
+  if (h.wire_bytes > p.staging_bytes) return "more compressed bytes than the receive's staging takes";
+  if (h.orig_bytes > p.capacity) return "it decodes to more bytes than the receive takes";
+  return nullptr;
+}
+
+}  // namespace zipccl

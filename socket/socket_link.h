@@ -1,0 +1,82 @@
+// One socket link: a control socket carrying clear-to-send and header records (socket_wire.h),
+// and NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD data sockets over which each message's bytes
+// are striped, moved by helper threads (socket_worker.h). The receiver places every message
+// itself: a header names the placement, and its bytes are received straight into the target or
+// the staging buffer the clear-to-send advertised.
+#pragma once
+
+#include <deque>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "socket_wire.h"
+#include "socket_worker.h"
+#include "transport.h"
+
+namespace zipccl::tcp {
+
+class SocketLink : public Link {
+ public:
+  // fds[0] is the control socket, the rest data sockets; the link owns them all.
+  SocketLink(std::vector<int> fds, std::string peer);
+  ~SocketLink() override;
+
+  ncclResult_t post_cts(const ClearToSend& cts) override;
+  ncclResult_t poll_arrival(MessageHeader* h, bool* got) override;
+  ncclResult_t poll_cts(ClearToSend* cts, bool* got) override;
+  ncclResult_t post_message(const MessageHeader& h, const Placement& to, const void* buf, Xfer* x) override;
+  ncclResult_t progress() override;
+  ncclResult_t error() const override { return err_.code(); }
+  std::string error_text() const override { return err_.text(); }
+  bool peer_closed() const override;
+  std::string peer() const override { return peer_; }
+
+ private:
+  struct Posted {
+    ClearToSend cts;
+    uint32_t headers_seen = 0;  // bit i: placement i's header has come
+    bool in_use = false;
+  };
+  struct Landing {
+    MessageHeader h;
+    Xfer x;
+  };
+
+  ncclResult_t fail(ncclResult_t code, const std::string& why);
+  // Control records: queued whole, sent as the socket takes them; x (if any) counts one piece
+  // down once the record is all on the socket.
+  void queue_record(const void* rec, uint32_t len, Xfer* x);
+  ncclResult_t send_records();
+  // The next whole record into buf (*len 0: none yet). Reads the socket only when no whole record
+  // is buffered: the progress thread polls constantly, and a syscall each time would add up.
+  ncclResult_t next_record(void* buf, size_t cap, size_t* len);
+  void read_socket();
+  ncclResult_t on_header(const HeaderRecord& r);
+  // Stripes [buf, buf + n) over the data sockets; both ends split a message the same way.
+  void post_bytes(char* buf, size_t n, Xfer* x, bool send);
+
+  std::string peer_;
+  int ctrl_fd_;
+  std::vector<int> data_fds_;
+  StickyError err_;
+  std::vector<std::unique_ptr<SocketWorker>> workers_;
+
+  std::vector<char> out_;
+  size_t out_off_ = 0;         // bytes of out_ on the socket
+  uint64_t out_sent_ = 0;      // bytes ever sent on the control socket
+  uint64_t out_queued_ = 0;    // bytes ever queued
+  std::deque<std::pair<uint64_t, Xfer*>> record_ends_;  // (stream offset where it ends, its xfer)
+  std::vector<char> in_;
+  size_t in_off_ = 0;          // bytes of in_ already taken as records
+  bool peer_closed_ = false;
+  size_t next_send_sock_ = 0, next_recv_sock_ = 0;
+
+  Posted posted_[kMaxRequests];  // receiving end, by seq % kMaxRequests
+  uint32_t headers_awaited_ = 0;
+  std::list<Landing> landing_;   // messages whose header came, bytes on their way (stable addresses)
+  uint32_t next_cts_seq_ = 0;    // sending end
+};
+
+}  // namespace zipccl::tcp

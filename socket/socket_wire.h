@@ -1,0 +1,66 @@
+// What the two ends of a socket link send each other. Every socket opens with a Hello carrying
+// the listener's nonce; the control socket then carries length-prefixed records (a 4-byte length,
+// then a CtsRecord or a HeaderRecord), and a message's bytes follow its HeaderRecord on the data
+// sockets, in the order of the headers.
+#pragma once
+
+#include <cstdint>
+
+#include "transport.h"
+
+namespace zipccl::tcp {
+
+constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
+constexpr uint32_t kHelloMagic = 0x5A49484Cu;
+constexpr uint16_t kVersion = 1;
+constexpr size_t kMaxRecord = 4096;
+
+struct Hello {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t index;   // 0: control socket, 1..n-1: data sockets
+  uint16_t nsocks;  // sockets in this connection, control included
+  uint16_t reserved;
+  uint32_t reserved2;
+  uint64_t nonce;
+  uint64_t conn_id;  // groups the sockets of one connect()
+};
+static_assert(sizeof(Hello) == 32, "hello is 32 bytes");
+
+enum RecordType : uint32_t { kCts = 0x5A435453u /* "STCZ" */, kHeader = 0x5A444154u };
+enum RecordFlags : uint32_t {
+  kCompressOk = 0x1,  // CtsEntry: the receive takes compressed bytes (staging_bytes of them)
+  kCompressed = 0x1,  // HeaderRecord: the bytes that follow are a compressed message
+};
+
+struct CtsEntry {
+  int32_t tag;
+  uint32_t flags;
+  uint64_t capacity;
+  uint64_t target_addr;  // unused over TCP: the receiver places the bytes itself
+  uint64_t target_key;
+  uint64_t staging_addr;
+  uint64_t staging_key;
+  uint64_t staging_bytes;
+};
+
+struct CtsRecord {
+  uint32_t type;  // kCts
+  uint32_t seq;
+  uint32_t n;
+  uint32_t reserved;
+  CtsEntry e[kMaxRecvs];
+};
+
+struct HeaderRecord {
+  uint32_t type;  // kHeader
+  uint32_t seq;
+  uint32_t sub;
+  uint32_t flags;
+  uint64_t orig_bytes;
+  uint64_t wire_bytes;
+};
+
+static_assert(sizeof(CtsEntry) == 56 && sizeof(HeaderRecord) == 32, "records are fixed-size");
+
+}  // namespace zipccl::tcp
