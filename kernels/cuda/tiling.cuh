@@ -10,8 +10,8 @@ namespace zipccl::gpu::detail {
 
 // One CTA (a "tile") codes MU * 8 KiB of original data: MU blocks of bf16/fp16, MU/2 (at
 // least 1) of fp32, or a slice of a Raw payload. MU is 1 for small batches (more CTAs, lower
-// latency); bulk batches use kEncodeBulkMU / kDecodeBulkMU (docs/gpu-codec.md has the
-// measurements). In each block a thread owns 16 consecutive elements (kThreads per CTA), except
+// latency); bulk batches use kEncodeBulkMU / kDecodeBulkMU (docs/gpu-codec.md, "Launch shapes", says
+// why). In each block a thread owns 16 consecutive elements (kThreads per CTA), except
 // in the bulk encode kernels for a known codec: 32 (128 threads per CTA; encode.cu's encode_pt()).
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
