@@ -1,115 +1,25 @@
-// GPU codec engine: device buffers coded by zipccl_gpu_codec without blocking NCCL's proxy
-// threads. submit() only queues; poll() launches everything queued as one batch on the engine's
-// own non-blocking, highest-priority stream (so our kernels are not queued behind the training
-// step's), and completes batches by cudaEventQuery. Per batch, in stream order:
-//   encode kernels (device input -> device staging)           -> event enc_end
-//   H2D copies (pinned message -> device staging), decodes    -> event dec_end
-//   plain copies (raw device messages to or from pinned host) -> event end
-// and once `end` has completed, the encodes' results are known: the compressed bytes (or, when
-// coding did not pay, the input) are copied to the job's pinned host buffer -> event out_end.
-// Batches complete in stream order, so the device staging is a ring freed from its tail.
-#include <cuda_runtime_api.h>
+#include "gpu_codec_engine.h"
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <initializer_list>
-#include <map>
-#include <mutex>
-#include <string>
 
-#include "codec_engine.h"
-#include "log.h"
+#include "cuda_scope.h"
 #include "engine_params.h"
+#include "log.h"
 #include "zipccl/format.h"
-#include "zipccl/gpu_codec.h"
 
 namespace zipccl {
 namespace {
 
 namespace gpu = zipccl::gpu;
 
-constexpr int kSlots = 16;                            // batches in flight
-constexpr size_t kAlign = 256;                        // device staging alignment
-// One launch's temp covers this many times the staging in bytes (encode inputs and decode
-// outputs: a batch's encode inputs fit the staging, its decode outputs are at most a few times
-// their staged messages; a larger batch is split where temp runs out).
-constexpr size_t kTempCoverStagings = 4;
+// One launch's temp covers this many times the scratch in bytes (encode inputs and decode
+// outputs: a batch's encode inputs fit the scratch, its decode outputs are at most a few times
+// their messages; a larger batch is split where temp runs out).
+constexpr size_t kTempCoverScratch = 4;
 
-size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-// For one call of ours: `device` current and stream capture relaxed (a thread capturing a graph
-// in global mode would otherwise fail our calls), both restored afterwards. On NCCL's threads
-// both already hold and this costs three cheap calls.
-class CudaScope {
- public:
-  explicit CudaScope(int device) {
-    cudaThreadExchangeStreamCaptureMode(&mode_);
-    if (device >= 0 && cudaGetDevice(&prev_) == cudaSuccess && prev_ != device)
-      restore_ = cudaSetDevice(device) == cudaSuccess;
-  }
-  ~CudaScope() {
-    if (restore_) cudaSetDevice(prev_);
-    cudaThreadExchangeStreamCaptureMode(&mode_);
-  }
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-  int prev_ = -1;
-  bool restore_ = false;
-};
-
-class GpuCodecEngine final : public CodecEngine {
- public:
-  explicit GpuCodecEngine(int device) : device_(device) {}
-  ~GpuCodecEngine() override;
-  bool init(std::string* err);
-
-  const char* name() const override { return "gpu"; }
-  void submit(CodecJob* job) override;
-  void poll() override;
-  double throughput(CodecJob::Op op) const override { return bps_[op].load(std::memory_order_relaxed); }
-  size_t max_message_bytes() const override { return staging_cap_ - kAlign; }
-  size_t staging_bytes() const { return staging_cap_; }
-
- private:
-  struct Slot {
-    enum State { kFree, kRunning, kCopyingOut, kDone } state = kFree;
-    cudaEvent_t start = nullptr, enc_end = nullptr, dec_end = nullptr, end = nullptr, out_end = nullptr;
-    gpu::Result* res = nullptr;  // kMaxBatch, pinned: encodes first, then decodes
-    CodecJob* jobs[gpu::kMaxBatch];
-    char* stage[gpu::kMaxBatch];  // device staging per job (encode output, decode input)
-    int res_index[gpu::kMaxBatch];
-    int n = 0, n_enc = 0, n_dec = 0;
-    size_t ring_end = 0, ring_held = 0;
-    cudaError_t error = cudaSuccess;  // an enqueue failed: the batch completes as failed
-  };
-
-  bool ring_alloc(size_t n, size_t* off);
-  void launch_locked();
-  void enqueue(Slot& b);
-  void complete_locked();
-  void on_kernels_done(Slot& b);
-  void finish(Slot& b, bool ok);
-  void fail_job(CodecJob* j);
-  void record_rate(CodecJob::Op op, double bytes, double ms);
-  void warn(const char* what, cudaError_t e);
-
-  const int device_;
-  std::mutex mu_;
-  std::deque<CodecJob*> queue_;
-  cudaStream_t stream_ = nullptr;
-  char* staging_ = nullptr;
-  size_t staging_cap_ = 0;
-  size_t head_ = 0, tail_ = 0, used_ = 0;  // device staging ring
-  void* temp_ = nullptr;
-  size_t temp_bytes_ = 0;
-  gpu::Result* results_ = nullptr;
-  Slot slots_[kSlots];
-  unsigned next_ = 0, oldest_ = 0, live_ = 0;  // slot ring
-  bool broken_ = false;  // a CUDA error: every later job fails (the context may be unusable)
-  std::atomic<double> bps_[3] = {0.0, 0.0, 0.0};
-};
+}  // namespace
 
 #define ZIP_CUDA_INIT(call)                                                  \
   do {                                                                       \
@@ -125,9 +35,9 @@ bool GpuCodecEngine::init(std::string* err) {
   int least = 0, greatest = 0;
   ZIP_CUDA_INIT(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   ZIP_CUDA_INIT(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
-  staging_cap_ = size_t(gpu_staging_mb()) << 20;
-  ZIP_CUDA_INIT(cudaMalloc(reinterpret_cast<void**>(&staging_), staging_cap_));
-  temp_bytes_ = gpu::temp_bytes_bound(kTempCoverStagings * staging_cap_, gpu::kMaxBatch);
+  scratch_cap_ = size_t(gpu_staging_mb()) << 20;
+  ZIP_CUDA_INIT(cudaMalloc(reinterpret_cast<void**>(&scratch_), scratch_cap_));
+  temp_bytes_ = gpu::temp_bytes_bound(kTempCoverScratch * scratch_cap_, gpu::kMaxBatch);
   ZIP_CUDA_INIT(cudaMalloc(&temp_, temp_bytes_));
   ZIP_CUDA_INIT(gpu::init_temp(temp_, temp_bytes_, stream_));
   ZIP_CUDA_INIT(cudaHostAlloc(reinterpret_cast<void**>(&results_), sizeof(gpu::Result) * gpu::kMaxBatch * kSlots,
@@ -138,9 +48,9 @@ bool GpuCodecEngine::init(std::string* err) {
     for (cudaEvent_t* ev : {&b.start, &b.enc_end, &b.dec_end, &b.end, &b.out_end}) ZIP_CUDA_INIT(cudaEventCreate(ev));
   }
   ZIP_INFO(NCCL_INIT | NCCL_NET,
-           "GPU codec engine on device %d: stream priority %d, device staging %.1f MB "
+           "GPU codec engine on device %d: stream priority %d, device scratch %.1f MB "
            "(NCCL_ZIP_GPU_STAGING_MB), temp %.1f MB",
-           device_, greatest, double(staging_cap_) / 1e6, double(temp_bytes_) / 1e6);
+           device_, greatest, double(scratch_cap_) / 1e6, double(temp_bytes_) / 1e6);
   return true;
 }
 
@@ -154,7 +64,7 @@ GpuCodecEngine::~GpuCodecEngine() {
       if (ev) cudaEventDestroy(ev);
   if (results_) cudaFreeHost(results_);
   if (temp_) cudaFree(temp_);
-  if (staging_) cudaFree(staging_);
+  if (scratch_) cudaFree(scratch_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -186,16 +96,16 @@ void GpuCodecEngine::poll() {
 
 bool GpuCodecEngine::ring_alloc(size_t n, size_t* off) {
   if (used_ == 0) head_ = tail_ = 0;
-  if (head_ >= tail_ && used_ < staging_cap_) {  // free: [head_, cap) and [0, tail_)
-    if (staging_cap_ - head_ >= n) {
+  if (head_ >= tail_ && used_ < scratch_cap_) {  // free: [head_, cap) and [0, tail_)
+    if (scratch_cap_ - head_ >= n) {
       *off = head_;
     } else if (tail_ >= n) {  // skip the end
-      used_ += staging_cap_ - head_;
+      used_ += scratch_cap_ - head_;
       *off = 0;
     } else {
       return false;
     }
-  } else if (tail_ - head_ >= n && used_ < staging_cap_) {  // free: [head_, tail_)
+  } else if (tail_ - head_ >= n && used_ < scratch_cap_) {  // free: [head_, tail_)
     *off = head_;
   } else {
     return false;
@@ -236,14 +146,14 @@ void GpuCodecEngine::launch_locked() {
         if (b.n > 0 || live_ > 0) break;  // fits once earlier work completes
         // Alone on an idle engine and still too big: the comms keep jobs within
         // max_message_bytes(), so this is a bug; fail it rather than wait forever.
-        ZIP_WARN("GPU codec engine: job of %zu bytes does not fit the device staging (%zu bytes)", j->src_bytes,
-                 staging_cap_);
+        ZIP_WARN("GPU codec engine: job of %zu bytes does not fit the device scratch (%zu bytes)", j->src_bytes,
+                 scratch_cap_);
         queue_.pop_front();
         fail_job(j);
         continue;
       }
       queue_.pop_front();
-      b.stage[b.n] = need > 0 ? staging_ + off : nullptr;
+      b.scratch[b.n] = need > 0 ? scratch_ + off : nullptr;
       b.res_index[b.n] = enc ? b.n_enc++ : dec ? b.n_dec++ : -1;
       b.jobs[b.n++] = j;
     }
@@ -268,14 +178,14 @@ void GpuCodecEngine::enqueue(Slot& b) {
       gpu::EncodeItem& it = enc[b.res_index[i]];
       it.in = j->src;
       it.bytes = j->src_bytes;
-      it.out = b.stage[i];
+      it.out = b.scratch[i];
       it.out_cap = zipccl::max_compressed_bytes(j->src_bytes);
       it.auto_codec = true;
       opt.checksum = j->checksum;  // process-wide settings: equal for every job
       opt.max_ratio = j->max_ratio;
     } else if (j->op == CodecJob::kDecode) {
       gpu::DecodeItem& it = dec[b.res_index[i]];
-      it.in = b.stage[i];
+      it.in = b.scratch[i];
       it.in_bytes = j->src_bytes;
       it.out = j->dst;
       it.out_cap = j->dst_cap;
@@ -291,7 +201,7 @@ void GpuCodecEngine::enqueue(Slot& b) {
   if (e == cudaSuccess) e = cudaEventRecord(b.enc_end, stream_);
   for (int i = 0; i < b.n && e == cudaSuccess; ++i)
     if (b.jobs[i]->op == CodecJob::kDecode)
-      e = cudaMemcpyAsync(b.stage[i], b.jobs[i]->src, b.jobs[i]->src_bytes, cudaMemcpyHostToDevice, stream_);
+      e = cudaMemcpyAsync(b.scratch[i], b.jobs[i]->src, b.jobs[i]->src_bytes, cudaMemcpyHostToDevice, stream_);
   if (e == cudaSuccess && b.n_dec > 0) e = gpu::decode_batch(dec, b.n_dec, temp_, temp_bytes_, dec_res, stream_);
   if (e == cudaSuccess) e = cudaEventRecord(b.dec_end, stream_);
   for (int i = 0; i < b.n && e == cudaSuccess; ++i)
@@ -361,7 +271,7 @@ void GpuCodecEngine::on_kernels_done(Slot& b) {
     j->seconds = enc_ms * 1e-3 / b.n_enc;
     enc_bytes += double(j->src_bytes);
     if (e == cudaSuccess)
-      e = cudaMemcpyAsync(j->dst, coded ? b.stage[i] : j->src, j->out_bytes, cudaMemcpyDeviceToHost, stream_);
+      e = cudaMemcpyAsync(j->dst, coded ? b.scratch[i] : j->src, j->out_bytes, cudaMemcpyDeviceToHost, stream_);
   }
   record_rate(CodecJob::kEncode, enc_bytes, enc_ms);
   record_rate(CodecJob::kDecode, dec_bytes, dec_ms);
@@ -412,7 +322,7 @@ void GpuCodecEngine::complete_locked() {
       b.state = Slot::kDone;
     }
   }
-  // Retire finished batches in order: the staging ring is freed from its tail.
+  // Retire finished batches in order: the scratch ring is freed from its tail.
   while (live_ > 0 && slots_[oldest_ % kSlots].state == Slot::kDone) {
     Slot& b = slots_[oldest_ % kSlots];
     tail_ = b.ring_end;
@@ -421,75 +331,6 @@ void GpuCodecEngine::complete_locked() {
     ++oldest_;
     --live_;
   }
-}
-
-std::mutex g_mu;
-struct Entry {
-  GpuCodecEngine* engine;
-  int refs;
-};
-std::map<int, Entry> g_engines;
-
-}  // namespace
-
-bool gpu_codec_usable(const char** why) {
-  if (!gpu_enabled()) {
-    *why = "NCCL_ZIP_GPU=0, the default";
-    return false;
-  }
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    static std::string text;  // init() runs this once per process
-    text = std::string("no usable CUDA device: cudaGetDeviceCount says ") +
-           (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    *why = text.c_str();
-    return false;
-  }
-  *why = "";
-  return true;
-}
-
-CodecEngine* acquire_gpu_codec(int device) {
-  std::lock_guard<std::mutex> g(g_mu);
-  auto it = g_engines.find(device);
-  if (it != g_engines.end()) {
-    ++it->second.refs;
-    return it->second.engine;
-  }
-  auto* e = new GpuCodecEngine(device);
-  std::string err;
-  if (!e->init(&err)) {
-    ZIP_WARN("GPU codec engine on device %d: %s", device, err.c_str());
-    delete e;
-    return nullptr;
-  }
-  g_engines[device] = Entry{e, 1};
-  return e;
-}
-
-void release_gpu_codec(int device) {
-  std::lock_guard<std::mutex> g(g_mu);
-  auto it = g_engines.find(device);
-  if (it == g_engines.end() || --it->second.refs > 0) return;
-  delete it->second.engine;
-  g_engines.erase(it);
-}
-
-char* alloc_pinned(size_t bytes) {
-  CudaScope scope(-1);
-  void* p = nullptr;
-  const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-  if (e != cudaSuccess) {
-    ZIP_WARN("cudaHostAlloc of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
-    return nullptr;
-  }
-  return static_cast<char*>(p);
-}
-
-void free_pinned(char* p) {
-  CudaScope scope(-1);
-  cudaFreeHost(p);
 }
 
 }  // namespace zipccl
