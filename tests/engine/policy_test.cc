@@ -1,0 +1,64 @@
+// CompressPolicy: when a message is worth compressing, from the mode, its size, the codec's
+// measured throughput against the link's, and the ratio recently achieved.
+#include <gtest/gtest.h>
+
+#include "codec_engine.h"
+#include "policy.h"
+
+namespace zipccl {
+namespace {
+
+class FakeEngine : public CodecEngine {
+ public:
+  explicit FakeEngine(double bps) : bps_(bps) {}
+  const char* name() const override { return "fake"; }
+  void submit(CodecJob*) override {}
+  void poll() override {}
+  double throughput(CodecJob::Op) const override { return bps_; }
+
+ private:
+  double bps_;
+};
+
+constexpr double kLink = 1.25e9;     // 10 Gb/s
+constexpr size_t kBig = 1 << 20;     // above NCCL_ZIP_MIN_BYTES (64 KiB by default)
+
+TEST(CompressPolicy, OffNeverAlwaysAlways) {
+  FakeEngine slow(1.0);
+  CompressPolicy off(ZipMode::kOff, kLink), always(ZipMode::kAlways, kLink);
+  EXPECT_FALSE(off.should_compress(kBig, slow));
+  EXPECT_TRUE(always.should_compress(kBig, slow)) << "forced, however slow the codec";
+  EXPECT_TRUE(always.should_compress(1, slow)) << "forced, however small the message";
+  EXPECT_FALSE(always.should_compress(0, slow)) << "an empty message has nothing to compress";
+}
+
+TEST(CompressPolicy, AutoWhenTheCodecOutrunsTheLink) {
+  FakeEngine fast(10 * kLink), slow(kLink);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  EXPECT_TRUE(p.should_compress(kBig, fast));
+  EXPECT_FALSE(p.should_compress(kBig, slow)) << "the codec must beat the link by a margin";
+  EXPECT_FALSE(p.should_compress(1000, fast)) << "below NCCL_ZIP_MIN_BYTES";
+}
+
+TEST(CompressPolicy, AutoMeasuresAnUnmeasuredCodecOneMessageAtATime) {
+  FakeEngine unmeasured(0);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  EXPECT_TRUE(p.should_compress(kBig, unmeasured));
+  EXPECT_FALSE(p.should_compress(kBig, unmeasured)) << "the first one is still measuring";
+  p.record(kBig, kBig * 7 / 10);
+  EXPECT_TRUE(p.should_compress(kBig, unmeasured));
+}
+
+TEST(CompressPolicy, IncompressibleDataIsProbedNowAndThen) {
+  FakeEngine fast(10 * kLink);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  for (int i = 0; i < 20; ++i) p.record(kBig, kBig);  // ratio 1: above NCCL_ZIP_MAX_RATIO_PCT
+  int tries = 0;
+  for (int i = 0; i < 64; ++i) tries += p.should_compress(kBig, fast);
+  EXPECT_EQ(tries, 4) << "one probe every 16 messages";
+  for (int i = 0; i < 20; ++i) p.record(kBig, kBig / 2);  // compressible again
+  EXPECT_TRUE(p.should_compress(kBig, fast));
+}
+
+}  // namespace
+}  // namespace zipccl
