@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Same-run comparison of the GPU codec on the device machine: the working tree against a base
-# tree (and optionally more variant trees), all built alike (Release, sm_90); the GPU tests on
-# the working tree, then gpu_codec_bench in turn on every tree, twice (base, this, variants...,
-# base, this, variants...), so that all sides see the same machine state.
+# Same-run comparison on the device machine: the working tree against a base tree (and optionally
+# more variant trees), all built alike (Release, sm_90); the GPU tests on the working tree, then
+# gpu_codec_bench and zipccl-demo (two ranks through the plugin, GPU buffers included) in turn on
+# every tree, twice each (base, this, variants..., base, this, variants...), so that all sides see
+# the same machine state.
 #   git archive REV | (mkdir -p .ab-base && tar -x -C .ab-base)   # e.g. the previous main
 #   scripts/device-gpu-ab.sh .ab-base [VARIANT_DIR...] [gpu_codec_bench args]   # logs in $OUT
 # Leading arguments that are directories are trees (variants are named v1, v2, ... in order);
@@ -26,7 +27,7 @@ gtest_setup || exit 1
 # last build here would look up to date to ninja and keep the previous objects.
 build() {  # source dir, build dir
   rm -rf "$2"
-  { cmake -S "$1" -B "$2" "${cmake_args[@]}" && cmake --build "$2" -j "$(nproc)" --target gpu_codec_tests gpu_codec_bench; } \
+  { cmake -S "$1" -B "$2" "${cmake_args[@]}" && cmake --build "$2" -j "$(nproc)" --target gpu_codec_tests gpu_codec_bench zipccl-demo; } \
     >"/tmp/$(basename "$2").log" 2>&1 || { tail -30 "/tmp/$(basename "$2").log"; echo "BUILD FAILED: $1"; return 1; }
 }
 pids=()
@@ -51,5 +52,12 @@ for run in 1 2; do
     echo "== $side, run $run"
     timeout 200 "build-ab-$side/bench/gpu/gpu_codec_bench" "$@" >"$OUT/bench-$side-$run.log" 2>&1
     grep -E "copy|^\| [0-9a-z]|floor|no CUDA device" "$OUT/bench-$side-$run.log" | grep -v -- "--- |"
+  done
+done
+for run in 1 2; do
+  for side in "${order[@]}"; do
+    echo "== demo $side, run $run"
+    timeout 120 "build-ab-$side/tools/demo/zipccl-demo" --mib=64 >"$OUT/demo-$side-$run.log" 2>&1
+    grep -E "^  (off|auto|always)|FAILED" "$OUT/demo-$side-$run.log"
   done
 done

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The net plugin on the 2-GPU device machine, in one call (no network needed; ~5 minutes):
+# The net plugin on the GPU machine, in one call (no network needed; ~5 minutes):
 #   1. build (Release, sm_90) into build-dev;
-#   2. ctest -L 'plugin|verbs' (device-buffer exchanges, GPUDirect RDMA over the emulated
-#      libibverbs on cudaMalloc'd memory included: they run where a GPU is);
+#   2. ctest of the transports, the engine and the plugin (device-buffer exchanges, GPUDirect RDMA
+#      over the emulated libibverbs on cudaMalloc'd memory included: they run where a GPU is);
 #   3. a real NCCL job (bench/nccl/allreduce_check.py, 2 processes, PyTorch's NCCL) through the
-#      plugin with the GPUs forced onto the network, checked exactly: NCCL's own socket transport,
+#      plugin, the ranks forced onto the network (on one GPU: each rank its own NCCL_HOSTID, under
+#      MPS, which this script starts and stops), checked exactly: NCCL's own socket transport,
 #      then the plugin (host buffers: NCCL stages through host memory) for NCCL_ZIP_ENABLE=0,1,2;
 #   4. all_reduce 64 MiB bf16 timing: Socket vs plugin off vs plugin auto;
 #   5. the same job over the verbs transport on the emulated HCA (tests/verbs/emu): host buffers
@@ -15,7 +16,7 @@
 # The opt-in device-buffer path (NCCL_ZIP_GPU=1) is not run through PyTorch: this check copies
 # results to the host while collectives run, which deadlocks it (docs/plugin.md).
 # Usage: scripts/device-plugin.sh        (logs under $OUT, default /tmp/device-plugin)
-#        NCCL_JOB=0 scripts/device-plugin.sh   steps 1-2 only (one GPU suffices)
+#        NCCL_JOB=0 scripts/device-plugin.sh   steps 1-2 only
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -59,13 +60,14 @@ cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DZIPCCL_CUDA=ON -DCMAKE_CUDA_AR
 gtest_setup || exit 1
 step configure 60 cmake -S . -B build-dev "${cmake_args[@]}" || { say "configure failed: see $OUT/configure.log"; exit 1; }
 step build 240 cmake --build build-dev -j "$(nproc)" --target nccl-net-zip plugin_tests zip_peer zipccl-demo \
-  verbs_emu_tests verbs_ib_gdr_tests verbs_emu_gdr_device_tests ||
+  common_tests socket_tests engine_tests verbs_link_tests verbs_emu_tests verbs_ib_gdr_tests \
+  verbs_emu_gdr_device_tests ||
   { tail -40 "$OUT/build.log"; exit 1; }
 PLUGIN=$ROOT/build-dev/plugin/libnccl-net-zip.so
 say "plugin: $PLUGIN; dynamic deps: $(readelf -d "$PLUGIN" | awk '/NEEDED/ {print $5}' | tr '\n' ' ')"
 
 # 2. The plugin's tests, device buffers included.
-step ctest 180 ctest --test-dir build-dev -L 'plugin|verbs' -j 8 --timeout 120 --output-on-failure
+step ctest 180 ctest --test-dir build-dev -L 'plugin|verbs|socket|engine|common' -j 8 --timeout 120 --output-on-failure
 grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | tail -25 | tee -a "$SUMMARY"
 say "GPU cases run (not skipped): $(grep -cE "(DeviceExchange|IbGdrExchange|EmuGdrDevice|DeviceBuffers).*Passed" "$OUT/ctest.log")"
 if [ "${NCCL_JOB:-1}" = 0 ]; then
@@ -73,7 +75,12 @@ if [ "${NCCL_JOB:-1}" = 0 ]; then
   exit $FAIL
 fi
 
-# 3 and 4. The NCCL job: two GPUs forced onto the network transport over loopback.
+# 3 and 4. The NCCL job: two ranks forced onto the network transport over loopback. MPS lets two
+# processes' kernels share the GPU without time slices (a user-space daemon: no device setting).
+if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
+  nvidia-cuda-mps-control -d && say "MPS daemon started (ranks share the GPU)"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
 export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 JOB=(python3 "$ROOT/bench/nccl/allreduce_check.py")
