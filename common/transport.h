@@ -99,11 +99,13 @@ class Link {
 
   // Receiving end. post_cts() never blocks (what the network does not take now is queued); the
   // placements' buffers stay valid until each has arrived. poll_arrival() returns, in any order,
-  // the header of a message whose bytes have all landed (*got false when none has).
+  // the header of a message whose bytes have all landed (*got false when none has) as of the last
+  // progress().
   virtual ncclResult_t post_cts(const ClearToSend& cts) = 0;
   virtual ncclResult_t poll_arrival(MessageHeader* h, bool* got) = 0;
 
-  // Sending end. poll_cts() returns the receiver's clear-to-sends in order. post_message() sends
+  // Sending end. poll_cts() returns the receiver's clear-to-sends in order (reading the network
+  // where it must: call it only when one is wanted). post_message() sends
   // h.wire_bytes from buf into placement `to` (placement h.sub of clear-to-send h.seq): messages
   // go out in (seq, sub) order, one per placement. x completes once buf may be reused and the
   // message is the network's.

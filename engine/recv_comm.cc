@@ -127,6 +127,7 @@ ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
 
 ncclResult_t RecvComm::progress() {
   if (ncclResult_t e = check_link()) return e;
+  if (link_->progress() != ncclSuccess) return check_link();
   for (;;) {
     MessageHeader h;
     bool got = false;

@@ -202,7 +202,7 @@ ncclResult_t SocketLink::on_header(const HeaderRecord& r) {
 
 ncclResult_t SocketLink::poll_arrival(MessageHeader* h, bool* got) {
   *got = false;
-  ZIP_CHECK(progress());
+  if (err_.code() != ncclSuccess) return err_.code();
   for (auto it = landing_.begin(); it != landing_.end(); ++it) {
     if (!it->x.done()) continue;
     *h = it->h;
@@ -215,7 +215,7 @@ ncclResult_t SocketLink::poll_arrival(MessageHeader* h, bool* got) {
 
 ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   *got = false;
-  ZIP_CHECK(progress());
+  if (err_.code() != ncclSuccess) return err_.code();
   CtsRecord r;
   size_t len = 0;
   ZIP_CHECK(next_record(&r, sizeof r, &len));

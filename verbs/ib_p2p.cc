@@ -236,7 +236,7 @@ ncclResult_t IbLink::match_parts() {
 
 ncclResult_t IbLink::poll_arrival(MessageHeader* h, bool* got) {
   *got = false;
-  ZIP_CHECK(progress());
+  if (err_->code() != ncclSuccess) return err_->code();
   if (arrived_.empty()) return ncclSuccess;
   *h = arrived_.front();
   arrived_.pop_front();
@@ -248,7 +248,7 @@ ncclResult_t IbLink::poll_arrival(MessageHeader* h, bool* got) {
 
 ncclResult_t IbLink::poll_cts(ClearToSend* cts, bool* got) {
   *got = false;
-  ZIP_CHECK(progress());
+  if (err_->code() != ncclSuccess) return err_->code();
   const CtsSlot& s = inbox_->fifo[cts_taken_ % kFifoSlots];
   const uint32_t want = cts_taken_ + 1;
   if (__atomic_load_n(&s.stamp, __ATOMIC_ACQUIRE) != want) return ncclSuccess;

@@ -87,7 +87,7 @@ ncclResult_t qp_to_rts(const IbvFunctions& fn, ibv_qp* qp, const QpPath& path, c
   a.qp_state = IBV_QPS_RTS;
   a.timeout = uint8_t(ib_timeout());
   a.retry_cnt = uint8_t(ib_retry_cnt());
-  a.rnr_retry = 7;  // infinite; our credits keep receives posted, so an RNR wait is transient
+  a.rnr_retry = 7;  // infinite: receives for every message in flight are posted, so an RNR wait is transient
   a.sq_psn = 0;
   a.max_rd_atomic = 1;
   return modify(fn, qp, &a,

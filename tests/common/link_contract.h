@@ -198,6 +198,8 @@ TEST_P(LinkContract, ManyReceivesInFlight) {
       ASSERT_EQ(recv().post_cts(cts), ncclSuccess) << recv().error_text();
       ++posted;
     }
+    ASSERT_EQ(send().progress(), ncclSuccess) << send().error_text();
+    ASSERT_EQ(recv().progress(), ncclSuccess) << recv().error_text();
     ClearToSend got;
     bool have = false;
     ASSERT_EQ(send().poll_cts(&got, &have), ncclSuccess);
@@ -246,7 +248,8 @@ TEST_P(LinkContract, MessageThatDoesNotFitFailsTheReceiver) {
   ncclResult_t r = ncclSuccess;
   while (r == ncclSuccess && !arrived && std::chrono::steady_clock::now() < end) {
     send().progress();
-    r = recv().poll_arrival(&a, &arrived);
+    r = recv().progress();
+    if (r == ncclSuccess) r = recv().poll_arrival(&a, &arrived);
   }
   EXPECT_FALSE(arrived);
   EXPECT_EQ(r, ncclRemoteError);
@@ -276,6 +279,7 @@ TEST_P(LinkContract, PeerClosedOnlyAfterEverythingArrived) {
   bool arrived = false;
   auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!arrived && std::chrono::steady_clock::now() < end) {
+    ASSERT_EQ(recv().progress(), ncclSuccess) << recv().error_text();
     ASSERT_EQ(recv().poll_arrival(&a, &arrived), ncclSuccess) << recv().error_text();
     if (!arrived) {
       EXPECT_FALSE(recv().peer_closed()) << "a message was still on its way";
@@ -288,8 +292,10 @@ TEST_P(LinkContract, PeerClosedOnlyAfterEverythingArrived) {
   arrived = false;
   end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   ncclResult_t r = ncclSuccess;
-  while (r == ncclSuccess && !recv().peer_closed() && std::chrono::steady_clock::now() < end)
-    r = recv().poll_arrival(&a, &arrived);
+  while (r == ncclSuccess && !recv().peer_closed() && std::chrono::steady_clock::now() < end) {
+    r = recv().progress();
+    if (r == ncclSuccess) r = recv().poll_arrival(&a, &arrived);
+  }
   EXPECT_TRUE(r != ncclSuccess || recv().peer_closed()) << "the receive would wait forever";
   EXPECT_FALSE(arrived);
 }

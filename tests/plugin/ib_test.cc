@@ -197,7 +197,7 @@ TEST(IbExchange, OneControlWritePerReceive) {
       reads += field(l, "reads");
     }
     std::remove(stats.c_str());
-    ASSERT_EQ(lines, 2) << "one line per process's device context";
+    ASSERT_EQ(lines, 2) << "one line per queue pair: one per link";
     EXPECT_EQ(sends, 0) << "no control message goes as a SEND";
     EXPECT_EQ(writes, c.msgs) << "one clear-to-send write per receive";
     EXPECT_EQ(writes_imm, c.msgs * c.group) << "one data write per message, carrying its header";

@@ -99,7 +99,9 @@ class IbConnGdr : public ::testing::Test {
     if (send_->post_message(h, got_cts.p[0], src, &tx) != ncclSuccess) return false;
     got = false;
     while (!got && std::chrono::steady_clock::now() < end)
-      if (recv_->poll_arrival(&arrived, &got) != ncclSuccess || send_->progress() != ncclSuccess) return false;
+      if (send_->progress() != ncclSuccess || recv_->progress() != ncclSuccess ||
+          recv_->poll_arrival(&arrived, &got) != ncclSuccess)
+        return false;
     return got && wait(tx) && arrived.seq == seq && arrived.sub == 0 && !arrived.compressed && arrived.wire_bytes == n;
   }
 

@@ -183,17 +183,6 @@ ZIP_EMU_EXPORT int ibv_close_device(ibv_context* context) {
   }
   for (Channel* ch : channels) drop_channel(e, ch);
   leaked += channels.size();
-  if (const char* path = std::getenv("NCCL_ZIP_EMU_STATS")) {
-    // One line per context, appended whole (O_APPEND), so processes can share the file.
-    char line[256];
-    const int len = std::snprintf(line, sizeof line, "device=%s pid=%d sends=%llu writes=%llu writes_imm=%llu reads=%llu\n",
-                                  c->device->spec.name.c_str(), int(getpid()), (unsigned long long)c->sends,
-                                  (unsigned long long)c->writes, (unsigned long long)c->writes_imm,
-                                  (unsigned long long)c->reads);
-    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0 || write(fd, line, size_t(len)) != len) report(std::string("NCCL_ZIP_EMU_STATS: cannot append to ") + path);
-    if (fd >= 0) close(fd);
-  }
   if (leaked) {
     report("ibv_close_device(" + c->device->spec.name + "): " + std::to_string(leaked) +
            " objects were still open (QPs, MRs, CQs, PDs, channels); destroyed with it");

@@ -329,10 +329,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     uint64_t n = ++ctx->posted;
     switch (w->opcode) {
       case IBV_WR_SEND:
-      case IBV_WR_SEND_WITH_IMM: ++ctx->sends; break;
-      case IBV_WR_RDMA_WRITE: ++ctx->writes; break;
-      case IBV_WR_RDMA_WRITE_WITH_IMM: ++ctx->writes_imm; break;
-      case IBV_WR_RDMA_READ: ++ctx->reads; break;
+      case IBV_WR_SEND_WITH_IMM: ++q->sends; break;
+      case IBV_WR_RDMA_WRITE: ++q->writes; break;
+      case IBV_WR_RDMA_WRITE_WITH_IMM: ++q->writes_imm; break;
+      case IBV_WR_RDMA_READ: ++q->reads; break;
       default: break;
     }
     if (is_rdma(w->opcode)) s.fault_rkey = ++ctx->rdma_posted == f.rkey;

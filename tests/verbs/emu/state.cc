@@ -1,9 +1,12 @@
 #include "state.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 namespace zipccl::verbs::emu {
 namespace {
@@ -105,6 +108,18 @@ Cqe make_cqe(const Qp* qp, uint64_t wr_id, ibv_wc_status status, ibv_wc_opcode o
 }
 
 void drop_qp(Emu& e, Qp* qp) {
+  if (const char* path = std::getenv("NCCL_ZIP_EMU_STATS")) {
+    // One line per QP, appended whole (O_APPEND), so processes can share the file.
+    char line[256];
+    const int len = std::snprintf(line, sizeof line, "qp=%u pid=%d sends=%llu writes=%llu writes_imm=%llu reads=%llu\n",
+                                  qp->verbs.qp_num, int(getpid()), (unsigned long long)qp->sends,
+                                  (unsigned long long)qp->writes, (unsigned long long)qp->writes_imm,
+                                  (unsigned long long)qp->reads);
+    const int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, line, size_t(len)) != len)
+      std::fprintf(stderr, "zipccl-verbs-emu: NCCL_ZIP_EMU_STATS: cannot append to %s\n", path);
+    if (fd >= 0) close(fd);
+  }
   withdraw_events(qp->ctx, [qp](const ibv_async_event& ev) {
     return (ev.event_type == IBV_EVENT_QP_FATAL || ev.event_type == IBV_EVENT_QP_REQ_ERR ||
             ev.event_type == IBV_EVENT_QP_ACCESS_ERR) && ev.element.qp == &qp->verbs;

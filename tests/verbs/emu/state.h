@@ -61,8 +61,6 @@ struct Context {
   GdrSupport gdr;
   uint64_t posted = 0;       // send WRs posted on this context (the fault counter)
   uint64_t rdma_posted = 0;  // of which RDMA writes/reads
-  // Send WRs posted, by opcode: what NCCL_ZIP_EMU_STATS reports when the context closes.
-  uint64_t sends = 0, writes = 0, writes_imm = 0, reads = 0;
 };
 
 struct Pd {
@@ -161,6 +159,8 @@ struct Qp {
   uint32_t expected_psn = 0;  // responder
   uint32_t epoch = 0;         // bumped at every move to RESET, which empties the queues
   Clock::time_point last_eligible{};  // delay_us: keeps the QP's WRs in order
+  // Send WRs posted, by opcode: what NCCL_ZIP_EMU_STATS reports when the QP goes.
+  uint64_t sends = 0, writes = 0, writes_imm = 0, reads = 0;
 };
 
 struct Emu {
