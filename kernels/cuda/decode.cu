@@ -14,35 +14,13 @@
 // file's alone: their unnamed namespaces keep every symbol internal to it.
 #include <algorithm>
 
-#include "crc32c.cuh"
-#include "cta.cuh"
-#include "decode_check.cuh"
-#include "decode_shared.cuh"
-#include "decode_tile.cuh"
+#include "decode_body.cuh"
 #include "launch.cuh"
-#include "tiling.cuh"
 #include "trace.cuh"
 
 namespace zipccl::gpu {
 namespace detail {
 namespace {
-
-// Without a reported error the header passed the checker tile's check, so its fields are the
-// message's.
-__device__ void finalize(const Launch& P, int item, DecShared& sh) {
-  const LaunchItem& it = P.items[item];
-  const uint32_t err = P.item_err[item];
-  __syncthreads();  // every thread has read the error word before thread 0 clears it
-  Status s = err ? static_cast<Status>(~err & 15) : Status::kOk;
-  const uint64_t orig = sh.header.orig_bytes;
-  if (s == Status::kOk && (sh.header.flags & kFlagChecksum) && cta_crc32c(it.out, orig, sh.crc) != sh.header.checksum)
-    s = Status::kBadChecksum;
-  if (threadIdx.x == 0) {
-    P.item_err[item] = 0;
-    P.item_done[item] = 0;
-    publish_result(P, item, orig, s, err ? Codec::Raw : static_cast<Codec>(sh.header.codec), false);
-  }
-}
 
 // Bulk launches: 8 CTAs (64 warps) per SM at 32 registers, which hides more of a tile's two
 // round trips than 6 at 40 (a few dozen bytes of spills against none; 64 MiB bf16 +5%, 256 MiB
@@ -51,72 +29,12 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
 template <int MU>
 __global__ void __launch_bounds__(kThreads, MU > 1 ? 8 : 6) decode_kernel(const __grid_constant__ Launch P) {
   __shared__ DecShared sh;
-  extern __shared__ __align__(128) uint4 staged[];  // (see encode.cu's g_staged)
+  extern __shared__ __align__(128) uint4 staged[];  // (see encode_body.cuh's g_staged)
   ZIPCCL_MARK_TIME(12);
   ZIPCCL_MARK(0);
   if (MU > 1) allow_dependents();  // decode_finish_kernel may launch once the last tiles run
   const int item = find_item(P);
-  const LaunchItem& it = P.items[item];
-  const uint32_t b = blockIdx.x - it.tile0;
-  const bool checker = b == it.tiles - 1;  // the item's last tile checks its header
-  // The header and the block entries of this tile (and the one before it, for the tiling
-  // check) in one round trip: the table of a coded message starts at byte 128 whatever its
-  // codec, so the entries of both tile shapes are read before the codec is known (the same
-  // blocks when MU = 1). Reads stay within the bytes received; entries past the table are
-  // never used.
-  if (threadIdx.x < kHeaderBytes) {
-    reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = header_byte(it, threadIdx.x);
-  } else if (threadIdx.x < kHeaderBytes + 2 * (kMaxUnitBlocks + 1)) {
-    const uint32_t j = threadIdx.x - kHeaderBytes, shape = j / (kMaxUnitBlocks + 1), m = j % (kMaxUnitBlocks + 1);
-    const uint32_t M = shape == 0 ? MU : unit_blocks<Codec::FP32, MU>();
-    const int64_t blk = int64_t(b) * M - 1 + m;
-    BlockEntry e{};
-    if (m <= M && blk >= 0 && kHeaderBytes + uint64_t(blk + 1) * kBlockEntryBytes <= it.bytes)
-      e = load_entry(it.in + kHeaderBytes + uint64_t(blk) * kBlockEntryBytes);
-    sh.entry[shape][m] = e;
-  }
-  __syncthreads();
-  ZIPCCL_MARK(1);
-  const Codec claimed = static_cast<Codec>(sh.header.codec);
-  const uint32_t M = tile_blocks<MU>(claimed);
-  if (checker) {
-    if (threadIdx.x == 0) check(P, item, true, sh);
-    __syncthreads();
-    const Layout& L = sh.L;  // the tail bytes travel in the header
-    if (static_cast<Status>(sh.status) == Status::kOk && L.codec != Codec::Raw && threadIdx.x < L.tail_bytes)
-      it.out[L.n_elems * L.g.elem_bytes + threadIdx.x] = sh.header.tail[threadIdx.x];
-  } else if (claimed != Codec::Raw && static_cast<uint8_t>(claimed) < kNumCodecs &&
-             b * uint64_t(M) < sh.header.n_blocks) {
-    switch (claimed) {
-      case Codec::BF16:
-        decode_unit<Codec::BF16, MU>(P, item, it, b, sh, staged);
-        break;
-      case Codec::FP16:
-        decode_unit<Codec::FP16, MU>(P, item, it, b, sh, staged);
-        break;
-      default:
-        decode_unit<Codec::FP32, MU>(P, item, it, b, sh, staged);
-        break;
-    }
-  } else if (claimed == Codec::Raw) {  // a slice of the payload, once the header is checked
-    if (threadIdx.x == 0) check(P, item, false, sh);
-    __syncthreads();
-    const Layout& L = sh.L;
-    if (static_cast<Status>(sh.status) == Status::kOk) {
-      const uint32_t data_tiles = it.tiles - 1;
-      const uint64_t span = ((L.orig_bytes + data_tiles - 1) / data_tiles + 15) & ~uint64_t(15);
-      const uint64_t lo = min(uint64_t(b) * span, L.orig_bytes);
-      cta_copy(it.out + lo, it.in + kHeaderBytes + lo, min(span, L.orig_bytes - lo));
-    }
-  }
-  ZIPCCL_MARK(6);  // (slot 7 is the encoder's)
-  ZIPCCL_MARK(8);
-  // Small launches: the item's last tile publishes (bulk ones: decode_finish_kernel); slot 9
-  // follows slot 8 at once in bulk ones.
-  bool last = false;
-  if (MU == 1) last = finish_tile(P, item, &sh.flag);
-  ZIPCCL_MARK(9);
-  if (last) finalize(P, item, sh);
+  decode_tile<MU>(P, item, blockIdx.x - P.items[item].tile0, sh, staged);
   ZIPCCL_MARK(10);
   ZIPCCL_MARK_TIME(13);
 }

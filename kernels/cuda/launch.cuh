@@ -72,7 +72,7 @@ __host__ __device__ __forceinline__ uint32_t item_groups(uint32_t tiles) {
   return (tiles + kGroupTiles - 1) / kGroupTiles;
 }
 
-inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
+__host__ __device__ inline uint32_t tiles_for(uint64_t bytes, uint32_t tile) {
   return bytes == 0 ? 1u : static_cast<uint32_t>((bytes + tile - 1) / tile);
 }
 
