@@ -77,7 +77,9 @@ inline uint8_t exp_code8(uint8_t e, uint8_t base) {
   return d < kWindow ? static_cast<uint8_t>(d + 1) : 0;
 }
 
-inline BlockPlan plan_exponents(const Layout& L, const uint8_t* exps, uint32_t nb) {
+// refine: the encoder's base (refine_window_base()); without, window_base()'s alone, as the
+// classifier estimates every codec with it.
+inline BlockPlan plan_exponents(const Layout& L, const uint8_t* exps, uint32_t nb, bool refine) {
   // 16-bit partial sums over runs of 256 exponents (at most 255 * 256) vectorize twice as wide.
   uint32_t sum = 0, zeros = 0;
   for (uint32_t i0 = 0; i0 < nb; i0 += 256) {
@@ -92,15 +94,33 @@ inline BlockPlan plan_exponents(const Layout& L, const uint8_t* exps, uint32_t n
   }
   BlockPlan p{};
   p.base = window_base(L.codec, sum, nb - zeros);
+  // Escapes under base and, to refine it, what moving the window by one would add: per exponent
+  // e, d = e - base (wrapping) is 0..6 inside the window; down adds d == 6 and removes d == 255,
+  // up adds d == 0 and removes d == 7. Byte-wide counts keep the vector lanes bytes wide, over
+  // runs of 96: within int8, and whole vectors (no scalar remainder per run).
   const uint8_t base = static_cast<uint8_t>(p.base);
-  uint32_t escapes = 0;
-  for (uint32_t i0 = 0; i0 < nb; i0 += 256) {
-    const uint32_t n = nb - i0 < 256 ? nb - i0 : 256;
-    uint16_t e = 0;
-    for (uint32_t i = 0; i < n; ++i) e = static_cast<uint16_t>(e + (exp_code8(exps[i0 + i], base) == 0));
-    escapes += e;
+  int32_t escapes = 0, down = 0, up = 0;
+  for (uint32_t i0 = 0; i0 < nb; i0 += 96) {
+    const uint32_t n = nb - i0 < 96 ? nb - i0 : 96;
+    int8_t ce = 0, cd = 0, cu = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint8_t d = static_cast<uint8_t>(exps[i0 + i] - base);
+      ce = static_cast<int8_t>(ce + (d >= kWindow));
+      if (refine) {
+        cd = static_cast<int8_t>(cd + (d == kWindow - 1) - (d == 255));
+        cu = static_cast<int8_t>(cu + (d == 0) - (d == kWindow));
+      }
+    }
+    escapes += ce;
+    down += cd;
+    up += cu;
   }
-  p.escapes = escapes;
+  if (refine) {
+    const uint32_t refined = refine_window_base(L.codec, p.base, down, up);
+    escapes += refined < p.base ? down : refined > p.base ? up : 0;
+    p.base = refined;
+  }
+  p.escapes = uint32_t(escapes);
   const uint32_t raw_chunk = raw_chunk_bytes(L, nb);
   p.raw = p.escapes > raw_chunk;
   p.chunk_bytes = p.raw ? raw_chunk : p.escapes;
@@ -111,7 +131,7 @@ inline BlockPlan plan_exponents(const Layout& L, const uint8_t* exps, uint32_t n
 inline BlockPlan plan_block(const Layout& L, const uint8_t* in, uint32_t nb) {
   uint8_t exps[kBlockElems];
   with_codec(L.codec, [&](auto tag) { load_exponents<decltype(tag)::value>(in, nb, exps); });
-  return plan_exponents(L, exps, nb);
+  return plan_exponents(L, exps, nb, false);
 }
 
 // Bit-plane packing: byte t of x holds a 0/1 bit; gather them into bit t of one byte, and back.

@@ -84,7 +84,7 @@ ZIPCCL_CPU_CLONES bool encode_blocks(const Layout& L, const uint8_t* in, uint8_t
   for (uint32_t b = 0; b < L.n_blocks; ++b) {
     const uint32_t nb = block_elems(L, b);
     cpu::load_exponents<C>(in + uint64_t(b) * kBlockElems * geometry(C).elem_bytes, nb, exps);
-    const cpu::BlockPlan p = cpu::plan_exponents(L, exps, nb);
+    const cpu::BlockPlan p = cpu::plan_exponents(L, exps, nb, true);
     if (L.off_esc + esc_off + p.chunk_bytes > limit) return false;
     BlockEntry e{static_cast<uint32_t>(esc_off), static_cast<uint16_t>(p.chunk_bytes),
                  static_cast<uint8_t>(p.raw ? 0 : p.base), p.raw ? kBlockRaw : kBlockCoded};

@@ -202,6 +202,30 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         }
       }
       base = cta_window_base<C, NW>(s, sh, m);
+      uint32_t down = PT, up = PT;  // escapes that base - 1 and base + 1 would add, plus PT
+      if constexpr (C != Codec::FP32) {
+        if (whole) {
+#pragma unroll
+          for (int h = 0; h < W / 8; ++h) {
+            uint32_t x[8], d, u;
+            words8(w, h, x);
+            lanes::shift_escapes16<C>(x, base, &d, &u);
+            down += d - 16;
+            up += u - 16;
+          }
+        }
+      }
+      if (!whole) {
+#pragma unroll
+        for (int j = 0; j < PT; ++j) {
+          const uint32_t d = (elem_exponent(C, elem_at<C>(w, j)) - base) & 0xFF;  // 0..6 inside the window
+          if (uint32_t(j) < valid) {
+            down += uint32_t(d == kWindow - 1) - uint32_t(d == 0xFF);
+            up += uint32_t(d == 0) - uint32_t(d == kWindow);
+          }
+        }
+      }
+      base = cta_refine_base<C, NW>(down, up, base, sh, m);
     }
     if (m == 0) ZIPCCL_MARK(3);
     const uint64_t first = (uint64_t(b0) + m) * kBlockElems;

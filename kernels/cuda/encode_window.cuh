@@ -1,5 +1,6 @@
-// A block's window base (format.h's window_base()) in the encoder: its 32-bit arithmetic, and
-// the reduction of a block's exponents over the CTA that feeds it.
+// A block's window base in the encoder: format.h's window_base() in 32-bit arithmetic, the
+// reduction of a block's exponents over the CTA that feeds it, and the base's refinement
+// (refine_window_base()) over the CTA.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,25 @@ __device__ __forceinline__ uint32_t cta_window_base(uint32_t s, EncShared& sh, i
   }
   __syncthreads();
   return sh.base[m];
+}
+
+// refine_window_base() of format.h over the CTA, from each thread's share of the escapes that
+// moving block m's window down or up by one would add, each plus PT (so the CTA's sums, biased
+// by kBlockElems, are < 2 * kBlockElems and share one word): warp sums, then every thread adds
+// the NW warps' and refines alike; thread 0 keeps the result in sh.base[m], which the block's
+// header takes.
+template <Codec C, int NW>
+__device__ __forceinline__ uint32_t cta_refine_base(uint32_t down, uint32_t up, uint32_t base, EncShared& sh, int m) {
+  static_assert(2 * kBlockElems < 65536, "biased sums fit 16 bits");
+  const uint32_t s = warp_sum(down | up << 16);
+  if ((threadIdx.x & 31) == 0) sh.red[threadIdx.x >> 5] = s;
+  __syncthreads();
+  uint32_t t = 0;
+#pragma unroll
+  for (int w = 0; w < NW; ++w) t += sh.red[w];
+  base = refine_window_base(C, base, int32_t(t & 0xFFFF) - int32_t(kBlockElems), int32_t(t >> 16) - int32_t(kBlockElems));
+  if (threadIdx.x == 0) sh.base[m] = base;
+  return base;
 }
 
 }  // namespace

@@ -100,6 +100,25 @@ ZIPCCL_HD uint32_t escapes16(const uint32_t (&w)[8], uint32_t base) {
   return 16 - (coded & 0xFFFF) - (coded >> 16);
 }
 
+// What moving the window of base `base` down (*down) or up (*up) by one would add in escapes
+// among the 16 elements, each plus 16, as refine_window_base() weighs them: per lane,
+// min(e - (base + k) mod 2^16, 1) is 0 exactly for e = base + k, so down = c(base + 6) -
+// c(base - 1) and up = c(base) - c(base + 7) are differences of such sums. Four DPX
+// instructions per word.
+template <Codec C>
+ZIPCCL_HD void shift_escapes16(const uint32_t (&w)[8], uint32_t base, uint32_t* down, uint32_t* up) {
+  const auto at = [base](uint32_t k) { return ((0u - base - k) & 0xFFFF) * 0x00010001u; };
+  const uint32_t below = at(~0u), top = at(kWindow - 1), first = at(0), above = at(kWindow), one = 0x00010001u;
+  uint32_t d = 0, u = 0;  // per lane: 0..2 per word, no carries
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t e = exps<C>(w[i]);
+    d += add_min_u16x2(e, below, one) + one - add_min_u16x2(e, top, one);
+    u += add_min_u16x2(e, above, one) + one - add_min_u16x2(e, first, one);
+  }
+  *down = (d & 0xFFFF) + (d >> 16);
+  *up = (u & 0xFFFF) + (u >> 16);
+}
+
 // Code 16 elements under window base `base`: residual bytes (res, elements in order), the K
 // bit-planes (low 16 bits of planes[k]; code bits 0-2, then fp16's m8, m9 and sign) and the
 // escape mask (bit j: element j is outside the window). As format.h's exp_code(),

@@ -51,6 +51,18 @@ template <Codec C>
   if (escapes16<C>(w, base) != uint32_t(__builtin_popcount(esc)))
     return ::testing::AssertionFailure() << "escapes16 " << escapes16<C>(w, base) << " for mask " << esc << " base "
                                          << base;
+  int32_t down = 0, up = 0;  // by exp_code(), as refine_window_base() weighs them
+  for (int j = 0; j < 16; ++j) {
+    const uint32_t e = elem_exponent(C, v[j]);
+    if (base > 0) down += int32_t(exp_code(e, base - 1) == 0) - int32_t(exp_code(e, base) == 0);
+    up += int32_t(exp_code(e, base + 1) == 0) - int32_t(exp_code(e, base) == 0);
+  }
+  uint32_t got_down, got_up;
+  shift_escapes16<C>(w, base, &got_down, &got_up);
+  if (base > 0 && int32_t(got_down) - 16 != down)
+    return ::testing::AssertionFailure() << "shift_escapes16 down " << got_down << " - 16 for " << down << " base " << base;
+  if (int32_t(got_up) - 16 != up)
+    return ::testing::AssertionFailure() << "shift_escapes16 up " << got_up << " - 16 for " << up << " base " << base;
   return ::testing::AssertionSuccess();
 }
 

@@ -94,7 +94,9 @@ inline ::testing::AssertionResult parse_message(const uint8_t* m, size_t n, Mess
 }
 
 // What FORMAT.md prescribes for block b of input `in`: the window base from the mean nonzero
-// exponent, the escape count under it, raw mode when escapes exceed the raw block's chunk.
+// exponent, moved by one where that leaves fewer escapes (counted here by brute force; ties keep
+// the mean's base, then the lower one), the escape count under it, raw mode when escapes exceed
+// the raw block's chunk.
 struct BlockSpec {
   uint32_t base, escapes, chunk;
   bool raw;
@@ -110,9 +112,18 @@ inline BlockSpec block_spec(const Layout& L, const uint8_t* in, uint32_t b) {
     sum += ex;
     cnt += ex != 0;
   }
-  BlockSpec s{window_base(L.codec, sum, cnt), 0, 0, false};
-  for (uint32_t i = 0; i < nb; ++i)
-    s.escapes += exp_code(elem_exponent(L.codec, get_elem(in, L.g.elem_bytes, first + i)), s.base) == 0;
+  const uint32_t mean_base = window_base(L.codec, sum, cnt), max_base = L.g.exp_max - (kWindow - 1);
+  auto escapes_at = [&](uint32_t base) {
+    uint32_t e = 0;
+    for (uint32_t i = 0; i < nb; ++i) e += exp_code(elem_exponent(L.codec, get_elem(in, L.g.elem_bytes, first + i)), base) == 0;
+    return e;
+  };
+  BlockSpec s{mean_base, escapes_at(mean_base), 0, false};
+  for (uint32_t base : {mean_base - 1, mean_base + 1}) {
+    if (base > max_base) continue;  // (mean_base - 1 wraps when mean_base is 0)
+    const uint32_t e = escapes_at(base);
+    if (e < s.escapes) s = BlockSpec{base, e, 0, false};
+  }
   s.raw = s.escapes > raw_chunk_bytes(L, nb);
   s.chunk = s.raw ? raw_chunk_bytes(L, nb) : s.escapes;
   return s;

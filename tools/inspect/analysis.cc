@@ -57,10 +57,16 @@ uint32_t block_escapes(const BlockHist& b, uint32_t base) {
   return b.n - inside;
 }
 
-uint32_t codec_base(Codec c, const BlockHist& b) {
+uint32_t mean_base(Codec c, const BlockHist& b) {
   uint64_t sum = 0;
   for (uint32_t e = 1; e < 256; ++e) sum += uint64_t(e) * b.h[e];
   return window_base(c, sum, b.n - b.h[0]);
+}
+
+uint32_t codec_base(Codec c, const BlockHist& b) {
+  const uint32_t base = mean_base(c, b);
+  const auto at = [&](uint32_t e) { return e < 256 ? int32_t(b.h[e]) : 0; };
+  return refine_window_base(c, base, at(base + kWindow - 1) - (base > 0 ? at(base - 1) : 0), at(base) - at(base + kWindow));
 }
 
 uint32_t rms_base(Codec c, const BlockHist& b) {

@@ -23,7 +23,9 @@ std::vector<BlockHist> block_histograms(Codec c, const uint8_t* p, size_t nbytes
 
 // Escapes of a block under window base: elements whose exponent is outside [base, base+6].
 uint32_t block_escapes(const BlockHist& b, uint32_t base);
-// The codec's window: window_base() on the block's mean nonzero exponent.
+// window_base() on the block's mean nonzero exponent, and the codec's window: that base as the
+// encoders refine it (refine_window_base()).
+uint32_t mean_base(Codec c, const BlockHist& b);
 uint32_t codec_base(Codec c, const BlockHist& b);
 // The spec's RMS-sigma rule: bias-relative 122 + floor(log2(rms) + 0.283), clamped.
 uint32_t rms_base(Codec c, const BlockHist& b);

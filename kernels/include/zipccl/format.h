@@ -310,6 +310,21 @@ ZIPCCL_HD uint32_t window_base(Codec c, uint64_t exp_sum, uint32_t exp_count) {
   return static_cast<uint32_t>(base > max_base ? max_base : base);
 }
 
+// The encoders' base: window_base() moved by one where that codes more of the block, i.e. the
+// fewest escapes among base - 1, base and base + 1 (ties keep base, then base - 1). Heavy-tailed
+// blocks (gradients) sit about one exponent above the Gaussian rule. down and up: the escapes
+// that moving the window down or up by one adds (negative: removes), i.e. over the block's
+// exponents e, the count of e == base + 6 minus that of e == base - 1, and the count of
+// e == base minus that of e == base + 7.
+ZIPCCL_HD uint32_t refine_window_base(Codec c, uint32_t base, int32_t down, int32_t up) {
+  const uint32_t max_base = geometry(c).exp_max - (kWindow - 1);
+  if (base == 0) down = 0;
+  if (base >= max_base) up = 0;
+  if (down < 0 && down <= up) return base - 1;
+  if (up < 0) return base + 1;
+  return base;
+}
+
 // Code of exponent e under window base: 1..7 inside the window, 0 (escape) outside.
 ZIPCCL_HD uint32_t exp_code(uint32_t e, uint32_t base) {
   uint32_t d = e - base;  // wraps for e < base
