@@ -6,6 +6,7 @@
 # the same machine state.
 #   git archive REV | (mkdir -p .ab-base && tar -x -C .ab-base)   # e.g. the previous main
 #   scripts/device-gpu-ab.sh .ab-base [VARIANT_DIR...] [gpu_codec_bench args]   # logs in $OUT
+# DEMO=0 leaves the demo out.
 # Leading arguments that are directories are trees (variants are named v1, v2, ... in order);
 # the rest go to the benchmark. Trees outside git's view (.ab-base and the like are ignored)
 # go into the device call's carry.
@@ -27,7 +28,9 @@ gtest_setup || exit 1
 # last build here would look up to date to ninja and keep the previous objects.
 build() {  # source dir, build dir
   rm -rf "$2"
-  { cmake -S "$1" -B "$2" "${cmake_args[@]}" && cmake --build "$2" -j "$(nproc)" --target gpu_codec_tests gpu_codec_bench zipccl-demo; } \
+  local targets=(gpu_codec_tests gpu_codec_bench zipccl-demo)
+  [ -f "$1/bench/gpu/service_bench.cc" ] && targets+=(gpu_service_tests gpu_service_bench)
+  { cmake -S "$1" -B "$2" "${cmake_args[@]}" && cmake --build "$2" -j "$(nproc)" --target "${targets[@]}"; } \
     >"/tmp/$(basename "$2").log" 2>&1 || { tail -30 "/tmp/$(basename "$2").log"; echo "BUILD FAILED: $1"; return 1; }
 }
 pids=()
@@ -42,9 +45,18 @@ for i in "${!names[@]}"; do
   grep -h -E "spill stores" "/tmp/build-ab-${names[$i]}.log" | sed 's/^ */  ptxas: /' | sort | uniq -c | head -4
 done
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
-timeout 300 build-ab-this/tests/gpu/gpu_codec_tests --gtest_color=no >"$OUT/test.log" 2>&1
-echo "GPU tests (this): rc=$?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|no CUDA device" "$OUT/test.log" | head -20
+for t in gpu_codec_tests gpu_service_tests; do
+  [ -x "build-ab-this/tests/gpu/$t" ] || continue
+  timeout 300 "build-ab-this/tests/gpu/$t" --gtest_color=no >"$OUT/$t.log" 2>&1
+  echo "$t (this): rc=$?"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|no CUDA device|Failure|Which is|Expected" "$OUT/$t.log" | head -20
+done
+if [ -x build-ab-this/bench/gpu/gpu_service_bench ]; then
+  echo "== resident codec (this)"
+  timeout 120 build-ab-this/bench/gpu/gpu_service_bench >"$OUT/service-bench.log" 2>&1
+  echo "rc=$?"
+  cat "$OUT/service-bench.log"
+fi
 order=(base this)
 for n in "${names[@]}"; do [ "$n" = this ] || [ "$n" = base ] || order+=("$n"); done
 for run in 1 2; do
@@ -55,6 +67,7 @@ for run in 1 2; do
   done
 done
 for run in 1 2; do
+  [ "${DEMO:-1}" = 1 ] || break
   for side in "${order[@]}"; do
     echo "== demo $side, run $run"
     timeout 120 "build-ab-$side/tools/demo/zipccl-demo" --mib=64 >"$OUT/demo-$side-$run.log" 2>&1

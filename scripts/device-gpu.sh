@@ -21,7 +21,7 @@ nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
 . scripts/device-gtest.sh
 gtest_setup || exit 1
-if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_codec_bench; } \
+if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests gpu_codec_bench; } \
   >"$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED"
@@ -30,14 +30,15 @@ fi
 grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | head -8
 
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
-T="$BUILD/tests/gpu/gpu_codec_tests"
+T="$BUILD/tests/gpu/gpu_codec_tests" S="$BUILD/tests/gpu/gpu_service_tests"
 rc=0
 summary=()
 for s in "${steps[@]}"; do
   case $s in
     test)
       timeout 300 "$T" --gtest_color=no >"$OUT/test.log" 2>&1
-      r=$?;;
+      r=$?
+      timeout 300 "$S" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1;;
     bench)
       timeout 300 "$BUILD/bench/gpu/gpu_codec_bench" >"$OUT/bench.log" 2>&1
       r=$?
@@ -45,7 +46,9 @@ for s in "${steps[@]}"; do
     memcheck)
       ZIPCCL_GPU_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$T" --gtest_color=no --gtest_filter=-*TrainingTensors* >"$OUT/memcheck.log" 2>&1
-      r=$?;;
+      r=$?
+      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$S" --gtest_color=no \
+        --gtest_filter=-*StopsWhenAsked* >>"$OUT/memcheck.log" 2>&1 || r=1;;
     memcheck-bulk)  # the bulk tile path (batches >= 16 MiB), which the quick cases do not reach
       timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$T" --gtest_color=no --gtest_filter=*LargeBatchAndBulk* >"$OUT/memcheck-bulk.log" 2>&1

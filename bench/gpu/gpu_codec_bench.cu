@@ -19,54 +19,13 @@
 
 #include "zipccl/codec.h"
 #include "zipccl/gpu_codec.h"
+#include "bench_util.h"
 #include "ordering.cuh"  // the codec's completion orderings, for the chain floor
 
 using namespace zipccl;
+using namespace zipccl::bench;
 
 namespace {
-
-#define CK(x)                                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-double pct(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * v.size()))];
-}
-
-// N(0, sigma^2) as bf16, fp16 or fp32, generated on the host once.
-std::vector<uint8_t> gaussian(Codec c, size_t bytes, uint32_t seed, float sigma) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0, sigma);
-  std::vector<uint8_t> b(bytes);
-  const size_t eb = c == Codec::FP32 ? 4 : 2;
-  for (size_t i = 0; i + eb <= bytes; i += eb) {
-    float f = d(g);
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (c == Codec::FP32) {
-      memcpy(&b[i], &u, 4);
-    } else if (c == Codec::BF16) {
-      uint16_t h = uint16_t(u >> 16);
-      memcpy(&b[i], &h, 2);
-    } else {
-      const int e = int((u >> 23) & 0xFF) - 127 + 15;
-      uint16_t h = uint16_t((u >> 16) & 0x8000);
-      if (e > 0 && e < 31) h |= uint16_t((e << 10) | ((u >> 13) & 0x3FF));
-      memcpy(&b[i], &h, 2);
-    }
-  }
-  return b;
-}
 
 struct Ctx {
   cudaStream_t s;

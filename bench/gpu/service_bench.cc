@@ -1,0 +1,226 @@
+// Resident codec benchmark (zipccl/gpu_service.h), driven as the plugin drives it: jobs posted in
+// mapped memory, results polled in memory. Beside every coded row, in the same launch, its
+// floor: a Raw encode, the same kernel, tiles and completion moving the same bytes without
+// coding.
+//  - latency: one job at a time on an idle kernel, from the doorbell store until the result is
+//    visible to the host (median and p90), bf16 Gaussian data in device memory;
+//  - sustained: 512 KiB jobs, 32 in flight, input GB/s from device buffers and from pinned host
+//    buffers (output in the same kind of memory, as the plugin's staging is).
+// Buffers are allocated before the kernel starts and freed after it exits (cudaFree waits for a
+// running kernel).
+// Usage: gpu_service_bench [--quick] [CTAS...]   (default CTA counts: 8 16 32)
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "bench_util.h"
+#include "zipccl/codec.h"
+#include "zipccl/gpu_service.h"
+
+using namespace zipccl;
+using namespace zipccl::bench;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Buf {
+  uint8_t* p = nullptr;
+  bool host;
+  Buf(size_t n, bool in_host) : host(in_host) {
+    if (host)
+      CK(cudaHostAlloc(reinterpret_cast<void**>(&p), n, cudaHostAllocMapped));
+    else
+      CK(cudaMalloc(reinterpret_cast<void**>(&p), n));
+  }
+  ~Buf() { host ? cudaFreeHost(p) : cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+class Service {
+ public:
+  Service() {
+    CK(cudaHostAlloc(reinterpret_cast<void**>(&h_), sizeof(gpu::ServiceHost), cudaHostAllocMapped));
+    memset(h_, 0, sizeof *h_);
+    CK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dh_), h_, 0));
+    CK(cudaMalloc(&dev_, gpu::service_device_bytes()));
+    CK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+    CK(gpu::service_init(dev_, s_));
+    CK(cudaStreamSynchronize(s_));
+    CK(gpu::service_load());
+  }
+  void start(int ctas) {
+    h_->stop = 0;
+    CK(gpu::service_launch(dh_, dev_, ctas, ++gen_, s_));
+  }
+  void stop() {
+    gpu::service_stop(h_, tail_);
+    while (!gpu::service_exited(h_, gen_)) {
+    }
+    CK(cudaStreamSynchronize(s_));
+  }
+  uint64_t post(const gpu::ServiceJob& j) {
+    gpu::service_post(h_, tail_, j);
+    return tail_++;
+  }
+  gpu::Result wait(uint64_t i) const {
+    gpu::Result r;
+    const auto end = Clock::now() + std::chrono::seconds(10);
+    while (!gpu::service_poll(h_, i, &r))
+      if (Clock::now() > end) {
+        fprintf(stderr, "job %llu never completed\n", static_cast<unsigned long long>(i));
+        exit(1);
+      }
+    if (r.status != int(Status::kOk)) {
+      fprintf(stderr, "job %llu: status %d\n", static_cast<unsigned long long>(i), r.status);
+      exit(1);
+    }
+    return r;
+  }
+
+ private:
+  gpu::ServiceHost* h_ = nullptr;
+  gpu::ServiceHost* dh_ = nullptr;
+  void* dev_ = nullptr;
+  cudaStream_t s_ = nullptr;
+  uint32_t gen_ = 0;
+  uint64_t tail_ = 0;
+};
+
+enum Op { kFloor, kEncode, kDecode };
+const char* const kOpName[] = {"floor (Raw)", "encode bf16", "decode bf16"};
+
+gpu::ServiceJob job(Op op, const void* in, uint64_t in_bytes, void* out, uint64_t n) {
+  gpu::ServiceJob j{};
+  j.in = in;
+  j.in_bytes = in_bytes;
+  j.out = out;
+  if (op == kDecode) {
+    j.op = gpu::kServiceDecode;
+    j.out_cap = n;
+  } else {
+    j.op = gpu::kServiceEncode;
+    j.out_cap = max_compressed_bytes(n);
+    j.limit = coded_limit(n, 1.0);
+    j.codec = static_cast<uint8_t>(op == kFloor ? Codec::Raw : Codec::BF16);
+  }
+  return j;
+}
+
+// Data, its message (the CPU encoder's) and an output buffer, all in the given memory: the
+// input of every op.
+struct Data {
+  Buf src, msg, out;
+  uint64_t n, msg_bytes = 0;
+  Data(const uint8_t* x, size_t bytes, bool host)
+      : src(bytes, host), msg(max_compressed_bytes(bytes), host), out(max_compressed_bytes(bytes), host), n(bytes) {
+    std::vector<uint8_t> m(max_compressed_bytes(n));
+    size_t len = 0;
+    if (zipccl::encode(Codec::BF16, x, n, m.data(), m.size(), &len) != Status::kOk) exit(1);
+    msg_bytes = len;
+    CK(cudaMemcpy(src.p, x, n, cudaMemcpyDefault));
+    CK(cudaMemcpy(msg.p, m.data(), len, cudaMemcpyDefault));
+  }
+  gpu::ServiceJob for_op(Op op) {
+    return op == kDecode ? job(op, msg.p, msg_bytes, out.p, n) : job(op, src.p, n, out.p, n);
+  }
+};
+
+using DataSet = std::vector<std::unique_ptr<Data>>;
+
+void latency(Service& sv, DataSet& ds, int reps) {
+  printf("| bytes | op | median us | p90 us | median - floor us |\n|---|---|---|---|---|\n");
+  for (auto& d : ds) {
+    const size_t n = d->n;
+    double floor_us = 0;
+    for (Op op : {kFloor, kEncode, kDecode}) {
+      const gpu::ServiceJob j = d->for_op(op);
+      std::vector<double> t;
+      for (int r = 0; r < reps + 10; ++r) {
+        const auto idle = Clock::now() + std::chrono::microseconds(20);  // the kernel back to polling
+        while (Clock::now() < idle) {
+        }
+        const auto t0 = Clock::now();
+        sv.wait(sv.post(j));
+        if (r >= 10) t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      }
+      const double m = median(t);
+      if (op == kFloor) floor_us = m;
+      printf("| %zu KiB | %s | %.2f | %.2f | %+.2f |\n", n >> 10, kOpName[op], m, pct(t, 0.9), m - floor_us);
+    }
+  }
+}
+
+constexpr size_t kJob = size_t(512) << 10;
+constexpr int kInflight = 32;
+
+void sustained(Service& sv, DataSet (&sets)[2], int jobs) {
+  printf("| buffers | op | input GB/s | of floor |\n|---|---|---|---|\n");
+  for (bool host : {false, true}) {
+    DataSet& d = sets[host];
+    double floor_gbs = 0;
+    for (Op op : {kFloor, kEncode, kDecode}) {
+      std::vector<gpu::ServiceJob> js;
+      for (auto& e : d) js.push_back(e->for_op(op));
+      std::vector<double> gbs;
+      for (int rep = 0; rep < 3; ++rep) {
+        std::vector<uint64_t> idx;
+        const auto t0 = Clock::now();
+        for (int i = 0; i < jobs; ++i) {
+          if (i >= kInflight) sv.wait(idx[size_t(i - kInflight)]);
+          idx.push_back(sv.post(js[size_t(i % kInflight)]));
+        }
+        for (int i = jobs - kInflight; i < jobs; ++i) sv.wait(idx[size_t(i)]);
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        gbs.push_back(double(jobs) * double(kJob) / s / 1e9);
+      }
+      const double m = median(gbs);
+      if (op == kFloor) floor_gbs = m;
+      printf("| %s | %s | %.1f | %.2f |\n", host ? "pinned host" : "device", kOpName[op], m, m / floor_gbs);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    printf("gpu_service_bench: no CUDA device, nothing measured\n");
+    return 0;
+  }
+  bool quick = false;
+  std::vector<int> ctas;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--quick"))
+      quick = true;
+    else
+      ctas.push_back(atoi(argv[i]));
+  }
+  if (ctas.empty()) ctas = {8, 16, 32};
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("# resident codec, %s, %d SMs; bf16 N(0, 0.02^2)\n", prop.name, prop.multiProcessorCount);
+  const std::vector<uint8_t> x = gaussian(Codec::BF16, size_t(8) << 20, 1, 0.02f);
+  DataSet lat, sus[2];
+  for (size_t n : {size_t(128) << 10, size_t(512) << 10, size_t(4) << 20})
+    lat.push_back(std::make_unique<Data>(x.data(), n, false));
+  for (int host = 0; host < 2; ++host)
+    for (int i = 0; i < kInflight; ++i) sus[host].push_back(std::make_unique<Data>(x.data() + i * kJob / 8, kJob, host));
+  Service sv;
+  for (int c : ctas) {
+    sv.start(c);
+    printf("\n## %d CTAs\n\n", c);
+    latency(sv, lat, quick ? 50 : 300);
+    printf("\n");
+    sustained(sv, sus, quick ? 256 : 2048);
+    sv.stop();
+  }
+  return 0;
+}

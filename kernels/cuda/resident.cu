@@ -1,0 +1,231 @@
+// The resident codec (zipccl/gpu_service.h): a persistent kernel whose CTAs take tiles by
+// ticket. Each job the host publishes becomes one slot: a one-item Launch in device memory whose
+// tiles own a consecutive range of tickets. A CTA claims the next ticket, waits until a job
+// covers it, and runs that tile exactly as the launched kernels do (encode_body.cuh,
+// decode_body.cuh): the same look-back, the same finish by the item's last tile, the same
+// result. Tickets are claimed in increasing order, so every wait inside a tile (look-back, an
+// auto item's classification) is on a lower ticket that a running CTA holds.
+//
+// The CTA holding the lowest waiting ticket reads the host's doorbell (one 16-byte load of
+// mapped memory) and posts what it finds; the others wait on device memory. When the host asks
+// it to stop, the kernel finishes what it has taken and exits, the last CTA out resetting the
+// board for the next launch and telling the host.
+#include <cstring>
+
+#include "decode_body.cuh"
+#include "encode_body.cuh"
+#include "launch.cuh"
+#include "tiling.cuh"
+#include "zipccl/gpu_service.h"
+
+namespace zipccl::gpu {
+namespace detail {
+namespace {
+
+constexpr uint32_t kTile = tile_bytes<1>();
+// Tiles of the largest job: a decode's output tiles and its header checker.
+constexpr uint32_t kMaxJobTiles = uint32_t(kServiceMaxJob / kTile) + 1;
+constexpr size_t kSlotTemp = (kTempHead + size_t(kMaxJobTiles) * 8 + 255) & ~size_t(255);
+constexpr size_t kSharedBytes = 4 * kBlockElems > decode_stage_bytes<1>() ? 4 * kBlockElems : decode_stage_bytes<1>();
+
+struct Board {
+  unsigned long long head;    // host jobs taken (kept across launches)
+  unsigned long long posted;  // tickets of the jobs taken
+  unsigned long long next;    // tickets claimed
+  uint32_t stopping;
+  uint32_t exits;
+  // A slot's tickets: the low 32 bits of the first, and the count above them, in one word so
+  // that a CTA looking for its ticket never sees half of a slot's update. Live tickets lie
+  // within far less than 2^31 of each other, so the low bits suffice.
+  unsigned long long range[kServiceSlots];
+  uint32_t remaining[kServiceSlots];  // tiles not finished: the slot is free at 0
+  uint8_t op[kServiceSlots];
+};
+
+struct DeviceState {
+  Board board;
+  Launch launch[kServiceSlots];
+  alignas(256) uint8_t temp[kServiceSlots][kSlotTemp];  // each slot's Launch temp, left zeroed
+};
+
+__device__ __forceinline__ uint4 load_volatile16(const void* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+template <typename T>
+__device__ __forceinline__ T load_volatile(const T& x) {
+  return *reinterpret_cast<const volatile T*>(&x);
+}
+template <typename T>
+__device__ __forceinline__ void store_volatile(T& x, T v) {
+  *reinterpret_cast<volatile T*>(&x) = v;
+}
+
+// A job the kernel refuses (an unknown op, a size beyond kServiceMaxJob) completes at once.
+__device__ void refuse(Result* r, Status s) {
+  r->bytes = 0;
+  r->status = static_cast<int32_t>(s);
+  r->codec = 0;
+  r->raw_from_input = 0;
+  r->reserved = 0;
+  set_flag_release_sys(&r->done);
+}
+
+// Thread 0 of the CTA holding the lowest waiting ticket (the one CTA that polls): takes the jobs
+// the host has published since the last look, at most one per slot, and posts their tiles with
+// one store; or raises `stopping` once the host asked for it and every job is taken. A job
+// waits for its slot's last job to finish, whose tiles running CTAs hold.
+__device__ void poll_host(ServiceHost* host, DeviceState* s) {
+  Board& b = s->board;
+  __threadfence();  // after the tickets this CTA saw: the last poller's head
+  const uint64_t head = load_volatile(b.head);
+  const uint4 bell = load_volatile16(&host->tail);
+  const uint64_t tail = bell.x | uint64_t(bell.y) << 32, stop = bell.z | uint64_t(bell.w) << 32;
+  if (tail == head) {
+    if ((stop & kServiceStop) && head >= (stop & ~kServiceStop)) store_volatile(b.stopping, 1u);
+    return;
+  }
+  __threadfence_system();  // the jobs the doorbell covers, after it
+  const uint64_t end = min(tail, head + kServiceSlots);
+  unsigned long long posted = load_volatile(b.posted);
+  for (uint64_t j = head; j < end; ++j) {
+    const uint32_t slot = uint32_t(j % kServiceSlots);
+    ServiceJob job;
+    uint4 w[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = load_volatile16(reinterpret_cast<const char*>(&host->jobs[j % kServiceRing]) + 16 * i);
+    memcpy(&job, w, sizeof job);
+    Result* result = &host->results[j % kServiceRing];
+    const bool encode = job.op == kServiceEncode;
+    if (!encode && job.op != kServiceDecode) {
+      refuse(result, Status::kBadHeader);
+      continue;
+    }
+    if ((encode ? job.in_bytes : job.out_cap) > kServiceMaxJob) {
+      refuse(result, encode ? Status::kTooLarge : Status::kNoSpace);
+      continue;
+    }
+    while (load_volatile(b.remaining[slot]) != 0) __nanosleep(100);  // its last job's tiles still run
+    Launch& P = s->launch[slot];
+    LaunchItem& it = P.items[0];
+    it.in = static_cast<const uint8_t*>(job.in);
+    it.out = static_cast<uint8_t*>(job.out);
+    it.bytes = job.in_bytes;
+    it.cap = job.out_cap;
+    it.limit = job.limit;
+    it.codec = job.codec;
+    it.auto_codec = job.auto_codec;
+    it.tile0 = 0;
+    it.tiles = encode ? tiles_for(job.in_bytes, kTile) : tiles_for(job.out_cap, kTile) + 1;
+    P.n = 1;
+    P.checksum = job.checksum;
+    P.raw_header_only = job.raw_header_only;
+    P.item_done = reinterpret_cast<uint32_t*>(s->temp[slot]);
+    P.item_err = P.item_done + kMaxBatch;
+    P.item_codec = P.item_err + kMaxBatch;
+    P.state = reinterpret_cast<unsigned long long*>(s->temp[slot] + kTempHead);
+    P.scratch = nullptr;
+    P.group_esc = nullptr;
+    P.results = result;
+    b.op[slot] = job.op;
+    store_volatile(b.range[slot], uint32_t(posted) | static_cast<unsigned long long>(it.tiles) << 32);
+    b.remaining[slot] = it.tiles;
+    posted += it.tiles;
+  }
+  store_volatile(b.head, static_cast<unsigned long long>(end));
+  __threadfence();  // the slots and head before the tickets that lead to them
+  store_volatile(b.posted, posted);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host, DeviceState* s, uint32_t generation) {
+  __shared__ DecShared dsh;
+  __shared__ uint32_t slot_s, tile_s;
+  __shared__ int stop_s;
+  Board& b = s->board;
+  for (;;) {
+    if (threadIdx.x == 0) {
+      const unsigned long long t = atomicAdd(&b.next, 1ull);
+      int stop = 0;
+      for (;;) {
+        const unsigned long long posted = load_volatile(b.posted);
+        if (t < posted) break;
+        if (load_volatile(b.stopping)) {
+          stop = 1;
+          break;
+        }
+        if (t == posted)
+          poll_host(host, s);
+        else
+          __nanosleep(200);
+      }
+      __threadfence();  // acquire the slot the ticket leads to
+      uint32_t slot = 0, tile = 0;
+      for (uint32_t i = 0; i < kServiceSlots && !stop; ++i) {
+        const unsigned long long r = load_volatile(b.range[i]);
+        const uint32_t u = uint32_t(t) - uint32_t(r);
+        if (u < uint32_t(r >> 32)) {
+          slot = i;
+          tile = u;
+        }
+      }
+      stop_s = stop;
+      slot_s = slot;
+      tile_s = tile;
+    }
+    __syncthreads();
+    if (stop_s) break;
+    const uint32_t slot = slot_s, tile = tile_s;
+    const Launch& P = s->launch[slot];
+    if (b.op[slot] == kServiceEncode)
+      encode_tile<1, kAnyCodec>(P, 0, tile);
+    else
+      decode_tile<1>(P, 0, tile, dsh, g_staged);
+    __syncthreads();  // the tile's writes, and the CTA's use of shared memory, are over
+    if (threadIdx.x == 0) {
+      __threadfence();
+      atomicSub(&b.remaining[slot], 1u);
+    }
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&b.exits, 1u) == gridDim.x - 1) {  // every CTA has left: ready for a new launch
+      b.next = 0;
+      b.posted = 0;
+      b.stopping = 0;
+      b.exits = 0;
+      for (uint32_t i = 0; i < kServiceSlots; ++i) b.range[i] = 0;
+      __threadfence_system();
+      asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&host->exited), "r"(generation) : "memory");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace detail
+
+size_t service_device_bytes() { return sizeof(detail::DeviceState); }
+
+cudaError_t service_init(void* device_mem, cudaStream_t stream) {
+  return cudaMemsetAsync(device_mem, 0, sizeof(detail::DeviceState), stream);
+}
+
+cudaError_t service_load() {
+  cudaFuncAttributes a;
+  cudaError_t e = cudaFuncGetAttributes(&a, detail::resident_kernel);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(detail::resident_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             int(detail::kSharedBytes));
+  return e;
+}
+
+cudaError_t service_launch(ServiceHost* host, void* device_mem, int ctas, uint32_t generation, cudaStream_t stream) {
+  if (!host || !device_mem || ctas < 1 || generation == 0) return cudaErrorInvalidValue;
+  detail::resident_kernel<<<ctas, detail::kThreads, detail::kSharedBytes, stream>>>(
+      host, static_cast<detail::DeviceState*>(device_mem), generation);
+  return cudaGetLastError();
+}
+
+}  // namespace zipccl::gpu

@@ -1,0 +1,338 @@
+// The resident codec (zipccl/gpu_service.h) driven as the plugin drives it: jobs written into
+// mapped pinned memory and published by a store, results polled in memory, no CUDA call between
+// launch and stop. Messages must be byte-identical to the CPU codec's, decodes exact, corrupt
+// input rejected with the CPU decoder's status, buffers in device or pinned host memory; the
+// kernel must exit when asked and start again, many times. The fixture owns the buffers and
+// frees them after the kernel has exited: cudaFree waits for a running kernel, so a buffer freed
+// while it runs would hang the test. They are allocated before the launch too.
+#include "zipccl/gpu_service.h"
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_data.h"
+#include "zipccl/codec.h"
+
+using namespace zipccl;
+using namespace zipccl::gputest;
+
+namespace {
+
+#define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
+
+constexpr uint32_t kRing = gpu::kServiceRing;
+
+// A buffer the kernel reads or writes: device memory, or mapped pinned host memory (NCCL's host
+// buffers and the plugin's host staging are such memory).
+struct Buf {
+  uint8_t* p = nullptr;
+  size_t n = 0;
+  bool host = false;
+  Buf(size_t bytes, bool in_host) : n(bytes), host(in_host) {
+    const size_t alloc = bytes ? bytes : 1;
+    if (host)
+      cudaHostAlloc(reinterpret_cast<void**>(&p), alloc, cudaHostAllocMapped);
+    else
+      cudaMalloc(reinterpret_cast<void**>(&p), alloc);
+  }
+  ~Buf() {
+    if (host)
+      cudaFreeHost(p);
+    else
+      cudaFree(p);
+  }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  void put(const Bytes& b) {
+    if (b.empty()) return;
+    if (host)
+      std::memcpy(p, b.data(), b.size());
+    else
+      cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice);
+  }
+  // Device memory: only while the kernel is not resident.
+  Bytes get(size_t bytes) const {
+    Bytes b(bytes);
+    if (!bytes) return b;
+    if (host)
+      std::memcpy(b.data(), p, bytes);
+    else
+      cudaMemcpy(b.data(), p, bytes, cudaMemcpyDeviceToHost);
+    return b;
+  }
+};
+
+class Service : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+    CUDA_OK(cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(gpu::ServiceHost), cudaHostAllocMapped));
+    std::memset(host_, 0, sizeof *host_);
+    CUDA_OK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dhost_), host_, 0));
+    CUDA_OK(cudaMalloc(&dev_, gpu::service_device_bytes()));
+    CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CUDA_OK(gpu::service_init(dev_, stream_));
+    CUDA_OK(cudaStreamSynchronize(stream_));
+    CUDA_OK(gpu::service_load());
+  }
+  void TearDown() override {
+    if (running_) stop();
+    if (running_) {  // freeing anything now would wait for the kernel forever
+      std::fprintf(stderr, "the resident kernel did not exit; ending the test program\n");
+      std::_Exit(3);
+    }
+    bufs_.clear();
+    cudaStreamDestroy(stream_);
+    cudaFree(dev_);
+    cudaFreeHost(host_);
+  }
+
+  void launch(int ctas = 8) {
+    host_->stop = 0;
+    CUDA_OK(gpu::service_launch(dhost_, dev_, ctas, ++generation_, stream_));
+    running_ = true;
+  }
+  // Asks the kernel to stop and waits (in memory) until its last CTA says it has gone.
+  void stop() {
+    gpu::service_stop(host_, tail_);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!gpu::service_exited(host_, generation_))
+      ASSERT_LT(std::chrono::steady_clock::now(), end) << "the kernel did not exit when asked";
+    running_ = false;
+    CUDA_OK(cudaStreamSynchronize(stream_));
+  }
+  uint64_t submit(const gpu::ServiceJob& j) {
+    gpu::service_post(host_, tail_, j);
+    return tail_++;
+  }
+  gpu::Result wait(uint64_t idx) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    gpu::Result r{};
+    while (!gpu::service_poll(host_, idx, &r)) {
+      if (std::chrono::steady_clock::now() > end) {
+        ADD_FAILURE() << "job " << idx << " never completed";
+        return gpu::Result{};
+      }
+    }
+    return r;
+  }
+  static gpu::ServiceJob encode_job(const Buf& in, size_t n, Buf& out, Codec c, bool auto_codec, bool checksum) {
+    gpu::ServiceJob j{};
+    j.op = gpu::kServiceEncode;
+    j.in = in.p;
+    j.in_bytes = n;
+    j.out = out.p;
+    j.out_cap = out.n;
+    j.limit = coded_limit(n, 1.0);
+    j.codec = static_cast<uint8_t>(c);
+    j.auto_codec = auto_codec;
+    j.checksum = checksum;
+    return j;
+  }
+  static gpu::ServiceJob decode_job(const Buf& in, size_t n, Buf& out) {
+    gpu::ServiceJob j{};
+    j.op = gpu::kServiceDecode;
+    j.in = in.p;
+    j.in_bytes = n;
+    j.out = out.p;
+    j.out_cap = out.n;
+    return j;
+  }
+
+  Buf& buf(size_t bytes, bool host) {
+    bufs_.push_back(std::make_unique<Buf>(bytes, host));
+    return *bufs_.back();
+  }
+
+  std::vector<std::unique_ptr<Buf>> bufs_;
+  gpu::ServiceHost* host_ = nullptr;
+  gpu::ServiceHost* dhost_ = nullptr;
+  void* dev_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  uint32_t generation_ = 0;
+  uint64_t tail_ = 0;
+  bool running_ = false;
+};
+
+struct Case {
+  Bytes data;
+  Codec codec;
+  bool auto_codec;
+  bool checksum;
+  bool host;  // buffers in pinned host memory
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  Bytes patterns(65536 * 2);  // every 16-bit pattern: NaNs, infinities, zeros, denormals
+  for (uint32_t i = 0; i < 65536; ++i) std::memcpy(&patterns[2 * i], &i, 2);
+  const size_t sizes[] = {0, 1, 3, 127, 8190, 8194, 65537, 131072, 524288 + 6, (4u << 20) + 2};
+  uint32_t seed = 1;
+  for (size_t n : sizes) {
+    const bool host = seed % 2;
+    v.push_back({gaussian(Codec::BF16, n, seed++), Codec::BF16, true, seed % 3 == 0, host});
+    v.push_back({gaussian(Codec::FP16, n, seed++), Codec::FP16, false, false, !host});
+    v.push_back({gaussian(Codec::FP32, n, seed++), Codec::FP32, false, seed % 4 == 0, host});
+    v.push_back({random_bytes(n, seed++), Codec::BF16, true, false, !host});
+  }
+  v.push_back({patterns, Codec::BF16, false, true, false});
+  v.push_back({patterns, Codec::FP16, false, false, true});
+  v.push_back({escape_free(Codec::BF16, 3 << 20, 9), Codec::BF16, true, false, true});
+  v.push_back({gaussian(Codec::BF16, gpu::kServiceMaxJob, 10), Codec::BF16, false, false, false});
+  return v;
+}
+
+// Every case encoded by the resident kernel (all in flight at once), compared with the CPU
+// encoder's message byte for byte, then decoded by it into a buffer larger than the data (as a
+// receive's capacity is) and compared with the input.
+TEST_F(Service, MessagesAreTheCpuCodecsAndDecodeExactly) {
+  const std::vector<Case> cs = cases();
+  std::vector<Buf*> in, msg, back;
+  std::vector<Bytes> ref(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const Case& c = cs[i];
+    in.push_back(&buf(c.data.size(), c.host));
+    in.back()->put(c.data);
+    msg.push_back(&buf(max_compressed_bytes(c.data.size()), !c.host));
+    back.push_back(&buf(std::min<size_t>(c.data.size() + 4096, gpu::kServiceMaxJob), c.host));
+    const Codec codec = c.auto_codec ? classify(c.data.data(), c.data.size()) : c.codec;
+    EncodeOptions opt;
+    opt.checksum = c.checksum;
+    ref[i].resize(max_compressed_bytes(c.data.size()));
+    size_t len = 0;
+    ASSERT_EQ(zipccl::encode(codec, c.data.data(), c.data.size(), ref[i].data(), ref[i].size(), &len, opt), Status::kOk);
+    ref[i].resize(len);
+  }
+  ASSERT_NO_FATAL_FAILURE(launch());
+  std::vector<uint64_t> idx;
+  for (size_t i = 0; i < cs.size(); ++i)
+    idx.push_back(submit(encode_job(*in[i], cs[i].data.size(), *msg[i], cs[i].codec, cs[i].auto_codec, cs[i].checksum)));
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const gpu::Result r = wait(idx[i]);
+    ASSERT_EQ(r.status, int(Status::kOk)) << "case " << i;
+    ASSERT_EQ(r.bytes, ref[i].size()) << "case " << i << ", " << cs[i].data.size() << " bytes";
+    idx[i] = submit(decode_job(*msg[i], r.bytes, *back[i]));
+  }
+  for (size_t i = 0; i < cs.size(); ++i) {
+    const gpu::Result r = wait(idx[i]);
+    ASSERT_EQ(r.status, int(Status::kOk)) << "case " << i;
+    ASSERT_EQ(r.bytes, cs[i].data.size()) << "case " << i;
+  }
+  ASSERT_NO_FATAL_FAILURE(stop());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    ASSERT_EQ(msg[i]->get(ref[i].size()), ref[i]) << "case " << i << ", " << cs[i].data.size() << " bytes";
+    ASSERT_EQ(back[i]->get(cs[i].data.size()), cs[i].data) << "case " << i;
+  }
+}
+
+// Corrupt messages: the kernel's status is the CPU decoder's.
+TEST_F(Service, CorruptMessagesGetTheCpuDecodersStatus) {
+  const Bytes x = gaussian(Codec::BF16, 200000, 3);
+  Bytes good(max_compressed_bytes(x.size()));
+  size_t len = 0;
+  ASSERT_EQ(zipccl::encode(Codec::BF16, x.data(), x.size(), good.data(), good.size(), &len), Status::kOk);
+  good.resize(len);
+  std::mt19937 g(5);
+  std::vector<Bytes> bad;
+  for (size_t at : {size_t(0), size_t(4), size_t(5), size_t(8), size_t(16), size_t(40), size_t(130), size_t(200),
+                    len / 2, len - 1}) {
+    Bytes m = good;
+    m[at] ^= uint8_t(1 + g() % 255);
+    bad.push_back(m);
+  }
+  bad.push_back(Bytes(good.begin(), good.begin() + long(len / 3)));  // truncated
+  bad.push_back(Bytes(good.begin(), good.begin() + 64));
+  std::vector<Buf*> in, out;
+  for (const Bytes& m : bad) {
+    in.push_back(&buf(m.size(), true));
+    in.back()->put(m);
+    out.push_back(&buf(x.size(), false));
+  }
+  ASSERT_NO_FATAL_FAILURE(launch());
+  for (size_t k = 0; k < bad.size(); ++k) {
+    const Bytes& m = bad[k];
+    const gpu::Result r = wait(submit(decode_job(*in[k], m.size(), *out[k])));
+    Bytes cpu(x.size());
+    size_t cpu_len = 0;
+    const Status s = zipccl::decode(m.data(), m.size(), cpu.data(), cpu.size(), &cpu_len);
+    EXPECT_EQ(r.status, int(s)) << "corruption of a " << m.size() << "-byte message";
+  }
+}
+
+// More jobs than ring slots and than jobs coded at once, a few in flight at a time.
+TEST_F(Service, RingAndSlotsWrap) {
+  constexpr int kJobs = 3 * kRing, kInflight = 100;
+  const Bytes x = gaussian(Codec::BF16, 40000, 8);
+  Buf& in = buf(x.size(), false);
+  in.put(x);
+  std::vector<Buf*> out;
+  for (int i = 0; i < kInflight; ++i) out.push_back(&buf(max_compressed_bytes(x.size()), false));
+  ASSERT_NO_FATAL_FAILURE(launch());
+  std::vector<uint64_t> idx;
+  uint64_t first_len = 0;
+  for (int i = 0; i < kJobs; ++i) {
+    if (i >= kInflight) {
+      const gpu::Result r = wait(idx[size_t(i - kInflight)]);
+      ASSERT_EQ(r.status, int(Status::kOk));
+      if (!first_len) first_len = r.bytes;
+      ASSERT_EQ(r.bytes, first_len) << "job " << i - kInflight;
+    }
+    idx.push_back(submit(encode_job(in, x.size(), *out[size_t(i % kInflight)], Codec::BF16, false, false)));
+  }
+  for (int i = kJobs - kInflight; i < kJobs; ++i) ASSERT_EQ(wait(idx[size_t(i)]).bytes, first_len);
+}
+
+// Stopped and started again many times, with bursts of jobs of random sizes between: every
+// message right (read from pinned memory while the kernel runs, as the plugin reads host
+// staging), and the kernel gone within a moment of each stop (it never stays idle).
+TEST_F(Service, StopsWhenAskedAndStartsAgain) {
+  std::mt19937 g(11);
+  const Bytes x = gaussian(Codec::BF16, 1 << 20, 12);
+  Buf &in = buf(x.size(), false), &out = buf(max_compressed_bytes(x.size()), true);
+  in.put(x);
+  Bytes ref(max_compressed_bytes(x.size()));
+  ASSERT_NO_FATAL_FAILURE(launch());
+  ASSERT_NO_FATAL_FAILURE(stop());  // before any job
+  for (int cycle = 0; cycle < 200; ++cycle) {
+    ASSERT_NO_FATAL_FAILURE(launch(1 + int(g() % 16)));
+    const int burst = int(g() % 6);
+    for (int k = 0; k < burst; ++k) {
+      const size_t n = g() % x.size();
+      size_t len = 0;
+      ASSERT_EQ(zipccl::encode(Codec::BF16, x.data(), n, ref.data(), ref.size(), &len), Status::kOk);
+      const gpu::Result r = wait(submit(encode_job(in, n, out, Codec::BF16, false, false)));
+      ASSERT_EQ(r.status, int(Status::kOk));
+      ASSERT_EQ(r.bytes, len) << "cycle " << cycle;
+      ASSERT_EQ(out.get(len), Bytes(ref.begin(), ref.begin() + long(len))) << "cycle " << cycle;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_NO_FATAL_FAILURE(stop());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1)) << "cycle " << cycle;
+    EXPECT_EQ(cudaStreamQuery(stream_), cudaSuccess) << "the kernel is still running after its exit";
+  }
+}
+
+TEST_F(Service, RefusesJobsBeyondItsLimit) {
+  Buf &in = buf(16, false), &out = buf(16, false);
+  ASSERT_NO_FATAL_FAILURE(launch());
+  gpu::ServiceJob j = encode_job(in, gpu::kServiceMaxJob + 1, out, Codec::BF16, false, false);
+  EXPECT_EQ(wait(submit(j)).status, int(Status::kTooLarge));
+  j = decode_job(in, 16, out);
+  j.out_cap = gpu::kServiceMaxJob + 1;
+  EXPECT_EQ(wait(submit(j)).status, int(Status::kNoSpace));
+  j.op = 7;
+  EXPECT_EQ(wait(submit(j)).status, int(Status::kBadHeader));
+}
+
+}  // namespace
