@@ -30,6 +30,7 @@ build() {  # source dir, build dir
   rm -rf "$2"
   local targets=(gpu_codec_tests gpu_codec_bench zipccl-demo)
   [ -f "$1/bench/gpu/service_bench.cc" ] && targets+=(gpu_service_tests gpu_service_bench)
+  [ -f "$1/tests/engine/resident_cuda_test.cu" ] && targets+=(engine_gpu_tests)
   { cmake -S "$1" -B "$2" "${cmake_args[@]}" && cmake --build "$2" -j "$(nproc)" --target "${targets[@]}"; } \
     >"/tmp/$(basename "$2").log" 2>&1 || { tail -30 "/tmp/$(basename "$2").log"; echo "BUILD FAILED: $1"; return 1; }
 }
@@ -45,11 +46,20 @@ for i in "${!names[@]}"; do
   grep -h -E "spill stores" "/tmp/build-ab-${names[$i]}.log" | sed 's/^ */  ptxas: /' | sort | uniq -c | head -4
 done
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
-for t in gpu_codec_tests gpu_service_tests; do
-  [ -x "build-ab-this/tests/gpu/$t" ] || continue
-  timeout 300 "build-ab-this/tests/gpu/$t" --gtest_color=no >"$OUT/$t.log" 2>&1
-  echo "$t (this): rc=$?"
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|no CUDA device|Failure|Which is|Expected" "$OUT/$t.log" | head -20
+# GPU tests of this tree, all in one log; the engine's also with one hardware queue.
+for t in gpu/gpu_codec_tests gpu/gpu_service_tests engine/engine_gpu_tests engine/engine_gpu_tests:1; do
+  bin=build-ab-this/tests/${t%:1}
+  [ -x "$bin" ] || continue
+  echo "== $t" >>"$OUT/tests.log"
+  if [ "$t" != "${t%:1}" ]; then
+    CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 300 "$bin" --gtest_color=no >/tmp/t.log 2>&1
+  else
+    timeout 300 "$bin" --gtest_color=no >/tmp/t.log 2>&1
+  fi
+  r=$?
+  cat /tmp/t.log >>"$OUT/tests.log"
+  echo "$t (this): rc=$r"
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|no CUDA device|Failure|Which is|Expected" /tmp/t.log | head -20
 done
 if [ -x build-ab-this/bench/gpu/gpu_service_bench ]; then
   echo "== resident codec (this)"

@@ -21,7 +21,7 @@ nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
 . scripts/device-gtest.sh
 gtest_setup || exit 1
-if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests gpu_codec_bench; } \
+if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests engine_gpu_tests gpu_codec_bench; } \
   >"$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED"
@@ -30,7 +30,7 @@ fi
 grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | head -8
 
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
-T="$BUILD/tests/gpu/gpu_codec_tests" S="$BUILD/tests/gpu/gpu_service_tests"
+T="$BUILD/tests/gpu/gpu_codec_tests" S="$BUILD/tests/gpu/gpu_service_tests" E="$BUILD/tests/engine/engine_gpu_tests"
 rc=0
 summary=()
 for s in "${steps[@]}"; do
@@ -38,7 +38,9 @@ for s in "${steps[@]}"; do
     test)
       timeout 300 "$T" --gtest_color=no >"$OUT/test.log" 2>&1
       r=$?
-      timeout 300 "$S" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1;;
+      timeout 300 "$S" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
+      timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
+      CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1;;
     bench)
       timeout 300 "$BUILD/bench/gpu/gpu_codec_bench" >"$OUT/bench.log" 2>&1
       r=$?

@@ -145,6 +145,8 @@ __global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host
   __shared__ uint32_t slot_s, tile_s;
   __shared__ int stop_s;
   Board& b = s->board;
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&host->started), "r"(generation) : "memory");
   for (;;) {
     if (threadIdx.x == 0) {
       const unsigned long long t = atomicAdd(&b.next, 1ull);

@@ -103,6 +103,12 @@ class Service : public ::testing::Test {
     CUDA_OK(gpu::service_launch(dhost_, dev_, ctas, ++generation_, stream_));
     running_ = true;
   }
+  // Waits (in memory) until the kernel says it runs.
+  void wait_started() {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!gpu::service_started(host_, generation_))
+      ASSERT_LT(std::chrono::steady_clock::now(), end) << "the kernel did not start";
+  }
   // Asks the kernel to stop and waits (in memory) until its last CTA says it has gone.
   void stop() {
     gpu::service_stop(host_, tail_);
@@ -306,6 +312,7 @@ TEST_F(Service, StopsWhenAskedAndStartsAgain) {
   ASSERT_NO_FATAL_FAILURE(stop());  // before any job
   for (int cycle = 0; cycle < 200; ++cycle) {
     ASSERT_NO_FATAL_FAILURE(launch(1 + int(g() % 16)));
+    ASSERT_NO_FATAL_FAILURE(wait_started());
     const int burst = int(g() % 6);
     for (int k = 0; k < burst; ++k) {
       const size_t n = g() % x.size();

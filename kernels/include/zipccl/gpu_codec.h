@@ -19,6 +19,7 @@
 
 #include "zipccl/codec.h"
 #include "zipccl/format.h"
+#include "zipccl/gpu_result.h"
 
 namespace zipccl::gpu {
 
@@ -40,19 +41,6 @@ struct DecodeItem {
   void* out = nullptr;
   size_t out_cap = 0;  // the expected decoded size: one CTA is launched per 8 KiB of it
 };
-
-// Written by the device once an item is complete.
-struct Result {
-  uint64_t bytes;          // encode: message length; decode: decoded length; 0 on error
-  int32_t status;          // a zipccl::Status value
-  uint8_t codec;           // codec of the message emitted (encode) or read (decode)
-  uint8_t raw_from_input;  // encode with raw_header_only: only the 128-byte Raw header was
-                           // written; the payload is the input itself, verbatim
-  uint8_t reserved;
-  uint8_t done;  // set to 1 last, after the fields above are visible to the host;
-                 // a host that cleared it before the launch may poll it (volatile read)
-};
-static_assert(sizeof(Result) == 16, "Result is 16 bytes");
 
 struct EncodeOptions {
   bool checksum = false;   // as zipccl::EncodeOptions::checksum

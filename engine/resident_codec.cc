@@ -1,0 +1,182 @@
+#include "resident_codec.h"
+
+#include <chrono>
+#include <thread>
+
+#include "log.h"
+
+namespace zipccl {
+
+ResidentCodec::ResidentCodec(std::unique_ptr<ServiceDevice> device, const Options& options)
+    : device_(std::move(device)), host_(device_->host()), opt_(options) {
+  last_release_ns_.store(now_ns(), std::memory_order_relaxed);
+}
+
+std::shared_ptr<ResidentCodec> ResidentCodec::create(std::unique_ptr<ServiceDevice> device, const Options& options) {
+  std::shared_ptr<ResidentCodec> c(new ResidentCodec(std::move(device), options));
+  std::thread([self = c] {
+    self->run();
+    std::lock_guard<std::mutex> lk(self->mu_);
+    self->launcher_done_ = true;
+    self->cv_.notify_all();
+  }).detach();
+  return c;
+}
+
+ResidentCodec::~ResidentCodec() {
+  // The kernel may still read and write the device side's memory: never free it under it.
+  if (leaked_) (void)device_.release();
+}
+
+bool ResidentCodec::shutdown() {
+  std::unique_lock<std::mutex> lk(mu_);
+  quit_.store(true, std::memory_order_release);
+  cv_.notify_all();
+  const auto limit = std::chrono::milliseconds(2 * opt_.exit_wait_ms);
+  if (cv_.wait_for(lk, limit, [this] { return launcher_done_; })) return true;
+  ZIP_WARN("GPU codec: its launcher is still inside a CUDA call after %lld ms; leaving it", (long long)limit.count());
+  return false;
+}
+
+int64_t ResidentCodec::now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ResidentCodec::acquire() {
+  uint64_t w = word_.load(std::memory_order_acquire);
+  while ((w & kStateMask) == kRunning)
+    if (word_.compare_exchange_weak(w, w + kLease, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+  // Wake the launcher once per demand; under its mutex, so that it cannot miss the wake-up
+  // between looking at demand_ and sleeping (it never holds the mutex across a CUDA call).
+  if (!demand_.exchange(true, std::memory_order_acq_rel)) {
+    std::lock_guard<std::mutex> lk(mu_);
+    cv_.notify_all();  // shutdown() may wait on it too
+  }
+  return false;
+}
+
+void ResidentCodec::release() {
+  last_release_ns_.store(now_ns(), std::memory_order_relaxed);
+  word_.fetch_sub(kLease, std::memory_order_release);
+}
+
+bool ResidentCodec::post(const gpu::ServiceJob& job, uint64_t* index) {
+  std::lock_guard<std::mutex> lk(post_mu_);
+  std::atomic<uint8_t>& unread = unread_[tail_ % gpu::kServiceRing];
+  if (unread.load(std::memory_order_acquire)) return false;
+  unread.store(1, std::memory_order_relaxed);
+  gpu::service_post(host_, tail_, job);
+  *index = tail_++;
+  return true;
+}
+
+bool ResidentCodec::poll(uint64_t index, gpu::Result* r) {
+  if (!gpu::service_poll(host_, index, r)) return false;
+  unread_[index % gpu::kServiceRing].store(0, std::memory_order_release);
+  return true;
+}
+
+bool ResidentCodec::set_state(State from, State to) {
+  uint64_t w = from;  // with no lease held
+  return word_.compare_exchange_strong(w, to, std::memory_order_acq_rel, std::memory_order_acquire);
+}
+
+void ResidentCodec::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!quit_.load(std::memory_order_acquire)) {
+    if (state() == kRunning) {
+      stop_if_idle(lk);
+      continue;
+    }
+    const int64_t now = now_ns();
+    if (leaked_ || !demand_.load(std::memory_order_acquire)) {  // leaked: off for good
+      cv_.wait_for(lk, std::chrono::seconds(1));
+    } else if (now < retry_at_ns_) {
+      cv_.wait_for(lk, std::chrono::nanoseconds(retry_at_ns_ - now));
+    } else {
+      lk.unlock();
+      start();
+      lk.lock();
+    }
+  }
+  lk.unlock();
+  if (state() == kRunning && !set_state(kRunning, kStopping))
+    ZIP_WARN("GPU codec: a lease is still held at shutdown");
+  if (state() == kStopping && !leaked_) stop();
+}
+
+void ResidentCodec::start() {
+  demand_.store(false, std::memory_order_release);
+  if (!set_state(kStopped, kStarting)) return;
+  __atomic_store_n(&host_->stop, uint64_t(0), __ATOMIC_RELEASE);
+  const uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
+  std::string err;
+  if (!device_->launch(g, opt_.ctas, &err)) {
+    ZIP_WARN("GPU codec: launching the resident kernel failed (%s); messages go raw, retrying in %lld ms",
+             err.c_str(), (long long)opt_.retry_ms);
+    retry_at_ns_ = now_ns() + opt_.retry_ms * 1000000;
+    set_state(kStarting, kStopped);
+    return;
+  }
+  generation_.store(g, std::memory_order_release);
+  // A launch may wait behind other work before it gets SMs: leases are granted once it runs.
+  while (!gpu::service_started(host_, g)) {
+    if (quit_.load(std::memory_order_acquire)) {
+      set_state(kStarting, kStopping);
+      return;  // run()'s shutdown stops it
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  last_release_ns_.store(now_ns(), std::memory_order_relaxed);
+  demand_.store(false, std::memory_order_release);  // whoever asked meanwhile finds it running
+  set_state(kStarting, kRunning);
+  ZIP_TRACE("GPU codec: resident kernel %u running", g);
+}
+
+void ResidentCodec::stop_if_idle(std::unique_lock<std::mutex>& lk) {
+  const int64_t idle_ns = opt_.idle_us * 1000;
+  const int64_t since = now_ns() - last_release_ns_.load(std::memory_order_relaxed);
+  const bool held = (word_.load(std::memory_order_acquire) >> 2) != 0;
+  if (held || since < idle_ns) {
+    cv_.wait_for(lk, std::chrono::nanoseconds(held ? idle_ns : idle_ns - since));
+    return;
+  }
+  if (!set_state(kRunning, kStopping)) return;  // a lease came in meanwhile
+  lk.unlock();
+  stop();
+  lk.lock();
+}
+
+bool ResidentCodec::wait_memory(bool (*seen)(const gpu::ServiceHost*, uint32_t), int64_t limit_ms) {
+  const uint32_t g = generation_.load(std::memory_order_acquire);
+  const int64_t start = now_ns(), end = start + limit_ms * 1000000;
+  while (!seen(host_, g)) {
+    const int64_t now = now_ns();
+    if (now > end) return false;
+    if (now - start < 200000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  return true;
+}
+
+void ResidentCodec::stop() {
+  {
+    std::lock_guard<std::mutex> lk(post_mu_);  // no lease is held, so no post is under way
+    gpu::service_stop(host_, tail_);
+  }
+  if (!wait_memory(gpu::service_exited, opt_.exit_wait_ms)) {
+    ZIP_WARN("GPU codec: the resident kernel %u did not exit within %lld ms; the GPU codec stays off",
+             generation_.load(), (long long)opt_.exit_wait_ms);
+    leaked_ = true;
+    return;  // kStopping for good: no lease is granted again
+  }
+  std::string err;
+  if (!device_->reap(&err)) ZIP_WARN("GPU codec: after the resident kernel: %s", err.c_str());
+  set_state(kStopping, kStopped);
+  ZIP_TRACE("GPU codec: resident kernel %u exited", generation_.load());
+}
+
+}  // namespace zipccl

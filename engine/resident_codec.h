@@ -1,0 +1,103 @@
+// The resident GPU codec of one CUDA device as NCCL's threads use it (protocol:
+// zipccl/service_protocol.h). NCCL's progress thread takes leases, posts jobs and polls results:
+// memory accesses and atomics only, never a CUDA call, never a wait. Our launcher thread makes
+// every CUDA call: it starts the kernel when a lease is asked for while none runs, and stops it
+// once no lease has been held for the idle time, so that an application's cudaDeviceSynchronize
+// or cudaFree waits at most that long for it. A lease is granted only while the kernel runs, and
+// the kernel stops only when none is held; so whoever holds one may post, and every job posted is
+// finished. If the launcher blocks, no lease is granted and the caller codes nothing (raw).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "zipccl/service_protocol.h"
+
+namespace zipccl {
+
+// What runs the device side: the CUDA kernel (resident_cuda.cc) or, in tests, an emulation.
+class ServiceDevice {
+ public:
+  virtual ~ServiceDevice() = default;
+  // The mapped ServiceHost, zeroed before the first launch; valid for this object's lifetime.
+  virtual gpu::ServiceHost* host() = 0;
+  // Starts generation `generation` with `ctas` CTAs; on the launcher thread, may block.
+  virtual bool launch(uint32_t generation, int ctas, std::string* err) = 0;
+  // After the launch has said it exited: collects it (its stream), on the launcher thread.
+  virtual bool reap(std::string* err) = 0;
+};
+
+// CUDA device `device`'s kernel, its state allocated and its module loaded now (call where CUDA
+// calls may block, before the codec is used); null with *err where that fails or without CUDA.
+std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, std::string* err);
+
+class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
+ public:
+  struct Options {
+    int ctas = 16;
+    int64_t idle_us = 500;      // no lease for this long: the kernel exits
+    int64_t retry_ms = 1000;    // a failed launch is tried again after this long
+    int64_t exit_wait_ms = 10000;  // at destruction, how long to wait for the kernel to exit
+  };
+  enum State : uint32_t { kStopped, kStarting, kRunning, kStopping };
+
+  // Starts the launcher thread, which shares the object: it goes when both are done with it.
+  static std::shared_ptr<ResidentCodec> create(std::unique_ptr<ServiceDevice> device, const Options& options);
+  ~ResidentCodec();
+  ResidentCodec(const ResidentCodec&) = delete;
+  ResidentCodec& operator=(const ResidentCodec&) = delete;
+  // Stops the kernel and ends the launcher, waiting for both at most exit_wait_ms each (a CUDA
+  // call that blocks holds the launcher; it then ends on its own later). No lease may be held.
+  // If the kernel does not exit, the device side is never freed under it (logged). False: the
+  // launcher had not ended within the wait.
+  bool shutdown();
+
+  // True: the kernel runs and stays until release(). False: it does not (yet); the launcher is
+  // asked to start it and the caller codes nothing now.
+  bool acquire();
+  void release();
+  // With a lease held: publishes a job; false when its ring slot is still unread (256 jobs out).
+  bool post(const gpu::ServiceJob& job, uint64_t* index);
+  // True once job `index` is done: its result in *r, its ring slot free again.
+  bool poll(uint64_t index, gpu::Result* r);
+
+  State state() const { return State(word_.load(std::memory_order_acquire) & kStateMask); }
+  uint32_t launches() const { return generation_.load(std::memory_order_acquire); }
+
+ private:
+  ResidentCodec(std::unique_ptr<ServiceDevice> device, const Options& options);
+  static constexpr uint64_t kStateMask = 3, kLease = 4;
+  static int64_t now_ns();
+  void run();
+  // The launcher's steps, each returning when its transition is done or abandoned.
+  void start();
+  void stop_if_idle(std::unique_lock<std::mutex>& lk);  // or sleeps until it may be
+  void stop();
+  bool wait_memory(bool (*seen)(const gpu::ServiceHost*, uint32_t), int64_t limit_ms);
+  bool set_state(State from, State to);
+
+  std::unique_ptr<ServiceDevice> device_;
+  gpu::ServiceHost* const host_;
+  const Options opt_;
+  // State in the low two bits, leases held above them: a lease is granted only in kRunning and
+  // the kernel leaves kRunning only with none held, in one atomic word.
+  std::atomic<uint64_t> word_{kStopped};
+  std::atomic<int64_t> last_release_ns_{0};
+  std::atomic<bool> demand_{false};
+  std::atomic<uint32_t> generation_{0};
+  std::mutex post_mu_;  // several progress threads (one per communicator) may post
+  uint64_t tail_ = 0;   // jobs posted
+  std::atomic<uint8_t> unread_[gpu::kServiceRing] = {};
+  std::mutex mu_;  // the launcher's sleep
+  std::condition_variable cv_;
+  std::atomic<bool> quit_{false};
+  bool launcher_done_ = false;  // under mu_
+  bool leaked_ = false;  // the kernel did not exit: its memory is never freed
+  int64_t retry_at_ns_ = 0;
+};
+
+}  // namespace zipccl

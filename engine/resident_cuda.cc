@@ -1,0 +1,79 @@
+// The resident codec's device side on CUDA: its mapped ServiceHost, device state and stream, made
+// and the module loaded by make_cuda_service_device() (where the caller may block, before any
+// kernel of ours runs); launches and reaps on the launcher thread.
+#include <cstring>
+
+#include "cuda_scope.h"
+#include "resident_codec.h"
+#include "zipccl/gpu_service.h"
+
+namespace zipccl {
+namespace {
+
+std::string cuda_error(const char* what, cudaError_t e) { return std::string(what) + ": " + cudaGetErrorString(e); }
+
+class CudaServiceDevice final : public ServiceDevice {
+ public:
+  explicit CudaServiceDevice(int device) : device_(device) {}
+  // Frees after the kernel has exited (ResidentCodec never destroys it otherwise): cudaFree
+  // would wait for a running kernel.
+  ~CudaServiceDevice() override {
+    CudaScope scope(device_);
+    if (stream_) cudaStreamDestroy(stream_);
+    if (state_) cudaFree(state_);
+    if (host_) cudaFreeHost(host_);
+  }
+
+  bool init(std::string* err) {
+    CudaScope scope(device_);
+    cudaError_t e = cudaHostAlloc(reinterpret_cast<void**>(&host_), sizeof(gpu::ServiceHost), cudaHostAllocMapped);
+    if (e != cudaSuccess) return *err = cuda_error("cudaHostAlloc", e), false;
+    std::memset(static_cast<void*>(host_), 0, sizeof(gpu::ServiceHost));
+    if ((e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&dhost_), host_, 0)) != cudaSuccess)
+      return *err = cuda_error("cudaHostGetDevicePointer", e), false;
+    if ((e = cudaMalloc(&state_, gpu::service_device_bytes())) != cudaSuccess)
+      return *err = cuda_error("cudaMalloc", e), false;
+    int lo = 0, hi = 0;  // highest priority: not queued behind the training step's kernels
+    cudaDeviceGetStreamPriorityRange(&lo, &hi);
+    if ((e = cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi)) != cudaSuccess)
+      return *err = cuda_error("cudaStreamCreateWithPriority", e), false;
+    if ((e = gpu::service_init(state_, stream_)) != cudaSuccess || (e = cudaStreamSynchronize(stream_)) != cudaSuccess)
+      return *err = cuda_error("zeroing the device state", e), false;
+    // Loaded now: a lazy load at the first launch would wait for any running kernel.
+    if ((e = gpu::service_load()) != cudaSuccess) return *err = cuda_error("loading the kernel", e), false;
+    return true;
+  }
+
+  gpu::ServiceHost* host() override { return host_; }
+
+  bool launch(uint32_t generation, int ctas, std::string* err) override {
+    CudaScope scope(device_);
+    const cudaError_t e = gpu::service_launch(dhost_, state_, ctas, generation, stream_);
+    if (e != cudaSuccess) *err = cuda_error("launch", e);
+    return e == cudaSuccess;
+  }
+
+  bool reap(std::string* err) override {
+    CudaScope scope(device_);
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) *err = cuda_error("cudaStreamSynchronize", e);
+    return e == cudaSuccess;
+  }
+
+ private:
+  const int device_;
+  gpu::ServiceHost* host_ = nullptr;
+  gpu::ServiceHost* dhost_ = nullptr;
+  void* state_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, std::string* err) {
+  auto d = std::make_unique<CudaServiceDevice>(device);
+  if (!d->init(err)) return nullptr;
+  return d;
+}
+
+}  // namespace zipccl

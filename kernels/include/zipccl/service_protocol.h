@@ -1,0 +1,88 @@
+// The resident GPU codec's protocol: one kernel of a few CTAs that stays on the GPU while it has
+// work and codes the jobs the host posts in mapped pinned memory. Posting a job and reading its result
+// are plain memory accesses: no CUDA call per job, so a thread that must never block (NCCL's
+// proxy progress thread) can use it. Messages are byte-identical to encode_batch /
+// decode_batch's, job by job, with the same checks of untrusted input.
+//
+// Protocol (host side):
+//  - fill jobs[j % kServiceRing], clear results[j % kServiceRing].done, then publish the job by
+//    a release store of tail = j + 1 (the doorbell); jobs are taken in order;
+//  - poll results[j % kServiceRing].done (the device sets it last, by a release store at system
+//    scope); a ring slot is reused only after its result has been read;
+//  - the kernel says it runs by storing its launch's generation in `started` (a launch may wait
+//    behind other work before it gets SMs);
+//  - to stop the kernel: service_stop() with the jobs posted (none may be posted after it); the
+//    kernel finishes every job, then exits, and the last CTA out stores the launch's generation
+//    in `exited`. A new launch (the next generation) starts from the same ServiceHost and device
+//    memory, with `stop` cleared before it.
+// This header has no CUDA: the threads that post and poll need none. The CUDA calls
+// (zipccl/gpu_service.h) belong on a thread that may block.
+#pragma once
+
+#include <cstdint>
+
+#include "zipccl/gpu_result.h"
+
+namespace zipccl::gpu {
+
+constexpr uint32_t kServiceRing = 256;   // jobs posted and not yet read back
+constexpr uint32_t kServiceSlots = 32;   // jobs being coded at once
+// Largest job: encode input bytes, decode output capacity (the decoded size expected at most).
+constexpr uint64_t kServiceMaxJob = uint64_t(16) << 20;
+
+constexpr uint64_t kServiceStop = uint64_t(1) << 63;
+
+enum ServiceOp : uint8_t { kServiceEncode = 1, kServiceDecode = 2 };
+
+struct ServiceJob {
+  const void* in;     // device or mapped host memory
+  uint64_t in_bytes;  // decode: the message's bytes (untrusted)
+  void* out;
+  uint64_t out_cap;   // encode: >= max_compressed_bytes(in_bytes); decode: decoded size at most
+  uint64_t limit;     // encode: the largest coded message accepted (coded_limit())
+  uint8_t op;         // ServiceOp
+  uint8_t codec;      // encode: the Codec, unless auto_codec
+  uint8_t auto_codec;
+  uint8_t checksum;
+  uint8_t raw_header_only;  // encode: as EncodeOptions::raw_header_only
+  uint8_t reserved[19];
+};
+static_assert(sizeof(ServiceJob) == 64, "a job is 64 bytes");
+
+// Mapped pinned host memory (cudaHostAlloc with cudaHostAllocMapped), zeroed before first use.
+struct ServiceHost {
+  // The doorbell: read by the kernel in one 16-byte load.
+  alignas(16) uint64_t tail;  // jobs published
+  uint64_t stop;              // kServiceStop | n: stop once n jobs are done
+  alignas(16) uint32_t started;  // the generation of the last launch that has started running
+  uint32_t exited;               // the generation of the last launch that has exited
+  uint32_t reserved[2];
+  ServiceJob jobs[kServiceRing];
+  Result results[kServiceRing];
+};
+
+// The host's two steps of the protocol, plain memory accesses. Jobs are numbered from 0 in the
+// order they are posted, across launches.
+inline void service_post(ServiceHost* h, uint64_t index, const ServiceJob& job) {
+  h->jobs[index % kServiceRing] = job;
+  __atomic_store_n(&h->results[index % kServiceRing].done, uint8_t(0), __ATOMIC_RELAXED);
+  __atomic_store_n(&h->tail, index + 1, __ATOMIC_RELEASE);
+}
+// Asks the running kernel to exit once the first `jobs` jobs are done.
+inline void service_stop(ServiceHost* h, uint64_t jobs) {
+  __atomic_store_n(&h->stop, kServiceStop | jobs, __ATOMIC_RELEASE);
+}
+inline bool service_started(const ServiceHost* h, uint32_t generation) {
+  return __atomic_load_n(&h->started, __ATOMIC_ACQUIRE) == generation;
+}
+inline bool service_exited(const ServiceHost* h, uint32_t generation) {
+  return __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE) == generation;
+}
+// True once job `index` is done, its result in *r.
+inline bool service_poll(const ServiceHost* h, uint64_t index, Result* r) {
+  if (!__atomic_load_n(&h->results[index % kServiceRing].done, __ATOMIC_ACQUIRE)) return false;
+  *r = h->results[index % kServiceRing];
+  return true;
+}
+
+}  // namespace zipccl::gpu

@@ -1,0 +1,46 @@
+// The resident kernel's side of zipccl/service_protocol.h on a CPU thread, coding with the CPU
+// codec, so that ResidentCodec's leases, launcher and idle exit run without a GPU. Hooks make a
+// launch block, fail or start late, and the kernel ignore a stop, as a busy or wedged GPU would.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "resident_codec.h"
+
+namespace zipccl::test {
+
+class EmulatedServiceDevice final : public ServiceDevice {
+ public:
+  // The hooks and counters outlive the device (a test keeps them after handing the device over).
+  struct Control {
+    std::atomic<bool> block_launch{false};  // launch() waits while set
+    std::atomic<bool> fail_launch{false};
+    std::atomic<int64_t> start_delay_us{0};  // between launch and run (queued behind work)
+    std::atomic<bool> ignore_stop{false};    // the kernel does not exit while set
+    std::atomic<int> launches{0};
+    std::atomic<int> running{0};  // kernels between start and exit
+    std::atomic<int> max_running{0};
+    std::atomic<uint64_t> jobs{0};
+  };
+  explicit EmulatedServiceDevice(std::shared_ptr<Control> control);
+  ~EmulatedServiceDevice() override;
+
+  gpu::ServiceHost* host() override { return host_.get(); }
+  bool launch(uint32_t generation, int ctas, std::string* err) override;
+  bool reap(std::string* err) override;
+
+ private:
+  void kernel(uint32_t generation);
+  void run_job(uint64_t index);
+
+  std::shared_ptr<Control> c_;
+  std::unique_ptr<gpu::ServiceHost> host_;
+  std::thread thread_;
+  uint64_t head_ = 0;  // jobs taken, across launches (as the kernel's board)
+};
+
+}  // namespace zipccl::test
