@@ -9,7 +9,7 @@ namespace zipccl {
 
 ResidentCodec::ResidentCodec(std::unique_ptr<ServiceDevice> device, const Options& options)
     : device_(std::move(device)), host_(device_->host()), opt_(options) {
-  last_release_ns_.store(now_ns(), std::memory_order_relaxed);
+  last_active_ns_.store(now_ns(), std::memory_order_relaxed);
 }
 
 std::shared_ptr<ResidentCodec> ResidentCodec::create(std::unique_ptr<ServiceDevice> device, const Options& options) {
@@ -57,7 +57,7 @@ bool ResidentCodec::acquire() {
 }
 
 void ResidentCodec::release() {
-  last_release_ns_.store(now_ns(), std::memory_order_relaxed);
+  last_active_ns_.store(now_ns(), std::memory_order_relaxed);
   word_.fetch_sub(kLease, std::memory_order_release);
 }
 
@@ -66,6 +66,7 @@ bool ResidentCodec::post(const gpu::ServiceJob& job, uint64_t* index) {
   std::atomic<uint8_t>& unread = unread_[tail_ % gpu::kServiceRing];
   if (unread.load(std::memory_order_acquire)) return false;
   unread.store(1, std::memory_order_relaxed);
+  unread_count_.fetch_add(1, std::memory_order_relaxed);
   gpu::service_post(host_, tail_, job);
   *index = tail_++;
   return true;
@@ -74,6 +75,8 @@ bool ResidentCodec::post(const gpu::ServiceJob& job, uint64_t* index) {
 bool ResidentCodec::poll(uint64_t index, gpu::Result* r) {
   if (!gpu::service_poll(host_, index, r)) return false;
   unread_[index % gpu::kServiceRing].store(0, std::memory_order_release);
+  last_active_ns_.store(now_ns(), std::memory_order_relaxed);
+  unread_count_.fetch_sub(1, std::memory_order_release);
   return true;
 }
 
@@ -128,7 +131,7 @@ void ResidentCodec::start() {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  last_release_ns_.store(now_ns(), std::memory_order_relaxed);
+  last_active_ns_.store(now_ns(), std::memory_order_relaxed);
   demand_.store(false, std::memory_order_release);  // whoever asked meanwhile finds it running
   set_state(kStarting, kRunning);
   ZIP_TRACE("GPU codec: resident kernel %u running", g);
@@ -136,8 +139,9 @@ void ResidentCodec::start() {
 
 void ResidentCodec::stop_if_idle(std::unique_lock<std::mutex>& lk) {
   const int64_t idle_ns = opt_.idle_us * 1000;
-  const int64_t since = now_ns() - last_release_ns_.load(std::memory_order_relaxed);
-  const bool held = (word_.load(std::memory_order_acquire) >> 2) != 0;
+  const int64_t since = now_ns() - last_active_ns_.load(std::memory_order_relaxed);
+  const bool held = (word_.load(std::memory_order_acquire) >> 2) != 0 ||
+                    unread_count_.load(std::memory_order_acquire) != 0;
   if (held || since < idle_ns) {
     cv_.wait_for(lk, std::chrono::nanoseconds(held ? idle_ns : idle_ns - since));
     return;

@@ -3,7 +3,7 @@
 // memory accesses and atomics only, never a CUDA call, never a wait. Our launcher thread makes
 // every CUDA call: it starts the kernel when a lease is asked for while none runs, and stops it
 // once no lease has been held for the idle time, so that an application's cudaDeviceSynchronize
-// or cudaFree waits at most that long for it. A lease is granted only while the kernel runs, and
+// or cudaFree waits at most that long for it (idle: no lease held, no job unread). A lease is granted only while the kernel runs, and
 // the kernel stops only when none is held; so whoever holds one may post, and every job posted is
 // finished. If the launcher blocks, no lease is granted and the caller codes nothing (raw).
 #pragma once
@@ -39,7 +39,7 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
  public:
   struct Options {
     int ctas = 16;
-    int64_t idle_us = 500;      // no lease for this long: the kernel exits
+    int64_t idle_us = 500;      // idle for this long: the kernel exits
     int64_t retry_ms = 1000;    // a failed launch is tried again after this long
     int64_t exit_wait_ms = 10000;  // at destruction, how long to wait for the kernel to exit
   };
@@ -86,7 +86,8 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   // State in the low two bits, leases held above them: a lease is granted only in kRunning and
   // the kernel leaves kRunning only with none held, in one atomic word.
   std::atomic<uint64_t> word_{kStopped};
-  std::atomic<int64_t> last_release_ns_{0};
+  std::atomic<int64_t> last_active_ns_{0};  // a lease released or a result read
+  std::atomic<uint32_t> unread_count_{0};
   std::atomic<bool> demand_{false};
   std::atomic<uint32_t> generation_{0};
   std::mutex post_mu_;  // several progress threads (one per communicator) may post

@@ -84,9 +84,10 @@ class LinkContract : public ::testing::TestWithParam<LinkPairFactory> {
   }
 
   static constexpr size_t kArena = 4 << 20;
-  LinkPair pair_;
   std::vector<char> recv_arena_, staging_, send_arena_;
   std::unique_ptr<MemReg> regs_[3];
+  // Last, so destroyed first: the links' threads may still be moving the buffers' bytes.
+  LinkPair pair_;
 };
 
 // Raw messages of every size class land byte for byte in their targets; the sender's Xfer

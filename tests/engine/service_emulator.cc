@@ -10,6 +10,7 @@ namespace zipccl::test {
 EmulatedServiceDevice::EmulatedServiceDevice(std::shared_ptr<Control> control)
     : c_(std::move(control)), host_(new gpu::ServiceHost) {
   std::memset(static_cast<void*>(host_.get()), 0, sizeof(gpu::ServiceHost));
+  c_->device = this;
 }
 
 EmulatedServiceDevice::~EmulatedServiceDevice() {

@@ -25,6 +25,7 @@ class EmulatedServiceDevice final : public ServiceDevice {
     std::atomic<int> running{0};  // kernels between start and exit
     std::atomic<int> max_running{0};
     std::atomic<uint64_t> jobs{0};
+    std::atomic<EmulatedServiceDevice*> device{nullptr};  // for a test to free a leaked one
   };
   explicit EmulatedServiceDevice(std::shared_ptr<Control> control);
   ~EmulatedServiceDevice() override;

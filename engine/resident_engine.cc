@@ -1,0 +1,109 @@
+#include "resident_engine.h"
+
+#include <chrono>
+
+#include "log.h"
+
+namespace zipccl {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+ResidentEngine::~ResidentEngine() {
+  // The kernel finishes every job posted; until then it may write the jobs' buffers.
+  const int64_t end = now_ns() + int64_t(10) * 1000000000;
+  for (;;) {
+    poll();
+    std::lock_guard<std::mutex> lk(mu_);
+    if (inflight_.empty()) return;
+    if (now_ns() > end) {
+      ZIP_WARN("GPU codec: %zu job(s) still unfinished at teardown", inflight_.size());
+      return;
+    }
+  }
+}
+
+bool ResidentEngine::try_gpu(CodecJob* job) {
+  const bool encode = job->op == CodecJob::kEncode;
+  if ((encode ? job->src_bytes : job->dst_cap) > gpu::kServiceMaxJob) return false;
+  if (!gpu_->acquire()) return false;
+  gpu::ServiceJob j{};
+  j.in = job->src;
+  j.in_bytes = job->src_bytes;
+  j.out = job->dst;
+  j.out_cap = job->dst_cap;
+  if (encode) {
+    j.op = gpu::kServiceEncode;
+    j.limit = coded_limit(job->src_bytes, job->max_ratio);
+    j.auto_codec = 1;  // as the CPU engine: classify() picks the codec
+    j.checksum = job->checksum;
+  } else {
+    j.op = gpu::kServiceDecode;
+  }
+  std::lock_guard<std::mutex> lk(mu_);
+  InFlight f{job, 0, now_ns()};
+  const bool posted = gpu_->post(j, &f.index);
+  gpu_->release();  // a posted job is finished whether or not a lease is held
+  if (posted) inflight_.push_back(f);
+  return posted;
+}
+
+void ResidentEngine::submit(CodecJob* job) {
+  job->state.store(CodecJob::kQueued, std::memory_order_relaxed);
+  if (job->op == CodecJob::kCopy) {  // mirrors belong to the launch-based engine
+    ZIP_WARN("GPU codec: a copy job reached the resident engine");
+    job->failed = true;
+    job->state.store(CodecJob::kDone, std::memory_order_release);
+    return;
+  }
+  if (try_gpu(job)) {
+    gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  cpu_jobs_.fetch_add(1, std::memory_order_relaxed);
+  cpu_->submit(job);
+}
+
+void ResidentEngine::complete(const InFlight& f, const gpu::Result& r) {
+  CodecJob* job = f.job;
+  job->status = static_cast<Status>(r.status);
+  job->out_bytes = r.bytes;
+  if (job->op == CodecJob::kEncode) job->codec = static_cast<Codec>(r.codec);
+  job->seconds = double(now_ns() - f.t0_ns) * 1e-9;
+  // Uncompressed bytes per second of coded jobs big enough to time well, a moving average.
+  const double bytes = job->op == CodecJob::kEncode ? double(job->src_bytes) : double(job->out_bytes);
+  const bool coded = job->op == CodecJob::kDecode || job->codec != Codec::Raw;
+  if (coded && job->status == Status::kOk && bytes >= 64 * 1024 && job->seconds > 0) {
+    std::atomic<double>& a = bps_[job->op == CodecJob::kEncode ? 0 : 1];
+    const double v = bytes / job->seconds, old = a.load(std::memory_order_relaxed);
+    a.store(old == 0 ? v : 0.8 * old + 0.2 * v, std::memory_order_relaxed);
+  }
+  job->state.store(CodecJob::kDone, std::memory_order_release);
+}
+
+void ResidentEngine::poll() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = inflight_.begin(); it != inflight_.end();) {
+      gpu::Result r;
+      if (gpu_->poll(it->index, &r)) {
+        complete(*it, r);
+        it = inflight_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  cpu_->poll();
+}
+
+double ResidentEngine::throughput(CodecJob::Op op) const {
+  return op == CodecJob::kCopy ? 0 : bps_[op == CodecJob::kEncode ? 0 : 1].load(std::memory_order_relaxed);
+}
+
+}  // namespace zipccl

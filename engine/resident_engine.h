@@ -1,0 +1,50 @@
+// The resident GPU codec as a codec engine, for jobs whose memory the GPU can address (NCCL's
+// pinned host buffers, pinned staging): a job goes to the resident kernel when a lease is
+// granted and its ring has room, else to the CPU engine, so no job ever waits for CUDA. submit()
+// and poll() only touch memory (resident_codec.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+
+#include "codec_engine.h"
+#include "resident_codec.h"
+
+namespace zipccl {
+
+class ResidentEngine final : public CodecEngine {
+ public:
+  ResidentEngine(std::shared_ptr<ResidentCodec> gpu, CodecEngine* cpu) : gpu_(std::move(gpu)), cpu_(cpu) {}
+  ~ResidentEngine() override;  // waits for the jobs the kernel still codes (it finishes them)
+
+  const char* name() const override { return "gpu-resident"; }
+  void submit(CodecJob* job) override;
+  void poll() override;
+  // The GPU's measured rate (single jobs, doorbell to result); 0 until measured, and the policy
+  // then compresses one message at a time until a GPU job has measured it.
+  double throughput(CodecJob::Op op) const override;
+
+  uint64_t gpu_jobs() const { return gpu_jobs_.load(std::memory_order_relaxed); }
+  uint64_t cpu_jobs() const { return cpu_jobs_.load(std::memory_order_relaxed); }
+
+ private:
+  struct InFlight {
+    CodecJob* job;
+    uint64_t index;
+    int64_t t0_ns;
+  };
+  bool try_gpu(CodecJob* job);
+  void complete(const InFlight& f, const gpu::Result& r);
+
+  std::shared_ptr<ResidentCodec> gpu_;
+  CodecEngine* cpu_;
+  std::mutex mu_;  // comms of several communicators (progress threads) may share the engine
+  std::deque<InFlight> inflight_;
+  std::atomic<double> bps_[2] = {0.0, 0.0};  // encode, decode: uncompressed bytes per second
+  std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0};
+};
+
+}  // namespace zipccl

@@ -1,0 +1,192 @@
+// ResidentEngine over the emulated kernel: jobs go to the GPU under a lease, to the CPU engine
+// otherwise (launcher blocked, kernel idle, job too large), and every result is the CPU codec's.
+#include "resident_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "service_emulator.h"
+#include "zipccl/codec.h"
+
+namespace zipccl {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+using Clock = std::chrono::steady_clock;
+
+Bytes bf16_data(size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0, 0.02f);
+  Bytes b(n);
+  for (size_t i = 0; i + 1 < n; i += 2) {
+    const float f = d(g);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    b[i] = uint8_t(u >> 16);
+    b[i + 1] = uint8_t(u >> 24);
+  }
+  return b;
+}
+
+class ResidentEngineTest : public ::testing::Test {
+ protected:
+  // Idle time long by default: a loaded machine may pause the test between jobs for ms.
+  void SetUp() override { make(200000); }
+  void make(int64_t idle_us) {
+    if (engine_) TearDown();
+    ResidentCodec::Options o;
+    o.idle_us = idle_us;
+    o.retry_ms = 20;
+    gpu_ = ResidentCodec::create(std::make_unique<test::EmulatedServiceDevice>(ctl_), o);
+    cpu_ = acquire_cpu_codec();
+    engine_ = std::make_unique<ResidentEngine>(gpu_, cpu_);
+  }
+  void TearDown() override {
+    engine_.reset();
+    release_cpu_codec();
+    EXPECT_TRUE(gpu_->shutdown());
+  }
+  // Starts the kernel: jobs submitted right after go to the GPU.
+  void warm() {
+    const auto end = Clock::now() + std::chrono::seconds(5);
+    while (!gpu_->acquire()) ASSERT_LT(Clock::now(), end);
+    gpu_->release();
+  }
+  void run(CodecJob* j) {
+    engine_->submit(j);
+    const auto end = Clock::now() + std::chrono::seconds(10);
+    while (!j->done()) {
+      engine_->poll();
+      ASSERT_LT(Clock::now(), end) << "job never finished";
+    }
+  }
+  // Encodes and decodes x through the engine; both checked against the CPU codec.
+  void round_trip(const Bytes& x) {
+    Bytes msg(max_compressed_bytes(x.size())), back(x.size() + 16), ref(msg.size());
+    size_t ref_len = 0;
+    const Codec c = classify(x.data(), x.size());
+    ASSERT_EQ(encode(c, x.data(), x.size(), ref.data(), ref.size(), &ref_len), Status::kOk);
+    CodecJob e;
+    e.op = CodecJob::kEncode;
+    e.src = x.data();
+    e.src_bytes = x.size();
+    e.dst = msg.data();
+    e.dst_cap = msg.size();
+    ASSERT_NO_FATAL_FAILURE(run(&e));
+    ASSERT_FALSE(e.failed);
+    ASSERT_EQ(e.status, Status::kOk);
+    ASSERT_EQ(e.out_bytes, ref_len);
+    ASSERT_EQ(0, std::memcmp(msg.data(), ref.data(), ref_len));
+    CodecJob d;
+    d.op = CodecJob::kDecode;
+    d.src = msg.data();
+    d.src_bytes = e.out_bytes;
+    d.dst = back.data();
+    d.dst_cap = x.size();
+    ASSERT_NO_FATAL_FAILURE(run(&d));
+    ASSERT_EQ(d.status, Status::kOk);
+    ASSERT_EQ(d.out_bytes, x.size());
+    ASSERT_EQ(0, std::memcmp(back.data(), x.data(), x.size()));
+  }
+
+  std::shared_ptr<test::EmulatedServiceDevice::Control> ctl_ = std::make_shared<test::EmulatedServiceDevice::Control>();
+  std::shared_ptr<ResidentCodec> gpu_;
+  CodecEngine* cpu_ = nullptr;
+  std::unique_ptr<ResidentEngine> engine_;
+};
+
+TEST_F(ResidentEngineTest, JobsGoToTheRunningKernel) {
+  std::vector<Bytes> xs;  // made first: generating them takes longer than the idle time
+  for (int k = 0; k < 10; ++k) xs.push_back(bf16_data(100000 + 2 * k, k));
+  ASSERT_NO_FATAL_FAILURE(warm());
+  for (const Bytes& x : xs) ASSERT_NO_FATAL_FAILURE(round_trip(x));
+  EXPECT_EQ(engine_->gpu_jobs(), 20u);
+  EXPECT_EQ(engine_->cpu_jobs(), 0u);
+  EXPECT_EQ(ctl_->jobs.load(), 20u);
+  EXPECT_GT(engine_->throughput(CodecJob::kEncode), 0);
+  EXPECT_GT(engine_->throughput(CodecJob::kDecode), 0);
+}
+
+// The first job finds no kernel and goes to the CPU; the kernel it asked for takes later ones.
+TEST_F(ResidentEngineTest, NoKernelYetMeansTheCpu) {
+  const Bytes x = bf16_data(50000, 1);
+  Bytes msg(max_compressed_bytes(x.size()));
+  CodecJob e;
+  e.op = CodecJob::kEncode;
+  e.src = x.data();
+  e.src_bytes = x.size();
+  e.dst = msg.data();
+  e.dst_cap = msg.size();
+  ASSERT_NO_FATAL_FAILURE(run(&e));
+  EXPECT_EQ(e.status, Status::kOk);
+  EXPECT_EQ(engine_->cpu_jobs(), 1u);
+  EXPECT_EQ(engine_->gpu_jobs(), 0u);
+  EXPECT_EQ(engine_->throughput(CodecJob::kEncode), 0) << "no GPU job has measured it";
+  const auto end = Clock::now() + std::chrono::seconds(5);
+  while (gpu_->state() != ResidentCodec::kRunning) ASSERT_LT(Clock::now(), end) << "the kernel was not started";
+  ASSERT_NO_FATAL_FAILURE(round_trip(x));
+  EXPECT_EQ(engine_->gpu_jobs(), 2u);
+}
+
+TEST_F(ResidentEngineTest, BlockedLauncherSendsEverythingToTheCpu) {
+  ctl_->block_launch = true;
+  for (int k = 0; k < 5; ++k) ASSERT_NO_FATAL_FAILURE(round_trip(bf16_data(70000, 10 + k)));
+  EXPECT_EQ(engine_->gpu_jobs(), 0u);
+  EXPECT_EQ(engine_->cpu_jobs(), 10u);
+  ctl_->block_launch = false;
+}
+
+TEST_F(ResidentEngineTest, JobsBeyondTheKernelsLimitGoToTheCpu) {
+  ASSERT_NO_FATAL_FAILURE(warm());
+  ASSERT_NO_FATAL_FAILURE(round_trip(bf16_data(gpu::kServiceMaxJob + 2, 3)));
+  EXPECT_EQ(engine_->cpu_jobs(), 2u);
+}
+
+// Corrupt messages: the same status whichever side decodes them.
+TEST_F(ResidentEngineTest, CorruptMessageStatusIsTheCpus) {
+  const Bytes x = bf16_data(200000, 4);
+  Bytes msg(max_compressed_bytes(x.size()));
+  size_t len = 0;
+  ASSERT_EQ(encode(Codec::BF16, x.data(), x.size(), msg.data(), msg.size(), &len), Status::kOk);
+  std::mt19937 g(5);
+  for (int k = 0; k < 20; ++k) {
+    Bytes m(msg.begin(), msg.begin() + long(len));
+    m[g() % len] ^= uint8_t(1 + g() % 255);
+    Bytes out(x.size()), ref(x.size());
+    size_t ref_len = 0;
+    const Status want = decode(m.data(), m.size(), ref.data(), ref.size(), &ref_len);
+    if (k % 2) {
+      ASSERT_NO_FATAL_FAILURE(warm());
+    }
+    CodecJob d;
+    d.op = CodecJob::kDecode;
+    d.src = m.data();
+    d.src_bytes = m.size();
+    d.dst = out.data();
+    d.dst_cap = out.size();
+    ASSERT_NO_FATAL_FAILURE(run(&d));
+    EXPECT_EQ(d.status, want) << "corruption " << k;
+  }
+}
+
+// Jobs while the kernel comes and goes (idle exits between them): each on one side, all right.
+TEST_F(ResidentEngineTest, KernelComingAndGoing) {
+  make(1000);
+  std::mt19937 g(6);
+  const Bytes x = bf16_data(300000, 7);
+  for (int k = 0; k < 200; ++k) {
+    const size_t n = 2 * (g() % (x.size() / 2));
+    ASSERT_NO_FATAL_FAILURE(round_trip(Bytes(x.begin(), x.begin() + long(n)))) << "job " << k;
+    std::this_thread::sleep_for(std::chrono::microseconds(g() % 2000));
+  }
+  EXPECT_GT(engine_->gpu_jobs(), 0u);
+  EXPECT_EQ(engine_->gpu_jobs() + engine_->cpu_jobs(), 400u);
+}
+
+}  // namespace
+}  // namespace zipccl
