@@ -29,12 +29,14 @@ struct CodecJob {
   size_t dst_cap = 0;
   bool checksum = false;    // encode: store a CRC32C of the input
   double max_ratio = 1.0;   // encode: emit a raw-format message when coding saves less
+  bool gpu_ok = false;      // src and dst are memory the resident GPU codec may use
   // Outputs, valid once done().
   zipccl::Status status = zipccl::Status::kOk;
   zipccl::Codec codec = zipccl::Codec::Raw;  // encode: what the data was coded as
   size_t out_bytes = 0;
   double seconds = 0;
   bool failed = false;  // the engine failed (CUDA error, logged): says nothing about the data
+  bool on_gpu = false;  // coded by the resident GPU codec
 
   bool done() const { return state.load(std::memory_order_acquire) == kDone; }
   // Asks the engine to skip a job it has not started (connection teardown); the job still
@@ -68,7 +70,7 @@ class CodecEngine {
 CodecEngine* acquire_cpu_codec();
 void release_cpu_codec();
 
-// Whether device buffers can be handled (a GPU codec in this build, NCCL_ZIP_GPU on, a CUDA
+// Whether device buffers can be handled (a GPU codec in this build, NCCL_ZIP_GPU=2, a CUDA
 // device present); if not, *why says why. Called from init(): creates no context.
 bool gpu_codec_usable(const char** why);
 // The engine of CUDA device `device`, shared by the process; its stream, temp memory, Result

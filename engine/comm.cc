@@ -5,6 +5,7 @@
 
 #include "engine_params.h"
 #include "log.h"
+#include "resident_gpus.h"
 
 namespace zipccl {
 
@@ -30,6 +31,7 @@ void Comm::log_stall(const std::string& state) {
 
 Comm::~Comm() {
   if (gpu_codec_) release_gpu_codec(gpu_device_);
+  if (resident_) release_resident(resident_device_);
   release_cpu_codec();
 }
 
@@ -50,6 +52,25 @@ bool Comm::use_device(int device) {
   gpu_codec_ = acquire_gpu_codec(device);
   if (!gpu_codec_) return false;
   gpu_device_ = device;
+  return true;
+}
+
+bool Comm::use_resident() {
+  if (resident_ || resident_failed_) return resident_ != nullptr;
+  const int device = resident_device();
+  ResidentGpu* g = device >= 0 ? acquire_resident(device) : nullptr;
+  if (!g) {
+    resident_failed_ = true;
+    if (device < 0) ZIP_WARN("%s comm: no CUDA device on this thread; host buffers are coded on the CPU",
+                             kind_ == kSend ? "send" : "recv");
+    return false;
+  }
+  resident_ = g->engine.get();
+  resident_device_ = device;
+  staging_.set_arena(g->arena);
+  ZIP_INFO(NCCL_NET, "%s comm %s %s: host buffers coded by the resident GPU codec of GPU %d while it runs, "
+           "by the CPU otherwise", kind_ == kSend ? "send" : "recv", kind_ == kSend ? "to" : "from",
+           link_->peer().c_str(), device);
   return true;
 }
 

@@ -40,6 +40,10 @@ class Comm {
   // registration (NCCL's service thread, device current). False (logged) when there is none or
   // the comm already uses another device. Call with mutex() held.
   bool use_device(int device);
+  // Host memory the GPU maps is registered: the resident GPU codec of the thread's device (NCCL's
+  // service thread: the communicator's GPU) and its staging arena are taken by the first such
+  // registration. False when there is none (logged once). Call with mutex() held.
+  bool use_resident();
 
  protected:
   // Sticky failure of this comm: logs once, returns the code for every later call.
@@ -62,12 +66,15 @@ class Comm {
   // memory the transport moves itself (GPUDirect RDMA), which is always raw.
   CodecEngine* engine_for(const Mr* mr) const {
     if (!mr || mr->direct) return nullptr;
-    return mr->kind == MemKind::kHost ? cpu_codec_ : gpu_codec_;
+    if (mr->kind == MemKind::kDevice) return gpu_codec_;
+    return mr->gpu_mapped && resident_ ? resident_ : cpu_codec_;
   }
-  // Lets every engine in use complete jobs that need this thread (GPU events) and launch queued ones.
+  // Lets every engine in use complete jobs that need this thread (GPU events, resident results)
+  // and launch queued ones.
   void poll_engines() {
     cpu_codec_->poll();
     if (gpu_codec_) gpu_codec_->poll();
+    if (resident_) resident_->poll();
   }
   // Waits until the engines have finished or dropped `job` (teardown only).
   void cancel_and_wait(CodecJob* job);
@@ -79,6 +86,9 @@ class Comm {
   CodecEngine* cpu_codec_;
   CodecEngine* gpu_codec_ = nullptr;
   int gpu_device_ = -1;
+  CodecEngine* resident_ = nullptr;  // the resident GPU codec's engine, host buffers it maps
+  int resident_device_ = -1;
+  bool resident_failed_ = false;
   StagingPool staging_;  // host buffers' compressed messages
   Stats stats_;
   ncclResult_t failed_ = ncclSuccess;

@@ -19,10 +19,20 @@ ZIP_PARAM(min_bytes, "NCCL_ZIP_MIN_BYTES", 64 << 10, 0, int64_t(1) << 40)  // sm
 ZIP_PARAM(cpu_threads, "NCCL_ZIP_CPU_THREADS", 1, 1, 64)  // CPU codec workers, process-wide
 ZIP_PARAM(link_mbps, "NCCL_ZIP_LINK_MBPS", 0, 0, int64_t(1) << 30)  // link speed override (0: the device's)
 ZIP_PARAM(checksum, "NCCL_ZIP_CHECKSUM", 0, 0, 1)  // CRC32C of each compressed message
-// Device buffers staged through pinned mirrors and coded by the GPU codec (experimental: CUDA
-// calls on NCCL's proxy thread, docs/plugin.md).
-ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 0, 0, 1)
-ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 64, 1, 1 << 16)  // device scratch per GPU
+// The GPU codec. 1: host buffers (NCCL's pinned ones, pinned staging) coded by the resident
+// kernel when it runs, by the CPU otherwise; no CUDA call on NCCL's progress thread. 2: also
+// device buffers staged through pinned mirrors by launches (experimental: CUDA calls on NCCL's
+// progress thread, can deadlock; docs/plugin.md).
+ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 0, 0, 2)
+// Per GPU: the resident codec's pinned staging arena, and the device scratch of NCCL_ZIP_GPU=2.
+ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 64, 1, 1 << 16)
+ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 16, 1, 1024)  // CTAs the resident kernel occupies
+// The resident kernel exits after this long without work: the longest an application's
+// cudaDeviceSynchronize or cudaFree waits for it.
+ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 500, 0, 10000000)
+// A CPU thread plays the resident kernel (CPU codec; tests without a GPU). 2: its launches hang
+// until the codec closes, as a launcher stuck in a CUDA call.
+ZIP_PARAM(gpu_emulate, "NCCL_ZIP_GPU_EMULATE", 0, 0, 2)
 // A request still not done after this many seconds is logged once (0: never).
 ZIP_PARAM(stall_warn_s, "NCCL_ZIP_STALL_WARN_S", 60, 0, 24 * 3600)
 // Device buffers moved by the HCA itself (GPUDirect RDMA, always raw): -1 auto, 0 off, 1 on.

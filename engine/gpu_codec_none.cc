@@ -1,6 +1,8 @@
-// A build without the GPU codec (ZIPCCL_CUDA off): device buffers are not offered to NCCL.
+// A build without the GPU codec (ZIPCCL_CUDA off): device buffers are not offered to NCCL, and
+// host buffers are coded on the CPU (or by the emulated resident kernel, NCCL_ZIP_GPU_EMULATE=1).
 #include "codec_engine.h"
 #include "resident_codec.h"
+#include "resident_gpus.h"
 
 namespace zipccl {
 
@@ -16,5 +18,15 @@ std::unique_ptr<ServiceDevice> make_cuda_service_device(int, std::string* err) {
   *err = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
   return nullptr;
 }
+bool cuda_device_present(std::string* why) {
+  *why = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
+  return false;
+}
+int current_cuda_device() { return -1; }
+char* alloc_mapped(size_t, std::string* err) {
+  *err = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
+  return nullptr;
+}
+void free_mapped(char*) {}
 
 }  // namespace zipccl

@@ -21,8 +21,8 @@ std::map<int, Entry> g_engines;
 }  // namespace
 
 bool gpu_codec_usable(const char** why) {
-  if (!gpu_enabled()) {
-    *why = "NCCL_ZIP_GPU=0, the default";
+  if (gpu_enabled() < 2) {
+    *why = "NCCL_ZIP_GPU < 2; NCCL stages device data through host buffers";
     return false;
   }
   int n = 0;

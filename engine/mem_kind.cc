@@ -5,6 +5,8 @@
 #include <initializer_list>
 #include <mutex>
 
+#include "engine_params.h"
+
 #ifdef ZIP_WITH_CUDA
 #include <cuda_runtime_api.h>
 #endif
@@ -12,8 +14,7 @@
 namespace zipccl {
 namespace {
 
-// cudaPointerAttributes (CUDA >= 11): type first; the rest is padded generously since we only
-// read the type.
+// cudaPointerAttributes (CUDA >= 11); the tail padded generously.
 struct PointerAttributes {
   int type;  // 0 unregistered, 1 host, 2 device, 3 managed
   int device;
@@ -40,15 +41,19 @@ GetAttributesFn lookup() {
 
 }  // namespace
 
-MemKind memory_kind(const void* p, int* device) {
+MemInfo memory_info(const void* p) {
   static std::once_flag once;
   static GetAttributesFn fn = nullptr;
   std::call_once(once, [] { fn = lookup(); });
-  *device = -1;
+  MemInfo m;
   PointerAttributes a{};
-  if (!fn || fn(&a, p) != 0 || a.type != 2) return MemKind::kHost;
-  *device = a.device;
-  return MemKind::kDevice;
+  if (fn && fn(&a, p) == 0 && a.type == 2) {
+    m.kind = MemKind::kDevice;
+    m.device = a.device;
+    return m;
+  }
+  m.gpu_mapped = gpu_emulate() || (fn && a.type == 1 && a.device_pointer == p);
+  return m;
 }
 
 }  // namespace zipccl

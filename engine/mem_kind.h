@@ -1,6 +1,7 @@
 // Where a registered buffer lives. With the GPU codec built in, the plugin's own CUDA runtime
 // asks; otherwise, if the process has already loaded a CUDA runtime, its cudaPointerGetAttributes
-// is used, and without one memory is host memory.
+// is used, and without one memory is host memory. Under NCCL_ZIP_GPU_EMULATE=1 all host memory
+// counts as mapped (a CPU thread plays the GPU).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,11 @@ namespace zipccl {
 
 enum class MemKind : uint8_t { kHost, kDevice };
 
-// *device: the CUDA device of device memory, else -1.
-MemKind memory_kind(const void* p, int* device);
+struct MemInfo {
+  MemKind kind = MemKind::kHost;
+  int device = -1;          // device memory's GPU
+  bool gpu_mapped = false;  // host memory pinned and mapped for the GPUs at the same address
+};
+MemInfo memory_info(const void* p);
 
 }  // namespace zipccl

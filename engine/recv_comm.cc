@@ -45,6 +45,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.compressed = false;
     s.orig_bytes = s.wire_bytes = 0;
     s.kind = mr ? mr->kind : MemKind::kHost;
+    s.gpu_mapped = mr && mr->gpu_mapped;
     const bool staged = s.kind == MemKind::kDevice && !mr->direct;
     s.mirror = staged ? mr->mirror_of(s.data, s.capacity) : nullptr;
     if (staged && !s.mirror)
@@ -64,7 +65,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
       p.staging_bytes = s.capacity;
     } else if (compress_ok) {
       s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
-      p.staging = reinterpret_cast<uintptr_t>(s.stage.p.get());
+      p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
       p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
     }
   }
@@ -101,9 +102,10 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
   j.cancelled.store(false, std::memory_order_relaxed);
   j.op = h.compressed ? CodecJob::kDecode : CodecJob::kCopy;
-  j.src = s.mirror ? s.mirror : s.stage.p.get();
+  j.src = s.mirror ? s.mirror : s.stage.p;
   j.src_bytes = h.wire_bytes;
   j.dst = s.data;
+  j.gpu_ok = s.gpu_mapped && s.stage.gpu_mapped;
   // The decoder must produce exactly the announced size, or at most what the receive takes.
   j.dst_cap = !h.compressed ? h.wire_bytes : h.orig_bytes ? h.orig_bytes : s.capacity;
   s.state = kDecoding;
@@ -115,6 +117,7 @@ ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
   if (s->job.failed) return fail(ncclInternalError, "the GPU codec engine failed (see its warning)");
   if (s->compressed) {
     stats_.codec_ns += uint64_t(s->job.seconds * 1e9);
+    stats_.gpu_coded += s->job.on_gpu;
     if (s->job.status != zipccl::Status::kOk || (s->orig_bytes && s->job.out_bytes != s->orig_bytes))
       return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
                                        "): " + zipccl::status_string(s->job.status));

@@ -33,6 +33,7 @@ class RecvComm : public Comm {
     StagingPool::Buf stage;    // host buffers that may receive compressed bytes
     char* mirror = nullptr;    // device buffers: where every message lands first
     MemKind kind = MemKind::kHost;
+    bool gpu_mapped = false;  // host buffer the resident GPU codec may write
     CodecEngine* engine = nullptr;  // decodes into this buffer's memory kind; null: raw only
     CodecJob job;
   };

@@ -6,6 +6,7 @@
 #include "comm.h"
 #include "engine_params.h"
 #include "log.h"
+#include "resident_gpus.h"
 
 namespace zipccl {
 namespace {
@@ -22,7 +23,7 @@ bool decide_gdr(const Transport& t, bool gpu_codec) {
   for (int d = 0; d < t.num_devices(); ++d) any |= device_has_gdr(t.device(d));
   if (!any || gpu_codec) {
     if (want == 1)
-      ZIP_WARN("NCCL_ZIP_GDR=1 ignored: %s", gpu_codec ? "NCCL_ZIP_GPU=1 stages device buffers through the GPU codec"
+      ZIP_WARN("NCCL_ZIP_GDR=1 ignored: %s", gpu_codec ? "NCCL_ZIP_GPU=2 stages device buffers through the GPU codec"
                                                       : "no device supports GPUDirect RDMA (neither nvidia-peermem "
                                                         "nor DMA-BUF registration)");
     return false;
@@ -35,11 +36,18 @@ bool decide_gdr(const Transport& t, bool gpu_codec) {
 DevicePath decide_device_path(const Transport& t) {
   DevicePath p;
   const char* why = "";
+  const char* resident_why = "";
+  p.resident = resident_usable(&resident_why);
+  if (p.resident)
+    ZIP_INFO(NCCL_INIT | NCCL_NET, "host buffers: coded by the resident GPU codec where NCCL's buffers are "
+             "mapped for the GPU (NCCL_ZIP_GPU=%lld), else by the CPU", (long long)gpu_enabled());
+  else
+    ZIP_INFO(NCCL_INIT | NCCL_NET, "host buffers: coded by the CPU (%s)", resident_why);
   p.gpu_codec = gpu_codec_usable(&why);
   p.gdr = decide_gdr(t, p.gpu_codec);
   if (p.gpu_codec)
     ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: ptrSupport HOST|CUDA, staged through pinned memory, "
-             "coded by the GPU codec (NCCL_ZIP_GPU=1, experimental: can deadlock when the application "
+             "coded by the GPU codec (NCCL_ZIP_GPU=2, experimental: can deadlock when the application "
              "blocks in CUDA while a collective runs)");
   else if (p.gdr)
     ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: GPUDirect RDMA, sent raw (compression applies to what NCCL "
@@ -52,8 +60,9 @@ DevicePath decide_device_path(const Transport& t) {
 ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& path, void* data, size_t size,
                              bool announced_device, int dmabuf_fd, uint64_t offset, Mr** out) {
   *out = nullptr;
-  int device = -1;
-  const MemKind kind = memory_kind(data, &device);
+  const MemInfo info = memory_info(data);
+  const MemKind kind = info.kind;
+  const int device = info.device;
   if (announced_device && kind != MemKind::kDevice) {
     ZIP_WARN("regMr: %p (%zu bytes) announced as device memory, but CUDA does not know it as such", data, size);
     return ncclInvalidUsage;
@@ -67,6 +76,11 @@ ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& p
       return ncclInvalidUsage;
     }
   }
+  bool gpu_mapped = false;
+  if (kind == MemKind::kHost && info.gpu_mapped && path.resident) {
+    std::lock_guard<std::mutex> g(c->mutex());
+    gpu_mapped = c->use_resident();
+  }
   const bool flag_polled = c->kind() == Comm::kRecv &&
                            (int64_t(size) == ll_buffsize() || int64_t(size) == ll128_buffsize());
   char* mirror = nullptr;
@@ -75,7 +89,8 @@ ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& p
     if (!mirror) return ncclSystemError;  // alloc_pinned logged why
   }
   const bool flushed = direct && c->kind() == Comm::kRecv && dev.gdr_flush;
-  std::unique_ptr<Mr> mr(new Mr{static_cast<char*>(data), size, kind, flag_polled, mirror, direct, flushed, nullptr});
+  std::unique_ptr<Mr> mr(
+      new Mr{static_cast<char*>(data), size, kind, gpu_mapped, flag_polled, mirror, direct, flushed, nullptr});
   // RDMA keys, for transports that need them, of what goes on the wire.
   const ncclResult_t r = direct ? c->link().reg_device_mem(data, size, dmabuf_fd, offset, flushed, &mr->reg)
                                 : c->link().reg_mem(mirror ? mirror : data, size, &mr->reg);
@@ -84,8 +99,12 @@ ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& p
     return r;
   }
   ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size,
-            !direct ? (kind == MemKind::kDevice ? "device" : "host") : dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)"
-                                                                                  : "device, GPUDirect",
+            !direct ? (kind == MemKind::kDevice ? "device"
+                       : gpu_mapped             ? "host, mapped for the GPU codec"
+                       : info.gpu_mapped        ? "host, mapped (GPU codec off)"
+                                                : "host, not mapped for the GPU: CPU codec")
+            : dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)"
+                             : "device, GPUDirect",
             flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
   *out = mr.release();
   return ncclSuccess;

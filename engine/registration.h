@@ -17,8 +17,9 @@ class Comm;
 // How device buffers are handled in this process. Neither: NCCL is offered host buffers only
 // and stages GPU data through host memory itself.
 struct DevicePath {
-  bool gpu_codec = false;  // staged through pinned mirrors, coded by the GPU codec (NCCL_ZIP_GPU=1)
+  bool gpu_codec = false;  // staged through pinned mirrors, coded by the GPU codec (NCCL_ZIP_GPU=2)
   bool gdr = false;        // moved by the HCA itself, raw (GPUDirect RDMA, NCCL_ZIP_GDR)
+  bool resident = false;   // host buffers the GPU maps coded by the resident GPU codec (NCCL_ZIP_GPU>=1)
 };
 // Logs the decision and why.
 DevicePath decide_device_path(const Transport& t);
@@ -27,6 +28,9 @@ struct Mr {
   char* base;
   size_t size;
   MemKind kind;
+  // Host memory pinned and mapped for the GPU at the same address (NCCL's host buffers are): the
+  // resident GPU codec may read and write it.
+  bool gpu_mapped;
   // NCCL's kernel polls flags inside this buffer (LL/LL128): recognised by size, since NCCL
   // registers each protocol's buffer separately with NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE bytes.
   bool flag_polled;

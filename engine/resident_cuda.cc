@@ -5,6 +5,7 @@
 
 #include "cuda_scope.h"
 #include "resident_codec.h"
+#include "resident_gpus.h"
 #include "zipccl/gpu_service.h"
 
 namespace zipccl {
@@ -69,6 +70,37 @@ class CudaServiceDevice final : public ServiceDevice {
 };
 
 }  // namespace
+
+bool cuda_device_present(std::string* why) {
+  CudaScope scope(-1);
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess && n > 0) return true;
+  *why = std::string("no usable CUDA device: cudaGetDeviceCount says ") +
+         (e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+  return false;
+}
+
+int current_cuda_device() {
+  int d = -1;
+  return cudaGetDevice(&d) == cudaSuccess ? d : -1;
+}
+
+char* alloc_mapped(size_t bytes, std::string* err) {
+  CudaScope scope(-1);
+  void* p = nullptr;
+  const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable | cudaHostAllocMapped);
+  if (e != cudaSuccess) {
+    *err = cuda_error("cudaHostAlloc of the staging arena", e);
+    return nullptr;
+  }
+  return static_cast<char*>(p);
+}
+
+void free_mapped(char* p) {
+  CudaScope scope(-1);
+  cudaFreeHost(p);
+}
 
 std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, std::string* err) {
   auto d = std::make_unique<CudaServiceDevice>(device);

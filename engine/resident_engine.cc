@@ -30,7 +30,7 @@ ResidentEngine::~ResidentEngine() {
 
 bool ResidentEngine::try_gpu(CodecJob* job) {
   const bool encode = job->op == CodecJob::kEncode;
-  if ((encode ? job->src_bytes : job->dst_cap) > gpu::kServiceMaxJob) return false;
+  if (!job->gpu_ok || (encode ? job->src_bytes : job->dst_cap) > gpu::kServiceMaxJob) return false;
   if (!gpu_->acquire()) return false;
   gpu::ServiceJob j{};
   j.in = job->src;
@@ -55,6 +55,7 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
 
 void ResidentEngine::submit(CodecJob* job) {
   job->state.store(CodecJob::kQueued, std::memory_order_relaxed);
+  job->on_gpu = false;
   if (job->op == CodecJob::kCopy) {  // mirrors belong to the launch-based engine
     ZIP_WARN("GPU codec: a copy job reached the resident engine");
     job->failed = true;
@@ -62,6 +63,7 @@ void ResidentEngine::submit(CodecJob* job) {
     return;
   }
   if (try_gpu(job)) {
+    job->on_gpu = true;
     gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
     return;
   }

@@ -1,7 +1,7 @@
-// The resident GPU codec as a codec engine, for jobs whose memory the GPU can address (NCCL's
-// pinned host buffers, pinned staging): a job goes to the resident kernel when a lease is
-// granted and its ring has room, else to the CPU engine, so no job ever waits for CUDA. submit()
-// and poll() only touch memory (resident_codec.h).
+// The resident GPU codec as a codec engine: a job whose memory the GPU can address (gpu_ok:
+// NCCL's pinned host buffers, pinned staging) goes to the resident kernel when a lease is granted
+// and its ring has room; every other job goes to the CPU engine, so no job ever waits for CUDA.
+// submit() and poll() only touch memory (resident_codec.h).
 #pragma once
 
 #include <atomic>

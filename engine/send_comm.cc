@@ -44,13 +44,14 @@ ncclResult_t SendComm::finish_job(Req* r) {
     return ncclSuccess;
   }
   stats_.codec_ns += uint64_t(j.seconds * 1e9);
+  stats_.gpu_coded += j.on_gpu;
   // Host: pays only if coded (not the codec's raw fallback), below NCCL_ZIP_MAX_RATIO and within
   // the receiver's staging. The GPU engine decides all three itself: the mirror holds either its
   // encoded message or the raw input.
   bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw;
   if (pays && !device) {
     zipccl::Header h;
-    std::memcpy(&h, r->stage.p.get(), sizeof h);
+    std::memcpy(&h, r->stage.p, sizeof h);
     pays = double(j.out_bytes) <= max_ratio() * double(r->size) && j.out_bytes <= r->staging_cap &&
            h.codec != uint8_t(zipccl::Codec::Raw);
   }
@@ -59,7 +60,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
   if (device) {
     r->wire = r->mirror;
   } else if (pays) {
-    r->wire = r->stage.p.get();
+    r->wire = r->stage.p;
   } else {
     r->wire = r->data;
     staging_.give(std::move(r->stage));
@@ -166,12 +167,13 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     j.op = compress ? CodecJob::kEncode : CodecJob::kCopy;
     j.src = data;
     j.src_bytes = size;
-    j.dst = device ? mirror : r->stage.p.get();
+    j.dst = device ? mirror : r->stage.p;
     // Device: the mirror slot holds `size` bytes; a coded message larger than that or than the
     // receiver's staging is replaced by the raw input.
     j.dst_cap = device ? std::min<size_t>(size, to.staging_bytes) : r->stage.cap;
     j.checksum = checksum() != 0;
     j.max_ratio = max_ratio();
+    j.gpu_ok = !device && mr->gpu_mapped && r->stage.gpu_mapped;
     r->state = kCoding;
     engine->submit(&j);
   } else {

@@ -2,12 +2,45 @@
 
 namespace zipccl {
 
+StagingPool::Buf& StagingPool::Buf::operator=(Buf&& o) noexcept {
+  if (this != &o) {
+    release();
+    p = o.p;
+    cap = o.cap;
+    gpu_mapped = o.gpu_mapped;
+    reg = std::move(o.reg);
+    arena_ = std::move(o.arena_);
+    o.p = nullptr;
+    o.cap = 0;
+    o.gpu_mapped = false;
+  }
+  return *this;
+}
+
+void StagingPool::Buf::release() {
+  reg.reset();
+  if (arena_)
+    arena_->free(p);
+  else
+    delete[] p;
+  p = nullptr;
+  cap = 0;
+  gpu_mapped = false;
+  arena_.reset();
+}
+
 void StagingPool::allocate(Buf* b, size_t bytes) {
-  b->reg.reset();
-  b->p.reset(new char[bytes]);
+  b->release();
+  b->p = arena_ ? arena_->alloc(bytes) : nullptr;
+  if (b->p) {
+    b->arena_ = arena_;
+    b->gpu_mapped = true;
+  } else {
+    b->p = new char[bytes];
+  }
   b->cap = bytes;
   // Without a registration a message registers the buffer itself: slower, still correct.
-  if (link_->reg_mem(b->p.get(), bytes, &b->reg) != ncclSuccess) b->reg.reset();
+  if (link_->reg_mem(b->p, bytes, &b->reg) != ncclSuccess) b->reg.reset();
 }
 
 StagingPool::Buf StagingPool::take(size_t bytes) {

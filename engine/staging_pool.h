@@ -1,23 +1,40 @@
 // Staging: host buffers that hold compressed messages, the sender's codec output and the
 // receiver's landing place. Pooled per comm and registered with its link while they exist, so
-// the data path does not allocate or register once warm.
+// the data path does not allocate or register once warm. With an arena, buffers come from it
+// while it has room (memory the GPU codec can address), else from the heap (the CPU codec's).
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <vector>
 
+#include "pinned_arena.h"
 #include "transport.h"
 
 namespace zipccl {
 
 class StagingPool {
  public:
-  explicit StagingPool(Link* link) : link_(link) {}
-  struct Buf {
-    std::unique_ptr<char[]> p;
+  explicit StagingPool(Link* link, std::shared_ptr<PinnedArena> arena = nullptr)
+      : link_(link), arena_(std::move(arena)) {}
+  // Takes arena memory for buffers allocated from now on (the GPU codec became available).
+  void set_arena(std::shared_ptr<PinnedArena> arena) { arena_ = std::move(arena); }
+
+  class Buf {
+   public:
+    Buf() = default;
+    Buf(Buf&& o) noexcept { *this = std::move(o); }
+    Buf& operator=(Buf&& o) noexcept;
+    ~Buf() { release(); }
+    char* p = nullptr;
     size_t cap = 0;
+    bool gpu_mapped = false;  // arena memory
     std::unique_ptr<MemReg> reg;
+
+   private:
+    friend class StagingPool;
+    void release();  // the registration first, then the memory
+    std::shared_ptr<PinnedArena> arena_;  // p's owner, or null: p came from new[]
   };
   // A buffer of at least `bytes`: the best fit among the free ones, else the largest grown.
   Buf take(size_t bytes);
@@ -29,6 +46,7 @@ class StagingPool {
   void allocate(Buf* b, size_t bytes);
 
   Link* link_;
+  std::shared_ptr<PinnedArena> arena_;
   std::vector<Buf> free_;
   size_t held_ = 0;  // bytes allocated, in use or free
 };

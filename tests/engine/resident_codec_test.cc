@@ -1,4 +1,4 @@
-// ResidentCodec over the emulated kernel (service_emulator.h): leases only while the kernel runs,
+// ResidentCodec over the emulated kernel (emulated_service.h): leases only while the kernel runs,
 // every posted job finished, idle exit, restarts, and a launcher that blocks, fails or starts
 // late never making the caller wait.
 #include "resident_codec.h"
@@ -11,13 +11,12 @@
 #include <thread>
 #include <vector>
 
-#include "service_emulator.h"
+#include "emulated_service.h"
 #include "zipccl/codec.h"
 
 namespace zipccl {
 namespace {
 
-using test::EmulatedServiceDevice;
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<uint8_t>;
 

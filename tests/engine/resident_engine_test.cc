@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "service_emulator.h"
+#include "emulated_service.h"
 #include "zipccl/codec.h"
 
 namespace zipccl {
@@ -42,7 +42,7 @@ class ResidentEngineTest : public ::testing::Test {
     ResidentCodec::Options o;
     o.idle_us = idle_us;
     o.retry_ms = 20;
-    gpu_ = ResidentCodec::create(std::make_unique<test::EmulatedServiceDevice>(ctl_), o);
+    gpu_ = ResidentCodec::create(std::make_unique<EmulatedServiceDevice>(ctl_), o);
     cpu_ = acquire_cpu_codec();
     engine_ = std::make_unique<ResidentEngine>(gpu_, cpu_);
   }
@@ -73,6 +73,7 @@ class ResidentEngineTest : public ::testing::Test {
     ASSERT_EQ(encode(c, x.data(), x.size(), ref.data(), ref.size(), &ref_len), Status::kOk);
     CodecJob e;
     e.op = CodecJob::kEncode;
+    e.gpu_ok = true;
     e.src = x.data();
     e.src_bytes = x.size();
     e.dst = msg.data();
@@ -84,6 +85,7 @@ class ResidentEngineTest : public ::testing::Test {
     ASSERT_EQ(0, std::memcmp(msg.data(), ref.data(), ref_len));
     CodecJob d;
     d.op = CodecJob::kDecode;
+    d.gpu_ok = true;
     d.src = msg.data();
     d.src_bytes = e.out_bytes;
     d.dst = back.data();
@@ -94,7 +96,7 @@ class ResidentEngineTest : public ::testing::Test {
     ASSERT_EQ(0, std::memcmp(back.data(), x.data(), x.size()));
   }
 
-  std::shared_ptr<test::EmulatedServiceDevice::Control> ctl_ = std::make_shared<test::EmulatedServiceDevice::Control>();
+  std::shared_ptr<EmulatedServiceDevice::Control> ctl_ = std::make_shared<EmulatedServiceDevice::Control>();
   std::shared_ptr<ResidentCodec> gpu_;
   CodecEngine* cpu_ = nullptr;
   std::unique_ptr<ResidentEngine> engine_;
@@ -118,6 +120,7 @@ TEST_F(ResidentEngineTest, NoKernelYetMeansTheCpu) {
   Bytes msg(max_compressed_bytes(x.size()));
   CodecJob e;
   e.op = CodecJob::kEncode;
+  e.gpu_ok = true;
   e.src = x.data();
   e.src_bytes = x.size();
   e.dst = msg.data();
@@ -139,6 +142,28 @@ TEST_F(ResidentEngineTest, BlockedLauncherSendsEverythingToTheCpu) {
   EXPECT_EQ(engine_->gpu_jobs(), 0u);
   EXPECT_EQ(engine_->cpu_jobs(), 10u);
   ctl_->block_launch = false;
+}
+
+// Memory the GPU cannot address (gpu_ok false: heap staging, unmapped buffers) stays on the CPU.
+TEST_F(ResidentEngineTest, UnmappedMemoryStaysOnTheCpu) {
+  ASSERT_NO_FATAL_FAILURE(warm());
+  const Bytes x = bf16_data(100000, 8);
+  Bytes msg(max_compressed_bytes(x.size()));
+  CodecJob e;
+  e.op = CodecJob::kEncode;
+  e.src = x.data();
+  e.src_bytes = x.size();
+  e.dst = msg.data();
+  e.dst_cap = msg.size();
+  ASSERT_NO_FATAL_FAILURE(run(&e));
+  EXPECT_EQ(e.status, Status::kOk);
+  EXPECT_FALSE(e.on_gpu);
+  EXPECT_EQ(engine_->cpu_jobs(), 1u);
+  e.gpu_ok = true;
+  e.state.store(CodecJob::kIdle);
+  ASSERT_NO_FATAL_FAILURE(run(&e));
+  EXPECT_TRUE(e.on_gpu);
+  EXPECT_EQ(engine_->gpu_jobs(), 1u);
 }
 
 TEST_F(ResidentEngineTest, JobsBeyondTheKernelsLimitGoToTheCpu) {
@@ -165,6 +190,7 @@ TEST_F(ResidentEngineTest, CorruptMessageStatusIsTheCpus) {
     }
     CodecJob d;
     d.op = CodecJob::kDecode;
+    d.gpu_ok = true;
     d.src = m.data();
     d.src_bytes = m.size();
     d.dst = out.data();

@@ -2,8 +2,11 @@
 // link while it exists (and the registration released before its memory goes).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <set>
+#include <vector>
 
+#include "pinned_arena.h"
 #include "staging_pool.h"
 
 namespace zipccl {
@@ -43,12 +46,12 @@ TEST(StagingPool, ReusesBestFitAndRegistersWhatItHolds) {
   EXPECT_GE(a.cap, 1000u);
   EXPECT_GE(b.cap, 5000u);
   EXPECT_EQ(link.live.size(), 2u);
-  EXPECT_TRUE(link.live.count(a.p.get()) && link.live.count(b.p.get()));
-  const char* small = a.p.get();
+  EXPECT_TRUE(link.live.count(a.p) && link.live.count(b.p));
+  const char* small = a.p;
   pool.give(std::move(a));
   pool.give(std::move(b));
   StagingPool::Buf c = pool.take(900);
-  EXPECT_EQ(c.p.get(), small) << "the smallest buffer that fits";
+  EXPECT_EQ(c.p, small) << "the smallest buffer that fits";
   EXPECT_EQ(pool.held_bytes(), 6000u);
   pool.give(std::move(c));
 }
@@ -61,8 +64,60 @@ TEST(StagingPool, GrowsTheLargestFreeBufferInsteadOfAddingOne) {
   EXPECT_GE(big.cap, size_t(1) << 20);
   EXPECT_EQ(pool.held_bytes(), size_t(1) << 20) << "the 1000-byte buffer was replaced";
   EXPECT_EQ(link.live.size(), 1u) << "its registration went with it";
-  EXPECT_TRUE(link.live.count(big.p.get()));
+  EXPECT_TRUE(link.live.count(big.p));
   pool.give(std::move(big));
+}
+
+TEST(PinnedArena, FirstFitCoalescesAndRunsDry) {
+  std::vector<char> mem(64 * PinnedArena::kGrain);
+  bool released = false;
+  {
+    PinnedArena a(mem.data(), mem.size(), [&](char* p) { released = p == mem.data(); });
+    char* x = a.alloc(1);
+    char* y = a.alloc(PinnedArena::kGrain + 1);
+    char* z = a.alloc(10 * PinnedArena::kGrain);
+    ASSERT_TRUE(x && y && z);
+    EXPECT_EQ(x, mem.data());
+    EXPECT_EQ(y, x + PinnedArena::kGrain);
+    EXPECT_EQ(z, y + 2 * PinnedArena::kGrain);
+    EXPECT_EQ(a.used(), 13 * PinnedArena::kGrain);
+    EXPECT_EQ(a.alloc(52 * PinnedArena::kGrain), nullptr) << "51 grains are left";
+    a.free(y);
+    a.free(x);  // merges with y's range
+    EXPECT_EQ(a.alloc(3 * PinnedArena::kGrain), x) << "x and y's ranges as one";
+    a.free(x);
+    a.free(z);  // everything free again, one range
+    EXPECT_EQ(a.used(), 0u);
+    EXPECT_EQ(a.alloc(64 * PinnedArena::kGrain), mem.data());
+    EXPECT_EQ(a.alloc(1), nullptr);
+  }
+  EXPECT_TRUE(released);
+}
+
+// With an arena, buffers come from it while it has room, then from the heap; each goes back to
+// where it came from.
+TEST(StagingPool, ArenaFirstThenHeap) {
+  CountingLink link;
+  std::vector<char> mem(16 * PinnedArena::kGrain);
+  auto arena = std::make_shared<PinnedArena>(mem.data(), mem.size(), nullptr);
+  {
+    StagingPool pool(&link, arena);
+    StagingPool::Buf a = pool.take(10 * PinnedArena::kGrain);
+    StagingPool::Buf b = pool.take(10 * PinnedArena::kGrain);
+    EXPECT_TRUE(a.gpu_mapped);
+    EXPECT_EQ(a.p, mem.data());
+    EXPECT_FALSE(b.gpu_mapped) << "the arena has 6 grains left";
+    EXPECT_TRUE(b.p < mem.data() || b.p >= mem.data() + mem.size());
+    EXPECT_EQ(arena->used(), 10 * PinnedArena::kGrain);
+    StagingPool::Buf moved = std::move(a);
+    EXPECT_EQ(a.p, nullptr);
+    EXPECT_TRUE(moved.gpu_mapped);
+    pool.give(std::move(moved));
+    pool.give(std::move(b));
+    EXPECT_EQ(link.live.size(), 2u);
+  }
+  EXPECT_EQ(arena->used(), 0u) << "the pool returned its buffer";
+  EXPECT_TRUE(link.live.empty());
 }
 
 }  // namespace

@@ -94,11 +94,11 @@ void from_hex(const std::string& s, unsigned char* p, size_t n) {
   for (size_t i = 0; i < n && 2 * i + 1 < s.size(); ++i) p[i] = (unsigned char)std::stoi(s.substr(2 * i, 2), nullptr, 16);
 }
 
-// Messages that went compressed, from the comm summary the plugin logs at close.
-long compressed_from_log() {
+// The comm summary the plugin logs at close (the receiver's, else the sender's).
+CommSummary summary_from_log() {
   CommSummary s;
-  if (last_summary("recv", &s) || last_summary("send", &s)) return s.compressed;
-  return -1;
+  if (last_summary("recv", &s) || last_summary("send", &s)) return s;
+  return CommSummary{};
 }
 
 long g_flushes = 0;  // iflush calls that returned a request (--flush)
@@ -114,8 +114,9 @@ long from_connection_log(const std::string& key) {
 }
 
 int finish(bool ok, const char* what, long done) {
-  printf("RESULT ok=%d msgs=%ld compressed=%ld rejected=%d flushes=%ld tclass=%ld inline=%ld what=%s\n", ok ? 1 : 0,
-         done, compressed_from_log(), count_log("rejected connection"), g_flushes,
+  const CommSummary s = summary_from_log();
+  printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld rejected=%d flushes=%ld tclass=%ld inline=%ld what=%s\n",
+         ok ? 1 : 0, done, s.compressed, s.gpu_jobs, count_log("rejected connection"), g_flushes,
          from_connection_log("traffic class "), from_connection_log("inline "), what);
   fflush(stdout);
   return ok ? 0 : 1;

@@ -88,6 +88,53 @@ TEST(ExchangeData, LLLikeLinesSurviveCompression) {
   expect_ok(p);
 }
 
+// ---- Host buffers through the resident GPU codec, its kernel played by a CPU thread ----------
+
+// NCCL_ZIP_GPU=1 with the emulated kernel (NCCL_ZIP_GPU_EMULATE=1): the whole data path of the
+// resident codec (leases, staging arena, posts and polls, idle exits between bursts, the CPU
+// when no kernel runs) through the real plugin; every byte checked.
+TEST(ResidentCodec, HostBuffersEveryByteChecked) {
+  for (const char* idle : {"200", "1000000"}) {  // exits and restarts between messages, or none
+    Env env = base_env("2");
+    env["NCCL_ZIP_GPU"] = "1";
+    env["NCCL_ZIP_GPU_EMULATE"] = "1";
+    env["NCCL_ZIP_GPU_IDLE_US"] = idle;
+    const std::vector<std::string> args = {"--msgs=200", "--max=1048576", "--group=2", "--kind=mix", "--seed=9"};
+    Pair p = run_pair(11, env, args, args);
+    SCOPED_TRACE(std::string("idle ") + idle);
+    expect_ok(p);
+    EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
+    EXPECT_GT(field(p.recv_result, "gpu_jobs"), 0) << p.recv_result;
+    EXPECT_GT(field(p.send_result, "gpu_jobs"), 0) << p.send_result;
+  }
+}
+
+// The launcher stuck in a CUDA call from the start (NCCL_ZIP_GPU_EMULATE=2): no lease is ever
+// granted, the CPU codes everything, nothing waits, every byte right.
+TEST(ResidentCodec, StuckLauncherMeansTheCpu) {
+  Env env = base_env("2");
+  env["NCCL_ZIP_GPU"] = "1";
+  env["NCCL_ZIP_GPU_EMULATE"] = "2";
+  const std::vector<std::string> args = {"--msgs=100", "--max=262144", "--kind=mix", "--seed=11"};
+  Pair p = run_pair(11, env, args, args);
+  expect_ok(p);
+  EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
+  EXPECT_EQ(field(p.recv_result, "gpu_jobs"), 0) << p.recv_result;
+  EXPECT_EQ(field(p.send_result, "gpu_jobs"), 0) << p.send_result;
+}
+
+// NCCL_ZIP_GPU=0: the CPU codes everything.
+TEST(ResidentCodec, OffWithGpuZero) {
+  Env env = base_env("2");
+  env["NCCL_ZIP_GPU"] = "0";
+  env["NCCL_ZIP_GPU_EMULATE"] = "1";
+  const std::vector<std::string> args = {"--msgs=50", "--max=262144", "--kind=bf16", "--seed=10"};
+  Pair p = run_pair(11, env, args, args);
+  expect_ok(p);
+  EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
+  EXPECT_EQ(field(p.recv_result, "gpu_jobs"), 0) << p.recv_result;
+}
+
 // ---- Device buffers: the GPU codec engine, pinned staging, device <-> host copies ------------
 
 struct DeviceCase {
@@ -109,7 +156,7 @@ TEST_P(DeviceExchange, EveryByteChecked) {
   if (c.recv_device) recv_args.push_back("--device");
   if (c.send_device) send_args.push_back("--device");
   Env env = base_env(c.zip);
-  env["NCCL_ZIP_GPU"] = "1";
+  env["NCCL_ZIP_GPU"] = "2";
   env["NCCL_ZIP_LINK_MBPS"] = "100";  // auto: a slow link, so the measured GPU codec pays
   Pair p = run_pair(11, env, recv_args, send_args);
   expect_ok(p);
@@ -120,7 +167,7 @@ TEST_P(DeviceExchange, EveryByteChecked) {
   else EXPECT_GT(compressed, 0) << p.recv_result;
 }
 
-// Without NCCL_ZIP_GPU=1 the plugin offers host memory only, and refuses device buffers cleanly.
+// Without NCCL_ZIP_GPU=2 the plugin offers host memory only, and refuses device buffers cleanly.
 TEST(DeviceBuffers, NeedOptIn) {
   SKIP_WITHOUT_CUDA();
   const std::vector<std::string> args = {"--msgs=4", "--max=4096", "--kind=bf16", "--device"};
@@ -650,7 +697,7 @@ int main(int argc, char** argv) {
   setenv("NCCL_SOCKET_NTHREADS", "1", 1);
   setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
   setenv("NCCL_ZIP_ENABLE", "2", 1);
-  setenv("NCCL_ZIP_GPU", "1", 1);  // the opt-in device-buffer path, where there is a GPU
+  setenv("NCCL_ZIP_GPU", "2", 1);  // the opt-in device-buffer path, where there is a GPU
   setenv("NCCL_ZIP_STALL_WARN_S", "1", 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

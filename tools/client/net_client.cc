@@ -62,8 +62,10 @@ bool last_summary(const std::string& side, CommSummary* out) {
     const size_t c = it->find(" closed: ");
     if (p == std::string::npos || c == std::string::npos) continue;
     CommSummary s;
-    if (sscanf(it->c_str() + c, " closed: %ld messages (%ld compressed), %lf MB in, %lf MB on the wire, ratio %*f, codec %lf s",
-               &s.messages, &s.compressed, &s.mb_in, &s.mb_wire, &s.codec_s) != 5)
+    if (sscanf(it->c_str() + c,
+               " closed: %ld messages (%ld compressed), %lf MB in, %lf MB on the wire, ratio %*f, codec %lf s, "
+               "%ld codec jobs on the GPU",
+               &s.messages, &s.compressed, &s.mb_in, &s.mb_wire, &s.codec_s, &s.gpu_jobs) != 6)
       return false;
     *out = s;
     return true;

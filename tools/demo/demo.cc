@@ -2,7 +2,7 @@
 // through the real libnccl-net-zip.so over loopback with compression off (the plugin as a plain
 // transport: the baseline), auto (the plugin's own decision) and always, on host buffers (CPU
 // codec), and where there is a CUDA device once more with compression always on device buffers
-// (GPU codec, NCCL_ZIP_GPU=1); it prints throughput, bytes on the wire, ratio and whether every
+// (GPU codec, NCCL_ZIP_GPU=2); it prints throughput, bytes on the wire, ratio and whether every
 // received byte matched.
 //
 //   zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|mix] [--version=8..11]
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (const Mode& m : modes) {
     cfg.env["NCCL_ZIP_ENABLE"] = m.env;
-    cfg.env["NCCL_ZIP_GPU"] = m.device ? "1" : "0";
+    cfg.env["NCCL_ZIP_GPU"] = m.device ? "2" : "0";
     cfg.device = m.device;
     ExchangeResult r = run_exchange(cfg);
     if (!r.ok()) {
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     failures += !r.bit_exact();
   }
   printf("\n  codec: host buffers: CPU codec (NCCL_ZIP_CPU_THREADS per rank); %s\n",
-         gpu ? "GPU buffers: GPU codec (NCCL_ZIP_GPU=1, experimental, see docs/plugin.md)"
+         gpu ? "GPU buffers: GPU codec (NCCL_ZIP_GPU=2, experimental, see docs/plugin.md)"
              : "no CUDA device here: the GPU-buffer row is skipped");
   printf("\n  GB/s/dir: uncompressed bytes per second each way. 'auto' compresses only when the measured\n"
          "  codec outruns the link (lo reports no speed: 10 Gb/s assumed; NCCL_ZIP_LINK_MBPS overrides).\n");

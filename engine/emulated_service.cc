@@ -1,11 +1,11 @@
-#include "service_emulator.h"
+#include "emulated_service.h"
 
 #include <chrono>
 #include <cstring>
 
 #include "zipccl/codec.h"
 
-namespace zipccl::test {
+namespace zipccl {
 
 EmulatedServiceDevice::EmulatedServiceDevice(std::shared_ptr<Control> control)
     : c_(std::move(control)), host_(new gpu::ServiceHost) {
@@ -95,4 +95,4 @@ void EmulatedServiceDevice::run_job(uint64_t index) {
   __atomic_store_n(&out.done, uint8_t(1), __ATOMIC_RELEASE);
 }
 
-}  // namespace zipccl::test
+}  // namespace zipccl

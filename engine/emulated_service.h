@@ -1,6 +1,7 @@
 // The resident kernel's side of zipccl/service_protocol.h on a CPU thread, coding with the CPU
-// codec, so that ResidentCodec's leases, launcher and idle exit run without a GPU. Hooks make a
-// launch block, fail or start late, and the kernel ignore a stop, as a busy or wedged GPU would.
+// codec: ResidentCodec's leases, launcher and idle exit, and the plugin's whole GPU-codec data
+// path, run without a GPU (NCCL_ZIP_GPU_EMULATE=1, a test tool). Hooks make a launch block, fail
+// or start late, and the kernel ignore a stop, as a busy or wedged GPU would.
 #pragma once
 
 #include <atomic>
@@ -11,7 +12,7 @@
 
 #include "resident_codec.h"
 
-namespace zipccl::test {
+namespace zipccl {
 
 class EmulatedServiceDevice final : public ServiceDevice {
  public:
@@ -44,4 +45,4 @@ class EmulatedServiceDevice final : public ServiceDevice {
   uint64_t head_ = 0;  // jobs taken, across launches (as the kernel's board)
 };
 
-}  // namespace zipccl::test
+}  // namespace zipccl

@@ -1,0 +1,40 @@
+// Staging memory the GPU codec can address (pinned host memory mapped for the device): allocated
+// once where CUDA calls may block, then carved and returned without any CUDA call, so the data
+// path never allocates pinned memory (cudaHostAlloc may wait for the device, and NCCL's kernel may
+// be waiting for the very message being staged).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+
+namespace zipccl {
+
+class PinnedArena {
+ public:
+  // [base, base + size) is handed out; release(base) runs when the arena goes.
+  PinnedArena(char* base, size_t size, std::function<void(char*)> release);
+  ~PinnedArena();
+  PinnedArena(const PinnedArena&) = delete;
+  PinnedArena& operator=(const PinnedArena&) = delete;
+
+  // A range of at least `bytes` (first fit, in kGrain units), or null when none is free.
+  char* alloc(size_t bytes);
+  void free(char* p);
+  size_t size() const { return size_; }
+  size_t used() const;
+
+  static constexpr size_t kGrain = 4096;
+
+ private:
+  char* const base_;
+  const size_t size_;
+  std::function<void(char*)> release_;
+  mutable std::mutex mu_;
+  std::map<size_t, size_t> free_;  // offset -> length, coalesced
+  std::map<size_t, size_t> used_;  // offset -> length
+  size_t used_bytes_ = 0;
+};
+
+}  // namespace zipccl

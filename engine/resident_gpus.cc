@@ -1,0 +1,106 @@
+#include "resident_gpus.h"
+
+#include <map>
+#include <mutex>
+
+#include "emulated_service.h"
+#include "engine_params.h"
+#include "log.h"
+
+namespace zipccl {
+namespace {
+
+std::mutex g_mu;
+struct Entry {
+  std::unique_ptr<ResidentGpu> gpu;
+  int refs;
+};
+std::map<int, Entry> g_gpus;
+
+ResidentGpu* make(int device) {
+  const bool emulate = gpu_emulate() != 0;
+  const size_t arena_bytes = size_t(gpu_staging_mb()) << 20;
+  std::string err;
+  std::unique_ptr<ServiceDevice> dev;
+  char* mem = nullptr;
+  std::function<void(char*)> free_mem;
+  std::shared_ptr<EmulatedServiceDevice::Control> emulation;
+  if (emulate) {
+    emulation = std::make_shared<EmulatedServiceDevice::Control>();
+    emulation->block_launch = gpu_emulate() == 2;
+    dev = std::make_unique<EmulatedServiceDevice>(emulation);
+    mem = new char[arena_bytes];
+    free_mem = [](char* p) { delete[] p; };
+  } else {
+    dev = make_cuda_service_device(device, &err);
+    if (dev) mem = alloc_mapped(arena_bytes, &err);
+    free_mem = free_mapped;
+  }
+  if (!dev || !mem) {
+    ZIP_WARN("GPU codec on GPU %d unavailable: %s; host buffers are coded on the CPU", device, err.c_str());
+    return nullptr;
+  }
+  ResidentCodec::Options o;
+  o.ctas = int(gpu_ctas());
+  o.idle_us = gpu_idle_us();
+  auto g = std::make_unique<ResidentGpu>();
+  g->device = device;
+  g->codec = ResidentCodec::create(std::move(dev), o);
+  g->arena = std::make_shared<PinnedArena>(mem, arena_bytes, free_mem);
+  g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec());
+  g->emulation = emulation;
+  ZIP_INFO(NCCL_INIT | NCCL_NET,
+           "GPU codec on GPU %d: resident kernel of %d CTAs%s, exits after %lld us idle; %zu MiB pinned staging; "
+           "host buffers coded there while it runs, on the CPU otherwise",
+           device, o.ctas, emulate ? " (emulated by a CPU thread, NCCL_ZIP_GPU_EMULATE)" : "",
+           (long long)o.idle_us, arena_bytes >> 20);
+  return g.release();
+}
+
+}  // namespace
+
+bool resident_usable(const char** why) {
+  static std::string text;  // init() asks once per process
+  if (gpu_enabled() == 0) {
+    *why = "NCCL_ZIP_GPU=0, the default";
+    return false;
+  }
+  if (gpu_emulate()) return true;
+  if (!cuda_device_present(&text)) {
+    *why = text.c_str();
+    return false;
+  }
+  return true;
+}
+
+int resident_device() { return gpu_emulate() ? 0 : current_cuda_device(); }
+
+ResidentGpu* acquire_resident(int device) {
+  std::lock_guard<std::mutex> g(g_mu);
+  auto it = g_gpus.find(device);
+  if (it != g_gpus.end()) {
+    ++it->second.refs;
+    return it->second.gpu.get();
+  }
+  ResidentGpu* gpu = make(device);
+  if (!gpu) return nullptr;
+  g_gpus[device] = Entry{std::unique_ptr<ResidentGpu>(gpu), 1};
+  return gpu;
+}
+
+void release_resident(int device) {
+  std::unique_ptr<ResidentGpu> gone;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    auto it = g_gpus.find(device);
+    if (it == g_gpus.end() || --it->second.refs > 0) return;
+    gone = std::move(it->second.gpu);
+    g_gpus.erase(it);
+  }
+  gone->engine.reset();  // waits for the jobs the kernel still codes
+  release_cpu_codec();
+  if (gone->emulation) gone->emulation->block_launch = false;  // a hung emulated launch returns
+  gone->codec->shutdown();
+}
+
+}  // namespace zipccl
