@@ -6,8 +6,10 @@
 #   3. a real NCCL job (bench/nccl/allreduce_check.py, 2 processes, PyTorch's NCCL) through the
 #      plugin, the ranks forced onto the network (on one GPU: each rank its own NCCL_HOSTID, under
 #      MPS, which this script starts and stops), checked exactly: NCCL's own socket transport,
-#      then the plugin (host buffers: NCCL stages through host memory) for NCCL_ZIP_ENABLE=0,1,2;
-#   4. all_reduce 64 MiB bf16 timing: Socket vs plugin off vs plugin auto;
+#      then the plugin (host buffers: NCCL stages through host memory) for NCCL_ZIP_ENABLE=0,1,2,
+#      and with the resident GPU codec on those host buffers (NCCL_ZIP_GPU=1; the job copies each
+#      result to the host while collectives run, which hangs a plugin that blocks in CUDA);
+#   4. all_reduce 64 MiB bf16 timing: Socket vs plugin off vs plugin auto (CPU, and GPU codec);
 #   5. the same job over the verbs transport on the emulated HCA (tests/verbs/emu): host buffers
 #      compressed (NCCL_ZIP_ENABLE=2), then device buffers by GPUDirect RDMA (NCCL_ZIP_GDR=1, the
 #      emulation's DMA-BUF and peermem; --sync, since the emulation moves GPU bytes with CUDA
@@ -60,7 +62,7 @@ cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DZIPCCL_CUDA=ON -DCMAKE_CUDA_AR
 gtest_setup || exit 1
 step configure 60 cmake -S . -B build-dev "${cmake_args[@]}" || { say "configure failed: see $OUT/configure.log"; exit 1; }
 step build 240 cmake --build build-dev -j "$(nproc)" --target nccl-net-zip plugin_tests zip_peer zipccl-demo \
-  common_tests socket_tests engine_tests verbs_link_tests verbs_emu_tests verbs_ib_gdr_tests \
+  common_tests socket_tests engine_tests engine_gpu_tests verbs_link_tests verbs_emu_tests verbs_ib_gdr_tests \
   verbs_emu_gdr_device_tests ||
   { tail -40 "$OUT/build.log"; exit 1; }
 PLUGIN=$ROOT/build-dev/plugin/libnccl-net-zip.so
@@ -91,6 +93,8 @@ step nccl_socket 75 "${socket_env[@]}" "${JOB[@]}" --label socket --bench 10
 step nccl_zip0 75 "${zip[@]}" NCCL_ZIP_ENABLE=0 "${JOB[@]}" --label zip0 --bench 10
 step nccl_zip1 75 "${zip[@]}" NCCL_ZIP_ENABLE=1 "${JOB[@]}" --label zip1 --bench 10
 step nccl_zip2 60 "${zip[@]}" NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label zip2
+step nccl_gpu2 75 "${zip[@]}" NCCL_ZIP_GPU=1 NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label gpu2
+step nccl_gpu1 75 "${zip[@]}" NCCL_ZIP_GPU=1 NCCL_ZIP_ENABLE=1 "${JOB[@]}" --label gpu1 --bench 10
 
 # 5. The verbs transport over the emulated HCA.
 emu=("${zip[@]}" NCCL_ZIP_TRANSPORT=ib NCCL_ZIP_IBVERBS_LIB="$ROOT/build-dev/verbs/emu/libzipccl-ibverbs-emu.so")
@@ -99,11 +103,11 @@ step nccl_ib_gdr 75 "${emu[@]}" NCCL_ZIP_GDR=1 NCCL_ZIP_EMU_GDR=dmabuf,peermem N
   --label ib_gdr --sync
 
 # 6. What NCCL used, what the plugin did, and the results.
-for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2 nccl_ib_zip2 nccl_ib_gdr; do
+for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2 nccl_gpu2 nccl_gpu1 nccl_ib_zip2 nccl_ib_gdr; do
   log="$OUT/$f.log"
   say ""
   say "---- $f"
-  grep -E "Loaded net plugin|Using network|NET/Zip : (socket|ib transport|device buffers|GPU codec engine)" "$log" | sort | uniq -c | head -8 | tee -a "$SUMMARY"
+  grep -E "Loaded net plugin|Using network|NET/Zip : (socket|ib transport|device buffers|host buffers|GPU codec)" "$log" | sort | uniq -c | head -8 | tee -a "$SUMMARY"
   grep -oE "via NET/[A-Za-z]+/[0-9]+(/GDRDMA)?" "$log" | sort | uniq -c | tee -a "$SUMMARY"
   grep -E "NET/Zip : (communicator|(send|recv) comm .* closed)" "$log" | head -4 | tee -a "$SUMMARY"
   grep -E "WARN" "$log" | head -6 | tee -a "$SUMMARY"
