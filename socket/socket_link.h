@@ -61,6 +61,7 @@ class SocketLink : public Link {
   int ctrl_fd_;
   std::vector<int> data_fds_;
   StickyError err_;
+  std::unique_ptr<Pacer> pacer_;  // before the workers, which use it until they are joined
   std::vector<std::unique_ptr<SocketWorker>> workers_;
 
   std::vector<char> out_;

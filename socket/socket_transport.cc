@@ -39,7 +39,7 @@ class SocketTransport : public Transport {
       DeviceInfo d;
       d.name = i.name;
       d.pci_path = read_pci_path(i.name);
-      d.speed_mbps = read_speed_mbps(i.name);
+      d.speed_mbps = pace_mbps() > 0 ? int(pace_mbps()) : read_speed_mbps(i.name);
       d.guid = devs_.size();
       devs_.push_back(d);
     }

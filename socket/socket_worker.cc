@@ -6,13 +6,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 namespace zipccl::tcp {
 
-SocketWorker::SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer)
-    : err_(err), peer_(peer) {
+SocketWorker::SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer)
+    : err_(err), peer_(peer), pacer_(pacer) {
   for (int fd : fds) socks_.push_back(Sock{fd, {}});
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { run(); });
@@ -35,10 +37,13 @@ void SocketWorker::push(int sock, bool send, char* buf, size_t n, Xfer* x) {
   (void)!write(wake_fd_, &one, sizeof one);
 }
 
-bool SocketWorker::step(Sock& s, Task& t) {
+bool SocketWorker::step(Sock& s, Task& t, int64_t* paced_ns) {
   while (t.off < t.n) {
-    ssize_t r = t.send ? ::send(s.fd, t.buf + t.off, t.n - t.off, MSG_DONTWAIT | MSG_NOSIGNAL)
-                       : ::recv(s.fd, t.buf + t.off, t.n - t.off, MSG_DONTWAIT);
+    size_t n = t.n - t.off;
+    if (t.send && pacer_ && (n = pacer_->take(n, paced_ns)) == 0) return true;
+    ssize_t r = t.send ? ::send(s.fd, t.buf + t.off, n, MSG_DONTWAIT | MSG_NOSIGNAL)
+                       : ::recv(s.fd, t.buf + t.off, n, MSG_DONTWAIT);
+    if (t.send && pacer_ && size_t(r > 0 ? r : 0) < n) pacer_->give_back(n - size_t(r > 0 ? r : 0));
     if (r > 0) {
       t.off += size_t(r);
       continue;
@@ -56,6 +61,7 @@ void SocketWorker::run() {
   std::vector<pollfd> pfds;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool progressed = false;
+    int64_t wait_ns = 1000000000;  // the poll's timeout: a second, or until the pacer allows more
     pfds.clear();
     for (Sock& s : socks_) {
       Task* t = nullptr;
@@ -65,9 +71,10 @@ void SocketWorker::run() {
       }
       if (!t) continue;
       const size_t before = t->off;
+      int64_t paced_ns = 0;
       // After an error the connection is dead: keep the tasks queued (never "done") and sleep
       // until the engine closes the connection.
-      if (err_->code() == ncclSuccess && step(s, *t)) {
+      if (err_->code() == ncclSuccess && step(s, *t, &paced_ns)) {
         progressed |= t->off != before;
         if (t->off == t->n) {
           t->x->pending.fetch_sub(1, std::memory_order_acq_rel);
@@ -76,12 +83,16 @@ void SocketWorker::run() {
           progressed = true;
           continue;
         }
-        pfds.push_back(pollfd{s.fd, short(t->send ? POLLOUT : POLLIN), 0});
+        if (paced_ns > 0)
+          wait_ns = std::min(wait_ns, paced_ns);
+        else
+          pfds.push_back(pollfd{s.fd, short(t->send ? POLLOUT : POLLIN), 0});
       }
     }
     if (progressed) continue;
     pfds.push_back(pollfd{wake_fd_, POLLIN, 0});
-    poll(pfds.data(), pfds.size(), 1000);
+    const timespec timeout{time_t(wait_ns / 1000000000), long(wait_ns % 1000000000)};
+    ppoll(pfds.data(), pfds.size(), &timeout, nullptr);
     if (pfds.back().revents & POLLIN) {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof v);

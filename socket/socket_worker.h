@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "pacer.h"
 #include "status.h"
 #include "transport.h"
 
@@ -15,7 +16,8 @@ namespace zipccl::tcp {
 
 class SocketWorker {
  public:
-  SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer);
+  // pacer: the connection's send-rate cap, shared by its workers, or null.
+  SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer);
   ~SocketWorker();  // stops and joins; the fds stay open (the connection owns them)
   SocketWorker(const SocketWorker&) = delete;
   SocketWorker& operator=(const SocketWorker&) = delete;
@@ -36,11 +38,13 @@ class SocketWorker {
     std::deque<Task> q;  // only the worker pops; references to the front survive push_back
   };
   void run();
-  bool step(Sock& s, Task& t);  // false on a socket error
+  // False on a socket error; *paced_ns > 0 when the pacer holds the send back that long.
+  bool step(Sock& s, Task& t, int64_t* paced_ns);
 
   std::vector<Sock> socks_;
   StickyError* err_;
   std::string peer_;
+  Pacer* pacer_;
   std::mutex mu_;
   int wake_fd_;
   std::atomic<bool> stop_{false};
