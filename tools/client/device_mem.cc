@@ -35,6 +35,12 @@ void* dev_alloc(size_t bytes) {
   return p;
 }
 void dev_free(void* p) { check(cudaFree(p), "cudaFree"); }
+void* host_alloc_mapped(size_t bytes) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable | cudaHostAllocMapped), "cudaHostAlloc");
+  return p;
+}
+void host_free_mapped(void* p) { check(cudaFreeHost(p), "cudaFreeHost"); }
 void to_device(void* dst, const void* src, size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
   // From pageable memory cudaMemcpy may return before the DMA has landed, and the plugin reads
@@ -82,6 +88,8 @@ bool have_cuda_device(std::string* why) {
 }
 void* dev_alloc(size_t) { no_cuda(); }
 void dev_free(void*) { no_cuda(); }
+void* host_alloc_mapped(size_t) { no_cuda(); }
+void host_free_mapped(void*) { no_cuda(); }
 void to_device(void*, const void*, size_t) { no_cuda(); }
 void from_device(void*, const void*, size_t) { no_cuda(); }
 void dev_fill(void*, int, size_t) { no_cuda(); }

@@ -12,6 +12,9 @@ namespace zipccl::client {
 bool have_cuda_device(std::string* why);
 void* dev_alloc(size_t bytes);
 void dev_free(void* p);
+// Pinned host memory mapped for the GPUs, as NCCL allocates its host buffers.
+void* host_alloc_mapped(size_t bytes);
+void host_free_mapped(void* p);
 void to_device(void* dst, const void* src, size_t bytes);
 void from_device(void* dst, const void* src, size_t bytes);
 void dev_fill(void* p, int byte, size_t bytes);

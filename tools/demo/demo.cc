@@ -1,9 +1,10 @@
 // zipccl-demo: the project in one command. Builds nothing itself; runs a two-rank exchange
 // through the real libnccl-net-zip.so over loopback with compression off (the plugin as a plain
 // transport: the baseline), auto (the plugin's own decision) and always, on host buffers (CPU
-// codec), and where there is a CUDA device once more with compression always on device buffers
-// (GPU codec, NCCL_ZIP_GPU=2); it prints throughput, bytes on the wire, ratio and whether every
-// received byte matched.
+// codec), and where there is a CUDA device also auto and always with the resident GPU codec on
+// pinned host buffers (NCCL_ZIP_GPU=1) and always on device buffers (launched GPU codec,
+// NCCL_ZIP_GPU=2); it prints throughput, bytes on the wire, ratio, the GPU's share of the codec
+// jobs and whether every received byte matched.
 //
 //   zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|mix] [--version=8..11]
 //               [--plugin=PATH]
@@ -64,35 +65,46 @@ int main(int argc, char** argv) {
   printf("  %zu MiB each way in %zu KiB messages, 32 in flight, data: %s\n", cfg.bytes >> 20, cfg.msg_bytes >> 10,
          kind.c_str());
   printf("\n");
-  printf("  %-22s %10s %12s %12s %7s %9s %10s\n", "compression", "GB/s/dir", "MB in", "MB on wire", "ratio",
-         "codec s", "bit-exact");
+  printf("  %-26s %10s %12s %12s %7s %9s %9s %10s\n", "compression", "GB/s/dir", "MB in", "MB on wire", "ratio",
+         "codec s", "GPU jobs", "bit-exact");
   struct Mode {
-    const char* env;
+    const char* zip;  // NCCL_ZIP_ENABLE
+    const char* gpu;  // NCCL_ZIP_GPU
     const char* label;
-    bool device;
+    bool device, pinned;
   };
-  std::vector<Mode> modes = {{"0", "off (plain transport)", false}, {"1", "auto", false}, {"2", "always", false}};
+  std::vector<Mode> modes = {{"0", "0", "off (plain transport)", false, false},
+                             {"1", "0", "auto", false, false},
+                             {"2", "0", "always", false, false}};
   const bool gpu = cuda_device_present();
-  if (gpu) modes.push_back({"2", "always, GPU buffers", true});
+  if (gpu) {
+    modes.push_back({"1", "1", "auto, resident GPU codec", false, true});
+    modes.push_back({"2", "1", "always, resident GPU codec", false, true});
+    modes.push_back({"2", "2", "always, GPU buffers", true, false});
+  }
   int failures = 0;
   for (const Mode& m : modes) {
-    cfg.env["NCCL_ZIP_ENABLE"] = m.env;
-    cfg.env["NCCL_ZIP_GPU"] = m.device ? "2" : "0";
+    cfg.env["NCCL_ZIP_ENABLE"] = m.zip;
+    cfg.env["NCCL_ZIP_GPU"] = m.gpu;
     cfg.device = m.device;
+    cfg.pinned = m.pinned;
     ExchangeResult r = run_exchange(cfg);
     if (!r.ok()) {
-      printf("  %-22s FAILED: %s %s\n", m.label, r.rank[0].error, r.rank[1].error);
+      printf("  %-26s FAILED: %s %s\n", m.label, r.rank[0].error, r.rank[1].error);
       ++failures;
       continue;
     }
     const double mb_in = r.rank[0].mb_in + r.rank[1].mb_in, mb_wire = r.rank[0].mb_wire + r.rank[1].mb_wire;
-    printf("  %-22s %10.3f %12.1f %12.1f %7.3f %9.3f %10s\n", m.label, r.gbps(), mb_in, mb_wire, r.ratio(),
-           r.rank[0].codec_s + r.rank[1].codec_s, r.bit_exact() ? "yes" : "NO");
+    printf("  %-26s %10.3f %12.1f %12.1f %7.3f %9.3f %9ld %10s\n", m.label, r.gbps(), mb_in, mb_wire, r.ratio(),
+           r.rank[0].codec_s + r.rank[1].codec_s, r.rank[0].gpu_jobs + r.rank[1].gpu_jobs,
+           r.bit_exact() ? "yes" : "NO");
     failures += !r.bit_exact();
   }
-  printf("\n  codec: host buffers: CPU codec (NCCL_ZIP_CPU_THREADS per rank); %s\n",
-         gpu ? "GPU buffers: GPU codec (NCCL_ZIP_GPU=2, experimental, see docs/plugin.md)"
-             : "no CUDA device here: the GPU-buffer row is skipped");
+  printf("\n  codec: host buffers: CPU codec (NCCL_ZIP_CPU_THREADS per rank)%s\n",
+         gpu ? "; with the resident GPU codec (NCCL_ZIP_GPU=1): pinned host buffers as NCCL's, coded on the GPU\n"
+               "  while its kernel runs (GPU jobs: the send side's); GPU buffers: launched GPU codec (NCCL_ZIP_GPU=2,\n"
+               "  experimental, see docs/plugin.md)"
+             : "; no CUDA device here: the GPU rows are skipped");
   printf("\n  GB/s/dir: uncompressed bytes per second each way. 'auto' compresses only when the measured\n"
          "  codec outruns the link (lo reports no speed: 10 Gb/s assumed; NCCL_ZIP_LINK_MBPS overrides).\n");
   return failures ? 1 : 0;

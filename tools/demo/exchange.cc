@@ -68,6 +68,11 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     rbuf = static_cast<char*>(client::dev_alloc(rarena.size()));
     client::to_device(sbuf, sarena.data(), sarena.size());
     client::to_device(rbuf, rarena.data(), rarena.size());
+  } else if (cfg.pinned) {
+    sbuf = static_cast<char*>(client::host_alloc_mapped(sarena.size()));
+    rbuf = static_cast<char*>(client::host_alloc_mapped(rarena.size()));
+    memcpy(sbuf, sarena.data(), sarena.size());
+    memset(rbuf, 0, rarena.size());
   }
   const int type = cfg.device ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
   PluginNet net(cfg.plugin, cfg.version);
@@ -121,7 +126,8 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
       if (done) {
         const size_t slot = size_t(rdone % kSlots);
         if (cfg.device) client::from_device(rarena.data() + slot * m, rbuf + slot * m, m);
-        if (size_t(size) != m || memcmp(rarena.data() + slot * m, expect.data() + slot * m, m) != 0)
+        const char* got = cfg.device ? rarena.data() + slot * m : rbuf + slot * m;
+        if (size_t(size) != m || memcmp(got, expect.data() + slot * m, m) != 0)
           ++res.bad_messages;
         recvs.pop_front();
         ++rdone;
@@ -141,6 +147,9 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   if (cfg.device) {
     client::dev_free(sbuf);
     client::dev_free(rbuf);
+  } else if (cfg.pinned) {
+    client::host_free_mapped(sbuf);
+    client::host_free_mapped(rbuf);
   }
   client::CommSummary s;
   if (client::last_summary("send", &s)) {
@@ -148,6 +157,7 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     res.mb_wire = s.mb_wire;
     res.compressed = s.compressed;
     res.codec_s = s.codec_s;
+    res.gpu_jobs = s.gpu_jobs;
   }
   res.ok = true;
   return res;

@@ -21,6 +21,9 @@ struct ExchangeConfig {
   // NCCL's buffers in device memory (regMr NCCL_PTR_CUDA; the plugin needs NCCL_ZIP_GPU=2).
   // Received messages are checked in a host copy.
   bool device = false;
+  // Host buffers pinned and mapped for the GPU, as NCCL's are (cudaHostAlloc): what the resident
+  // GPU codec (NCCL_ZIP_GPU=1) codes.
+  bool pinned = false;
 };
 
 struct RankResult {
@@ -31,6 +34,7 @@ struct RankResult {
   double mb_in = 0;           // sent, uncompressed (plugin's send summary)
   double mb_wire = 0;         // sent on the wire
   long compressed = 0;        // messages sent compressed
+  long gpu_jobs = 0;          // of the send side's codec jobs, those the resident GPU codec ran
   double codec_s = 0;         // encode time on the send side
   char error[200] = "";
 };
