@@ -203,19 +203,25 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
       }
       base = cta_window_base<C, NW>(s, sh, m);
       uint32_t down = PT, up = PT;  // escapes that base - 1 and base + 1 would add, plus PT
-      if constexpr (C != Codec::FP32) {
-        if (whole) {
+      const bool full = valid == PT;
+      if (full) {
 #pragma unroll
-          for (int h = 0; h < W / 8; ++h) {
-            uint32_t x[8], d, u;
+        for (int h = 0; h < PT / 16; ++h) {
+          uint32_t d, u;
+          if constexpr (C == Codec::FP32) {
+            uint32_t x[16];
+#pragma unroll
+            for (int i = 0; i < 16; ++i) x[i] = w[16 * h + i];
+            lanes::shift_escapes16_fp32(x, base, &d, &u);
+          } else {
+            uint32_t x[8];
             words8(w, h, x);
             lanes::shift_escapes16<C>(x, base, &d, &u);
-            down += d - 16;
-            up += u - 16;
           }
+          down += d - 16;
+          up += u - 16;
         }
-      }
-      if (!whole) {
+      } else {
 #pragma unroll
         for (int j = 0; j < PT; ++j) {
           const uint32_t d = (elem_exponent(C, elem_at<C>(w, j)) - base) & 0xFF;  // 0..6 inside the window

@@ -1,5 +1,6 @@
 // The GPU codec's per-thread coding and decoding of 16 bf16/fp16 elements (8 32-bit words, two
-// elements per word as 16-bit lanes), written for the fewest instructions per element.
+// elements per word as 16-bit lanes), written for the fewest instructions per element; also the
+// window refinement's counts, for fp32 too.
 // Host-compilable (portable fallbacks for the intrinsics), so that the CPU tests check them
 // exhaustively against format.h's scalar definitions.
 #pragma once
@@ -101,22 +102,33 @@ ZIPCCL_HD uint32_t escapes16(const uint32_t (&w)[8], uint32_t base) {
 }
 
 // What moving the window of base `base` down (*down) or up (*up) by one would add in escapes
-// among the 16 elements, each plus 16, as refine_window_base() weighs them: per lane,
-// min(e - (base + k) mod 2^16, 1) is 0 exactly for e = base + k, so down = c(base + 6) -
-// c(base - 1) and up = c(base) - c(base + 7) are differences of such sums. Four DPX
-// instructions per word.
-template <Codec C>
-ZIPCCL_HD void shift_escapes16(const uint32_t (&w)[8], uint32_t base, uint32_t* down, uint32_t* up) {
+// among 16 elements whose exponents are the 16-bit lanes of e, each plus 16, as
+// refine_window_base() weighs them: per lane, min(e - (base + k) mod 2^16, 1) is 0 exactly for
+// e = base + k, so down = c(base + 6) - c(base - 1) and up = c(base) - c(base + 7) are
+// differences of such sums. Four DPX instructions per word.
+ZIPCCL_HD void shift_escapes_lanes(const uint32_t (&e)[8], uint32_t base, uint32_t* down, uint32_t* up) {
   const auto at = [base](uint32_t k) { return ((0u - base - k) & 0xFFFF) * 0x00010001u; };
   const uint32_t below = at(~0u), top = at(kWindow - 1), first = at(0), above = at(kWindow), one = 0x00010001u;
   uint32_t d = 0, u = 0;  // per lane: 0..2 per word, no carries
   for (int i = 0; i < 8; ++i) {
-    const uint32_t e = exps<C>(w[i]);
-    d += add_min_u16x2(e, below, one) + one - add_min_u16x2(e, top, one);
-    u += add_min_u16x2(e, above, one) + one - add_min_u16x2(e, first, one);
+    d += add_min_u16x2(e[i], below, one) + one - add_min_u16x2(e[i], top, one);
+    u += add_min_u16x2(e[i], above, one) + one - add_min_u16x2(e[i], first, one);
   }
   *down = (d & 0xFFFF) + (d >> 16);
   *up = (u & 0xFFFF) + (u >> 16);
+}
+// The same for 16 bf16/fp16 elements (8 words of two)...
+template <Codec C>
+ZIPCCL_HD void shift_escapes16(const uint32_t (&w)[8], uint32_t base, uint32_t* down, uint32_t* up) {
+  uint32_t e[8];
+  for (int i = 0; i < 8; ++i) e[i] = exps<C>(w[i]);
+  shift_escapes_lanes(e, base, down, up);
+}
+// ... and for 16 fp32 elements (16 words), their exponents paired into lanes.
+ZIPCCL_HD void shift_escapes16_fp32(const uint32_t (&w)[16], uint32_t base, uint32_t* down, uint32_t* up) {
+  uint32_t e[8];
+  for (int i = 0; i < 8; ++i) e[i] = ((w[2 * i] >> 23) & 0xFF) | ((w[2 * i + 1] >> 7) & 0xFF0000);
+  shift_escapes_lanes(e, base, down, up);
 }
 
 // Code 16 elements under window base `base`: residual bytes (res, elements in order), the K

@@ -106,6 +106,32 @@ void every_pattern_every_base() {
 TEST(Lanes, Code16Bf16EveryPatternEveryBase) { every_pattern_every_base<Codec::BF16>(); }
 TEST(Lanes, Code16Fp16EveryPatternEveryBase) { every_pattern_every_base<Codec::FP16>(); }
 
+// shift_escapes16_fp32 against exp_code() for random fp32 values around every base, and every
+// exponent at the window's edges.
+TEST(Lanes, ShiftEscapesFp32) {
+  std::mt19937 g(17);
+  for (uint32_t base = 0; base <= 255 - (kWindow - 1); ++base)
+    for (int rep = 0; rep < 40; ++rep) {
+      uint32_t w[16];
+      for (uint32_t& x : w) {
+        const uint32_t e = rep % 2 ? (base + (g() % 11) - 2) & 0xFF : g() & 0xFF;
+        x = (g() & 0x807FFFFFu) | e << 23;
+      }
+      int32_t down = 0, up = 0;
+      for (uint32_t x : w) {
+        const uint32_t e = (x >> 23) & 0xFF;
+        if (base > 0) down += int32_t(exp_code(e, base - 1) == 0) - int32_t(exp_code(e, base) == 0);
+        up += int32_t(exp_code(e, base + 1) == 0) - int32_t(exp_code(e, base) == 0);
+      }
+      uint32_t d, u;
+      shift_escapes16_fp32(w, base, &d, &u);
+      if (base > 0) {
+        ASSERT_EQ(int32_t(d) - 16, down) << "base " << base;
+      }
+      ASSERT_EQ(int32_t(u) - 16, up) << "base " << base;
+    }
+}
+
 template <Codec C>
 void stats_match() {
   std::vector<uint16_t> v(65536);
