@@ -37,6 +37,7 @@ struct CodecJob {
   double seconds = 0;
   bool failed = false;  // the engine failed (CUDA error, logged): says nothing about the data
   bool on_gpu = false;  // coded by the resident GPU codec
+  bool skipped = false;  // encode not attempted (no GPU at hand, the CPU not wanted): send raw
 
   bool done() const { return state.load(std::memory_order_acquire) == kDone; }
   // Asks the engine to skip a job it has not started (connection teardown); the job still

@@ -1,5 +1,6 @@
 #include "resident_codec.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -116,7 +117,8 @@ void ResidentCodec::start() {
   const uint32_t g = generation_.load(std::memory_order_relaxed) + 1;
   std::string err;
   if (!device_->launch(g, opt_.ctas, &err)) {
-    ZIP_WARN("GPU codec: launching the resident kernel failed (%s); messages go raw, retrying in %lld ms",
+    ZIP_WARN("GPU codec: launching the resident kernel failed (%s); nothing is coded on the GPU until a retry "
+             "in %lld ms succeeds",
              err.c_str(), (long long)opt_.retry_ms);
     retry_at_ns_ = now_ns() + opt_.retry_ms * 1000000;
     set_state(kStarting, kStopped);
@@ -143,7 +145,8 @@ void ResidentCodec::stop_if_idle(std::unique_lock<std::mutex>& lk) {
   const bool held = (word_.load(std::memory_order_acquire) >> 2) != 0 ||
                     unread_count_.load(std::memory_order_acquire) != 0;
   if (held || since < idle_ns) {
-    cv_.wait_for(lk, std::chrono::nanoseconds(held ? idle_ns : idle_ns - since));
+    // While held, look again after the idle time (at least 100 us: no spinning at idle 0).
+    cv_.wait_for(lk, std::chrono::nanoseconds(held ? std::max<int64_t>(idle_ns, 100000) : idle_ns - since));
     return;
   }
   if (!set_state(kRunning, kStopping)) return;  // a lease came in meanwhile

@@ -56,6 +56,7 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
 void ResidentEngine::submit(CodecJob* job) {
   job->state.store(CodecJob::kQueued, std::memory_order_relaxed);
   job->on_gpu = false;
+  job->skipped = false;
   if (job->op == CodecJob::kCopy) {  // mirrors belong to the launch-based engine
     ZIP_WARN("GPU codec: a copy job reached the resident engine");
     job->failed = true;
@@ -65,6 +66,16 @@ void ResidentEngine::submit(CodecJob* job) {
   if (try_gpu(job)) {
     job->on_gpu = true;
     gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (job->op == CodecJob::kEncode && !cpu_encodes_) {
+    job->skipped = true;
+    job->status = Status::kOk;
+    job->codec = Codec::Raw;
+    job->out_bytes = 0;
+    job->seconds = 0;
+    skipped_jobs_.fetch_add(1, std::memory_order_relaxed);
+    job->state.store(CodecJob::kDone, std::memory_order_release);
     return;
   }
   cpu_jobs_.fetch_add(1, std::memory_order_relaxed);

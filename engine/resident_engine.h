@@ -1,6 +1,7 @@
 // The resident GPU codec as a codec engine: a job whose memory the GPU can address (gpu_ok:
 // NCCL's pinned host buffers, pinned staging) goes to the resident kernel when a lease is granted
-// and its ring has room; every other job goes to the CPU engine, so no job ever waits for CUDA.
+// and its ring has room; every other job goes to the CPU engine (or, an encode, is skipped), so
+// no job ever waits for CUDA.
 // submit() and poll() only touch memory (resident_codec.h).
 #pragma once
 
@@ -17,7 +18,11 @@ namespace zipccl {
 
 class ResidentEngine final : public CodecEngine {
  public:
-  ResidentEngine(std::shared_ptr<ResidentCodec> gpu, CodecEngine* cpu) : gpu_(std::move(gpu)), cpu_(cpu) {}
+  // cpu_encodes: an encode the GPU cannot take goes to the CPU engine; otherwise it is skipped
+  // (CodecJob::skipped: sent raw), as a CPU codec slower than the link would not pay. Decodes
+  // always fall back to the CPU.
+  ResidentEngine(std::shared_ptr<ResidentCodec> gpu, CodecEngine* cpu, bool cpu_encodes)
+      : gpu_(std::move(gpu)), cpu_(cpu), cpu_encodes_(cpu_encodes) {}
   ~ResidentEngine() override;  // waits for the jobs the kernel still codes (it finishes them)
 
   const char* name() const override { return "gpu-resident"; }
@@ -29,6 +34,7 @@ class ResidentEngine final : public CodecEngine {
 
   uint64_t gpu_jobs() const { return gpu_jobs_.load(std::memory_order_relaxed); }
   uint64_t cpu_jobs() const { return cpu_jobs_.load(std::memory_order_relaxed); }
+  uint64_t skipped_jobs() const { return skipped_jobs_.load(std::memory_order_relaxed); }
 
  private:
   struct InFlight {
@@ -41,10 +47,11 @@ class ResidentEngine final : public CodecEngine {
 
   std::shared_ptr<ResidentCodec> gpu_;
   CodecEngine* cpu_;
+  const bool cpu_encodes_;
   std::mutex mu_;  // comms of several communicators (progress threads) may share the engine
   std::deque<InFlight> inflight_;
   std::atomic<double> bps_[2] = {0.0, 0.0};  // encode, decode: uncompressed bytes per second
-  std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0};
+  std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0}, skipped_jobs_{0};
 };
 
 }  // namespace zipccl

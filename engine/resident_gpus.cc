@@ -47,7 +47,9 @@ ResidentGpu* make(int device) {
   g->device = device;
   g->codec = ResidentCodec::create(std::move(dev), o);
   g->arena = std::make_shared<PinnedArena>(mem, arena_bytes, free_mem);
-  g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec());
+  // Forced compression (NCCL_ZIP_ENABLE=2) takes the CPU when the GPU is not at hand; auto
+  // sends those messages raw (a CPU codec is slower than the links it would pay on).
+  g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec(), zip_mode() == ZipMode::kAlways);
   g->emulation = emulation;
   ZIP_INFO(NCCL_INIT | NCCL_NET,
            "GPU codec on GPU %d: resident kernel of %d CTAs%s, exits after %lld us idle; %zu MiB pinned staging; "

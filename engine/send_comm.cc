@@ -43,6 +43,12 @@ ncclResult_t SendComm::finish_job(Req* r) {
     r->wire = r->mirror;
     return ncclSuccess;
   }
+  if (j.skipped) {  // no GPU at hand: raw, and nothing learnt about the data
+    r->h.compressed = false;
+    r->wire = r->data;
+    staging_.give(std::move(r->stage));
+    return ncclSuccess;
+  }
   stats_.codec_ns += uint64_t(j.seconds * 1e9);
   stats_.gpu_coded += j.on_gpu;
   // Host: pays only if coded (not the codec's raw fallback), below NCCL_ZIP_MAX_RATIO and within

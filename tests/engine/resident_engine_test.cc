@@ -44,7 +44,7 @@ class ResidentEngineTest : public ::testing::Test {
     o.retry_ms = 20;
     gpu_ = ResidentCodec::create(std::make_unique<EmulatedServiceDevice>(ctl_), o);
     cpu_ = acquire_cpu_codec();
-    engine_ = std::make_unique<ResidentEngine>(gpu_, cpu_);
+    engine_ = std::make_unique<ResidentEngine>(gpu_, cpu_, cpu_encodes_);
   }
   void TearDown() override {
     engine_.reset();
@@ -100,6 +100,7 @@ class ResidentEngineTest : public ::testing::Test {
   std::shared_ptr<ResidentCodec> gpu_;
   CodecEngine* cpu_ = nullptr;
   std::unique_ptr<ResidentEngine> engine_;
+  bool cpu_encodes_ = true;
 };
 
 TEST_F(ResidentEngineTest, JobsGoToTheRunningKernel) {
@@ -164,6 +165,42 @@ TEST_F(ResidentEngineTest, UnmappedMemoryStaysOnTheCpu) {
   ASSERT_NO_FATAL_FAILURE(run(&e));
   EXPECT_TRUE(e.on_gpu);
   EXPECT_EQ(engine_->gpu_jobs(), 1u);
+}
+
+// Without CPU encodes (auto mode), an encode the GPU cannot take is skipped (sent raw); a
+// decode still goes to the CPU.
+TEST_F(ResidentEngineTest, WithoutCpuEncodesAnEncodeIsSkipped) {
+  cpu_encodes_ = false;
+  ctl_->block_launch = true;
+  make(200000);
+  const Bytes x = bf16_data(100000, 9);
+  Bytes msg(max_compressed_bytes(x.size())), back(x.size());
+  CodecJob e;
+  e.op = CodecJob::kEncode;
+  e.gpu_ok = true;
+  e.src = x.data();
+  e.src_bytes = x.size();
+  e.dst = msg.data();
+  e.dst_cap = msg.size();
+  ASSERT_NO_FATAL_FAILURE(run(&e));
+  EXPECT_TRUE(e.skipped);
+  EXPECT_EQ(e.codec, Codec::Raw);
+  EXPECT_EQ(engine_->skipped_jobs(), 1u);
+  size_t len = 0;
+  ASSERT_EQ(encode(Codec::BF16, x.data(), x.size(), msg.data(), msg.size(), &len), Status::kOk);
+  CodecJob d;
+  d.op = CodecJob::kDecode;
+  d.gpu_ok = true;
+  d.src = msg.data();
+  d.src_bytes = len;
+  d.dst = back.data();
+  d.dst_cap = back.size();
+  ASSERT_NO_FATAL_FAILURE(run(&d));
+  EXPECT_FALSE(d.skipped);
+  EXPECT_EQ(d.status, Status::kOk);
+  EXPECT_EQ(back, x);
+  EXPECT_EQ(engine_->cpu_jobs(), 1u);
+  ctl_->block_launch = false;
 }
 
 TEST_F(ResidentEngineTest, JobsBeyondTheKernelsLimitGoToTheCpu) {

@@ -110,17 +110,24 @@ TEST(ResidentCodec, HostBuffersEveryByteChecked) {
 }
 
 // The launcher stuck in a CUDA call from the start (NCCL_ZIP_GPU_EMULATE=2): no lease is ever
-// granted, the CPU codes everything, nothing waits, every byte right.
-TEST(ResidentCodec, StuckLauncherMeansTheCpu) {
-  Env env = base_env("2");
-  env["NCCL_ZIP_GPU"] = "1";
-  env["NCCL_ZIP_GPU_EMULATE"] = "2";
-  const std::vector<std::string> args = {"--msgs=100", "--max=262144", "--kind=mix", "--seed=11"};
-  Pair p = run_pair(11, env, args, args);
-  expect_ok(p);
-  EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
-  EXPECT_EQ(field(p.recv_result, "gpu_jobs"), 0) << p.recv_result;
-  EXPECT_EQ(field(p.send_result, "gpu_jobs"), 0) << p.send_result;
+// granted, nothing waits, every byte right.
+// With compression forced the CPU codes; in auto mode everything goes raw.
+TEST(ResidentCodec, StuckLauncherMeansTheCpuOrRaw) {
+  for (const char* zip : {"2", "1"}) {
+    Env env = base_env(zip);
+    env["NCCL_ZIP_GPU"] = "1";
+    env["NCCL_ZIP_GPU_EMULATE"] = "2";
+    const std::vector<std::string> args = {"--msgs=100", "--max=262144", "--kind=mix", "--seed=11"};
+    Pair p = run_pair(11, env, args, args);
+    SCOPED_TRACE(std::string("NCCL_ZIP_ENABLE=") + zip);
+    expect_ok(p);
+    if (std::string(zip) == "2")
+      EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
+    else
+      EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
+    EXPECT_EQ(field(p.recv_result, "gpu_jobs"), 0) << p.recv_result;
+    EXPECT_EQ(field(p.send_result, "gpu_jobs"), 0) << p.send_result;
+  }
 }
 
 // NCCL_ZIP_GPU=0: the CPU codes everything.
