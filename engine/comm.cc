@@ -74,6 +74,15 @@ bool Comm::use_resident() {
   return true;
 }
 
+void Comm::note_unmapped(const void* data, size_t size, int cuda_type) {
+  if (unmapped_logged_) return;
+  unmapped_logged_ = true;
+  ZIP_INFO(NCCL_NET, "%s comm %s %s: host buffer %p (%zu bytes) is not mapped for the GPU "
+           "(cudaPointerGetAttributes type %d): the CPU codes its messages",
+           kind_ == kSend ? "send" : "recv", kind_ == kSend ? "to" : "from", link_->peer().c_str(), data, size,
+           cuda_type);
+}
+
 void Comm::log_summary() {
   ctx_->totals.add(stats_);
   ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB%s", kind_ == kSend ? "send" : "recv",

@@ -44,6 +44,9 @@ class Comm {
   // service thread: the communicator's GPU) and its staging arena are taken by the first such
   // registration. False when there is none (logged once). Call with mutex() held.
   bool use_resident();
+  // A host buffer the GPU does not map was registered while the resident codec is on: logged
+  // once per comm (its messages are coded by the CPU).
+  void note_unmapped(const void* data, size_t size, int cuda_type);
 
  protected:
   // Sticky failure of this comm: logs once, returns the code for every later call.
@@ -89,6 +92,7 @@ class Comm {
   CodecEngine* resident_ = nullptr;  // the resident GPU codec's engine, host buffers it maps
   int resident_device_ = -1;
   bool resident_failed_ = false;
+  bool unmapped_logged_ = false;
   StagingPool staging_;  // host buffers' compressed messages
   Stats stats_;
   ncclResult_t failed_ = ncclSuccess;

@@ -47,12 +47,14 @@ MemInfo memory_info(const void* p) {
   std::call_once(once, [] { fn = lookup(); });
   MemInfo m;
   PointerAttributes a{};
-  if (fn && fn(&a, p) == 0 && a.type == 2) {
+  const bool asked = fn && fn(&a, p) == 0;
+  if (asked) m.cuda_type = a.type;
+  if (asked && a.type == 2) {
     m.kind = MemKind::kDevice;
     m.device = a.device;
     return m;
   }
-  m.gpu_mapped = gpu_emulate() || (fn && a.type == 1 && a.device_pointer == p);
+  m.gpu_mapped = gpu_emulate() || (asked && a.type == 1 && a.device_pointer == p);
   return m;
 }
 

@@ -14,6 +14,7 @@ struct MemInfo {
   MemKind kind = MemKind::kHost;
   int device = -1;          // device memory's GPU
   bool gpu_mapped = false;  // host memory pinned and mapped for the GPUs at the same address
+  int cuda_type = -1;       // cudaPointerGetAttributes' type (-1: not asked), for logs
 };
 MemInfo memory_info(const void* p);
 

@@ -77,9 +77,12 @@ ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& p
     }
   }
   bool gpu_mapped = false;
-  if (kind == MemKind::kHost && info.gpu_mapped && path.resident) {
+  if (kind == MemKind::kHost && path.resident) {
     std::lock_guard<std::mutex> g(c->mutex());
-    gpu_mapped = c->use_resident();
+    if (info.gpu_mapped)
+      gpu_mapped = c->use_resident();
+    else
+      c->note_unmapped(data, size, info.cuda_type);
   }
   const bool flag_polled = c->kind() == Comm::kRecv &&
                            (int64_t(size) == ll_buffsize() || int64_t(size) == ll128_buffsize());
