@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
 #   scripts/device-gpu.sh [steps...]   steps: test bench memcheck memcheck-bulk racecheck (the
-#                                      default), profile, trace (phase clocks: a second build
-#                                      with -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace)
+#                                      default), service (the resident codec's benchmark),
+#                                      profile, trace (phase clocks: a second build with
+#                                      -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace)
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
 # not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
 # for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
@@ -21,7 +22,7 @@ nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
 . scripts/device-gtest.sh
 gtest_setup || exit 1
-if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests engine_gpu_tests gpu_codec_bench; } \
+if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests engine_gpu_tests gpu_codec_bench gpu_service_bench; } \
   >"$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED"
@@ -38,13 +39,17 @@ for s in "${steps[@]}"; do
     test)
       timeout 300 "$T" --gtest_color=no >"$OUT/test.log" 2>&1
       r=$?
-      timeout 300 "$S" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
+      timeout 120 "$S" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
       timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
       CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1;;
     bench)
       timeout 300 "$BUILD/bench/gpu/gpu_codec_bench" >"$OUT/bench.log" 2>&1
       r=$?
       cat "$OUT/bench.log";;
+    service)
+      timeout 120 "$BUILD/bench/gpu/gpu_service_bench" >"$OUT/service.log" 2>&1
+      r=$?
+      cat "$OUT/service.log";;
     memcheck)
       ZIPCCL_GPU_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$T" --gtest_color=no --gtest_filter=-*TrainingTensors* >"$OUT/memcheck.log" 2>&1
