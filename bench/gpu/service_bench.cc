@@ -187,6 +187,25 @@ void sustained(Service& sv, DataSet (&sets)[2], int jobs) {
   }
 }
 
+#ifdef ZIPCCL_GPU_TRACE
+// Where a CTA's time went over the launch (per tile, thread 0's cycles), and the phases of each
+// CTA's last tile (zipccl/gpu_service.h's read_service_trace()).
+void print_trace(int ctas) {
+  static unsigned long long tr[gpu::kTraceTiles][gpu::kTraceSlots];
+  CK(gpu::read_service_trace(tr));
+  double sum[5] = {}, last[4] = {};
+  for (int c = 0; c < ctas; ++c) {
+    for (int i = 0; i < 5; ++i) sum[i] += double(tr[c][11 + i]);
+    const int marks[5] = {0, 1, 8, 9, 10};
+    for (int i = 0; i < 4; ++i) last[i] += double(tr[c][marks[i + 1]] - tr[c][marks[i]]) / ctas;
+  }
+  printf("\ntrace: %.0f tiles; cycles per tile: ticket wait %.0f, slot lookup %.0f, tile %.0f, release %.0f\n",
+         sum[0], sum[1] / sum[0], sum[2] / sum[0], sum[3] / sum[0], sum[4] / sum[0]);
+  printf("trace: last tile per CTA, mean cycles: start->plan %.0f, plan->coded %.0f, coded->counted %.0f, "
+         "counted->end %.0f\n", last[0], last[1], last[2], last[3]);
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -221,6 +240,9 @@ int main(int argc, char** argv) {
     printf("\n");
     sustained(sv, sus, quick ? 256 : 2048);
     sv.stop();
+#ifdef ZIPCCL_GPU_TRACE
+    print_trace(c);
+#endif
   }
   return 0;
 }

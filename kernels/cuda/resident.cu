@@ -16,6 +16,7 @@
 #include "encode_body.cuh"
 #include "launch.cuh"
 #include "tiling.cuh"
+#include "trace.cuh"
 #include "zipccl/gpu_service.h"
 
 namespace zipccl::gpu {
@@ -141,44 +142,73 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s) {
 }
 
 __global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host, DeviceState* s, uint32_t generation) {
+  static_assert(kServiceSlots == 32, "warp 0 looks a ticket up in every slot at once, a slot per lane");
   __shared__ DecShared dsh;
   __shared__ uint32_t slot_s, tile_s;
   __shared__ int stop_s;
   Board& b = s->board;
+  const uint32_t lane = threadIdx.x & 31;
   if (blockIdx.x == 0 && threadIdx.x == 0)
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&host->started), "r"(generation) : "memory");
+  // Lane 0 of warp 0 holds the CTA's next ticket, claimed while the current tile runs so that
+  // the claim's round trip to L2 overlaps the tile. A CTA runs its tickets in increasing order,
+  // so the lowest unfinished ticket always runs (tiles only wait on lower tickets).
+  unsigned long long ahead = threadIdx.x == 0 ? atomicAdd(&b.next, 1ull) : 0;
+#ifdef ZIPCCL_GPU_TRACE
+  // Thread 0's cycles per phase over the launch: tiles, ticket wait, lookup, tile, release.
+  unsigned long long acc[5] = {}, c0 = clock64(), c1 = 0;
+#define ZIPCCL_PHASE(i)           \
+  do {                            \
+    c1 = clock64();               \
+    acc[i] += c1 - c0;            \
+    c0 = c1;                      \
+  } while (0)
+#else
+#define ZIPCCL_PHASE(i) ((void)0)
+#endif
   for (;;) {
-    if (threadIdx.x == 0) {
-      const unsigned long long t = atomicAdd(&b.next, 1ull);
+    if (threadIdx.x < 32) {
+      unsigned long long t = ahead;
       int stop = 0;
-      for (;;) {
-        const unsigned long long posted = load_volatile(b.posted);
-        if (t < posted) break;
-        if (load_volatile(b.stopping)) {
-          stop = 1;
-          break;
+      if (lane == 0) {
+        for (;;) {
+          const unsigned long long posted = load_volatile(b.posted);
+          if (t < posted) break;
+          if (load_volatile(b.stopping)) {
+            stop = 1;
+            break;
+          }
+          if (t == posted)
+            poll_host(host, s);
+          else
+            __nanosleep(200);
         }
-        if (t == posted)
-          poll_host(host, s);
-        else
-          __nanosleep(200);
+        ZIPCCL_PHASE(1);
       }
-      __threadfence();  // acquire the slot the ticket leads to
-      uint32_t slot = 0, tile = 0;
-      for (uint32_t i = 0; i < kServiceSlots && !stop; ++i) {
-        const unsigned long long r = load_volatile(b.range[i]);
+      stop = __shfl_sync(~0u, stop, 0);
+      t = __shfl_sync(~0u, t, 0);
+      if (!stop) {
+        // Acquire what the poller published before `posted` (>= t now), then find t's slot:
+        // every lane tests one slot's range.
+        unsigned long long posted;
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(posted) : "l"(&b.posted) : "memory");
+        const unsigned long long r = load_volatile(b.range[lane]);
         const uint32_t u = uint32_t(t) - uint32_t(r);
-        if (u < uint32_t(r >> 32)) {
-          slot = i;
-          tile = u;
+        const uint32_t hit = __ballot_sync(~0u, posted > t && u < uint32_t(r >> 32));
+        const int slot = hit ? __ffs(int(hit)) - 1 : 0;  // one slot covers a posted ticket
+        const uint32_t tile = __shfl_sync(~0u, u, slot);
+        if (lane == 0) {
+          slot_s = uint32_t(slot);
+          tile_s = tile;
+          ahead = atomicAdd(&b.next, 1ull);
         }
       }
-      stop_s = stop;
-      slot_s = slot;
-      tile_s = tile;
+      if (lane == 0) stop_s = stop;
     }
     __syncthreads();
     if (stop_s) break;
+    if (threadIdx.x == 0) ZIPCCL_PHASE(2);
+    ZIPCCL_MARK(0);
     const uint32_t slot = slot_s, tile = tile_s;
     const Launch& P = s->launch[slot];
     if (b.op[slot] == kServiceEncode)
@@ -186,11 +216,22 @@ __global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host
     else
       decode_tile<1>(P, 0, tile, dsh, g_staged);
     __syncthreads();  // the tile's writes, and the CTA's use of shared memory, are over
+    ZIPCCL_MARK(10);
     if (threadIdx.x == 0) {
+      ZIPCCL_PHASE(3);
       __threadfence();
       atomicSub(&b.remaining[slot], 1u);
+      ZIPCCL_PHASE(4);
+#ifdef ZIPCCL_GPU_TRACE
+      ++acc[0];
+#endif
     }
   }
+#ifdef ZIPCCL_GPU_TRACE
+  if (threadIdx.x == 0 && blockIdx.x < kTraceTiles)
+    for (int i = 0; i < 5; ++i) g_trace[blockIdx.x][11 + i] = acc[i];
+#endif
+#undef ZIPCCL_PHASE
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(&b.exits, 1u) == gridDim.x - 1) {  // every CTA has left: ready for a new launch
@@ -229,5 +270,11 @@ cudaError_t service_launch(ServiceHost* host, void* device_mem, int ctas, uint32
       host, static_cast<detail::DeviceState*>(device_mem), generation);
   return cudaGetLastError();
 }
+
+#ifdef ZIPCCL_GPU_TRACE
+cudaError_t read_service_trace(unsigned long long (*out)[kTraceSlots]) {
+  return cudaMemcpyFromSymbol(out, detail::g_trace, sizeof detail::g_trace);
+}
+#endif
 
 }  // namespace zipccl::gpu

@@ -8,6 +8,9 @@
 #include <cstdint>
 
 #include "zipccl/service_protocol.h"
+#ifdef ZIPCCL_GPU_TRACE
+#include "zipccl/gpu_codec.h"  // kTraceTiles, kTraceSlots
+#endif
 
 namespace zipccl::gpu {
 
@@ -21,5 +24,12 @@ cudaError_t service_load();
 // Launches generation `generation` (> 0, increasing) with `ctas` CTAs. host: the device pointer
 // of the mapped ServiceHost (cudaHostGetDevicePointer).
 cudaError_t service_launch(ServiceHost* host, void* device_mem, int ctas, uint32_t generation, cudaStream_t stream);
+
+#ifdef ZIPCCL_GPU_TRACE
+// Per CTA (kernels/cuda/trace.cuh), of the last launch once it has exited: slots 0, 1, 8, 9,
+// 10 the clocks of its last tile as in the launched kernels; 11 its tiles; 12-15 thread 0's
+// cycles waiting for a ticket, finding its slot, in tiles, releasing them.
+cudaError_t read_service_trace(unsigned long long (*out)[kTraceSlots]);
+#endif
 
 }  // namespace zipccl::gpu
