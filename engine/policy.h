@@ -22,6 +22,9 @@ class CompressPolicy {
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
   // Called for every attempt, in completion order.
   void record(size_t in, size_t out);
+  // An attempt that coded nothing (the resident GPU codec was not running: sent raw). It
+  // measured neither the codec nor the data, so the next message may try again.
+  void unmeasured() { probing_ = false; }
 
  private:
   static constexpr double kCodecMargin = 1.2;  // the codec must beat the link by this factor

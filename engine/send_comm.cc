@@ -44,6 +44,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
     return ncclSuccess;
   }
   if (j.skipped) {  // no GPU at hand: raw, and nothing learnt about the data
+    policy_.unmeasured();
     r->h.compressed = false;
     r->wire = r->data;
     staging_.give(std::move(r->stage));

@@ -49,6 +49,14 @@ TEST(CompressPolicy, AutoMeasuresAnUnmeasuredCodecOneMessageAtATime) {
   EXPECT_TRUE(p.should_compress(kBig, unmeasured));
 }
 
+TEST(CompressPolicy, AnAttemptThatCodedNothingLetsTheNextOneMeasure) {
+  FakeEngine unmeasured(0);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  EXPECT_TRUE(p.should_compress(kBig, unmeasured));
+  p.unmeasured();  // e.g. sent raw because the GPU codec was not running yet
+  EXPECT_TRUE(p.should_compress(kBig, unmeasured)) << "a skipped probe must not stop all later ones";
+}
+
 TEST(CompressPolicy, IncompressibleDataIsProbedNowAndThen) {
   FakeEngine fast(10 * kLink);
   CompressPolicy p(ZipMode::kAuto, kLink);
