@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Collective timing through whatever NCCL transport the environment selects, 2 ranks on one host.
+
+    python bench/nccl/collective_bench.py --label NAME [--sizes-mib 64,128,256] [--repeats 10]
+                                          [--collectives all_gather,reduce_scatter,all_reduce]
+
+Ranks, NCCL_HOSTID and MPS as in allreduce_check.py (scripts/device-nccl-bench.sh runs it).
+Data: bf16 N(0, 0.02^2), different per rank. SIZE is the collective's total buffer: all_gather's
+output, reduce_scatter's input, all_reduce's tensor. Each timing is one collective between two
+barriers and stream synchronizations (warm-up 3); prints "BENCH label=... coll=... mib=...
+median_ms=... p90_ms=... algbw=..." per collective and size from rank 0 (algbw: SIZE / time).
+After the timings, one all_gather of the largest size is checked bit for bit ("CHECK ok=1|0").
+"""
+import argparse
+import os
+import socket
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
+
+
+def gaussian(rank, n, salt):
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    return (torch.randn(n, generator=g) * 0.02).to(torch.bfloat16)
+
+
+def run(coll, rank, dev, n):
+    """Tensors for one collective of n bf16 elements in total, and the call."""
+    if coll == "all_gather":
+        x = gaussian(rank, n // WORLD, 1).to(dev)
+        out = torch.empty(n, dtype=torch.bfloat16, device=dev)
+        return lambda: dist.all_gather_into_tensor(out, x)
+    if coll == "reduce_scatter":
+        x = gaussian(rank, n, 2).to(dev)
+        out = torch.empty(n // WORLD, dtype=torch.bfloat16, device=dev)
+        return lambda: dist.reduce_scatter_tensor(out, x)
+    x = gaussian(rank, n, 3).to(dev)
+    y = torch.empty_like(x)
+
+    def all_reduce():
+        y.copy_(x)  # the same data every time (a sum would grow)
+        dist.all_reduce(y)
+    return all_reduce
+
+
+def worker(rank, port, args):
+    if torch.cuda.device_count() < WORLD:
+        os.environ["NCCL_HOSTID"] = f"zip-host-{rank}"
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+                            device_id=dev)
+    for coll in args.collectives.split(","):
+        for mib in [int(s) for s in args.sizes_mib.split(",")]:
+            n = mib << 19  # bf16 elements
+            op = run(coll, rank, dev, n)
+            times = []
+            for i in range(args.repeats + 3):
+                torch.cuda.synchronize(dev)
+                dist.barrier()
+                torch.cuda.synchronize(dev)
+                t0 = time.perf_counter()
+                op()
+                torch.cuda.synchronize(dev)
+                if i >= 3:
+                    times.append(time.perf_counter() - t0)
+            times.sort()
+            med = statistics.median(times)
+            if rank == 0:
+                print(f"BENCH label={args.label} coll={coll} mib={mib} median_ms={med * 1e3:.2f} "
+                      f"p90_ms={times[int(0.9 * (len(times) - 1))] * 1e3:.2f} algbw={mib * 1.048576e-3 / med:.2f}",
+                      flush=True)
+            del op
+    mib = max(int(s) for s in args.sizes_mib.split(","))
+    n = mib << 19
+    x = gaussian(rank, n // WORLD, 5).to(dev)
+    out = torch.empty(n, dtype=torch.bfloat16, device=dev)
+    dist.all_gather_into_tensor(out, x)
+    want = torch.cat([gaussian(r, n // WORLD, 5) for r in range(WORLD)])
+    ok = torch.equal(out.cpu().view(torch.int16), want.view(torch.int16))
+    print(f"CHECK label={args.label} rank={rank} all_gather {mib} MiB ok={int(ok)}", flush=True)
+    dist.destroy_process_group()
+    if not ok:
+        sys.exit(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--label", default="run")
+    ap.add_argument("--sizes-mib", default="64,128,256")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--collectives", default="all_gather,reduce_scatter")
+    args = ap.parse_args()
+    if torch.cuda.device_count() == 0:
+        print(f"BENCH label={args.label} no CUDA device, nothing measured")
+        sys.exit(1)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(worker, args=(port, args), nprocs=WORLD, join=True)
+
+
+if __name__ == "__main__":
+    main()

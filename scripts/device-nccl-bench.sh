@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Collective timings through real NCCL/PyTorch on the GPU machine, in one call (~5 minutes):
+# builds the plugin (Release, sm_90) into build-dev, then runs bench/nccl/collective_bench.py (2
+# ranks on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for the plugin with
+# compression off, auto and always, host buffers coded by the resident GPU codec
+# (NCCL_ZIP_GPU=1), with every connection paced to PACE Mb/s (NCCL_ZIP_SOCKET_PACE_MBPS, default
+# 32000: a 4 GB/s NIC) and unpaced; prints per collective and size the median time and the
+# speedup over compression off at the same pacing, measured in the same call.
+#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000)
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/device-nccl-bench}
+mkdir -p "$OUT"
+PACE=${PACE:-32000}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZIPCCL_TESTS=OFF &&
+    cmake --build build-dev -j "$(nproc)" --target nccl-net-zip; } >"$OUT/build.log" 2>&1 ||
+  { tail -30 "$OUT/build.log"; exit 1; }
+if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
+  nvidia-cuda-mps-control -d && echo "MPS daemon started (ranks share the GPU)"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
+BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes-mib "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}")
+run() {  # label, env assignments...
+  local label=$1
+  shift
+  env "$@" timeout -k 10 150 "${BENCH[@]}" --label "$label" >"$OUT/$label.log" 2>&1
+  echo "$label: rc=$? $(grep -c '^BENCH' "$OUT/$label.log") timings, $(grep -h 'CHECK' "$OUT/$label.log" | grep -c 'ok=1')/2 checks ok"
+  grep -hE "WARN|Traceback|Error" "$OUT/$label.log" | head -3
+}
+run paced_off NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=0
+run paced_auto NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1
+run paced_always NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU=1
+run lo_off NCCL_ZIP_ENABLE=0
+run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1
+python3 - "$OUT" "$PACE" <<'PY'
+import re, sys, glob, os
+out, pace = sys.argv[1], sys.argv[2]
+t = {}
+for f in glob.glob(os.path.join(out, "*.log")):
+    for m in re.finditer(r"BENCH label=(\S+) coll=(\S+) mib=(\d+) median_ms=([\d.]+)", open(f).read()):
+        t[(m[1], m[2], int(m[3]))] = float(m[4])
+# The plugin's own account of each run (its send comms' closing lines).
+for f in sorted(glob.glob(os.path.join(out, "*.log"))):
+    m = c = g = 0
+    ratios = []
+    for line in open(f):
+        x = re.search(r"send comm .* closed: (\d+) messages \((\d+) compressed\).* ratio ([\d.]+).* (\d+) codec jobs on the GPU", line)
+        if x:
+            m, c, g = m + int(x[1]), c + int(x[2]), g + int(x[4])
+            ratios.append(x[3])
+    if m:
+        print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}")
+keys = sorted({(c, s) for (_, c, s) in t})
+print(f"\n| collective | MiB | paced {pace} Mb/s: off ms | auto ms | always ms | auto x | always x | unpaced: off ms | auto ms | auto x |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for c, s in keys:
+    g = lambda l: t.get((l, c, s))
+    def sp(a, b): return f"{g(b) / g(a):.2f}" if g(a) and g(b) else "-"
+    def ms(l): return f"{g(l):.1f}" if g(l) else "-"
+    print(f"| {c} | {s} | {ms('paced_off')} | {ms('paced_auto')} | {ms('paced_always')} | {sp('paced_auto', 'paced_off')} "
+          f"| {sp('paced_always', 'paced_off')} | {ms('lo_off')} | {ms('lo_auto')} | {sp('lo_auto', 'lo_off')} |")
+PY
