@@ -64,6 +64,11 @@ class CodecEngine {
   // Largest encoded message (max_compressed_bytes of the input) an encode or decode job may
   // have: the GPU engine's jobs must fit its device staging.
   virtual size_t max_message_bytes() const { return SIZE_MAX; }
+  // A receiver's promise that a message will be decoded where it is fast: true keeps the engine
+  // ready for decodes until unlease() (the resident GPU codec: its kernel stays); false, the
+  // engine would fall back to a slower coder now (the caller may ask for raw bytes instead).
+  virtual bool lease() { return true; }
+  virtual void unlease() {}
 };
 
 // The process-wide CPU engine, NCCL_ZIP_CPU_THREADS workers. acquire() starts it with the first

@@ -21,6 +21,14 @@ RecvComm::~RecvComm() {
       for (uint32_t i = 0; i < r.n; ++i)
         if (r.subs[i].state == kDecoding) cancel_and_wait(&r.subs[i].job);
   link_.reset();  // joins the transport's threads, which may still write into posted buffers
+  for (Req& r : reqs_)
+    for (Sub& s : r.subs) end_lease(&s);
+}
+
+void RecvComm::end_lease(Sub* s) {
+  if (!s->leased) return;
+  s->leased = false;
+  s->engine->unlease();
 }
 
 ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
@@ -53,9 +61,14 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.engine = engine_for(mr);
     // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
     // memory a codec engine can decode into.
-    const bool compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
-                             s.capacity > 0 &&
-                             zipccl::max_compressed_bytes(s.capacity) <= s.engine->max_message_bytes();
+    bool compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
+                       s.capacity > 0 && zipccl::max_compressed_bytes(s.capacity) <= s.engine->max_message_bytes();
+    // In auto mode only where the decode will be fast: a resident GPU codec that is not running
+    // now would leave it to the CPU, slower than the link. Forced compression takes the CPU.
+    if (compress_ok) {
+      s.leased = s.engine->lease();
+      compress_ok = s.leased || zip_mode() == ZipMode::kAlways;
+    }
     Placement& p = cts.p[i];
     p.tag = tags[i];
     p.capacity = s.capacity;
@@ -94,6 +107,7 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   if (!h.compressed) {
     stats_.bytes_in += h.wire_bytes;
     if (!s.mirror || h.wire_bytes == 0) {  // raw, received in place (or nothing to copy)
+      end_lease(&s);
       s.state = kDone;
       return ncclSuccess;
     }
@@ -124,6 +138,7 @@ ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
     s->orig_bytes = s->job.out_bytes;
     stats_.bytes_in += s->orig_bytes;
   }
+  end_lease(s);
   s->state = kDone;
   return ncclSuccess;
 }

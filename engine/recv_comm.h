@@ -35,6 +35,7 @@ class RecvComm : public Comm {
     MemKind kind = MemKind::kHost;
     bool gpu_mapped = false;  // host buffer the resident GPU codec may write
     CodecEngine* engine = nullptr;  // decodes into this buffer's memory kind; null: raw only
+    bool leased = false;            // holds engine->lease() until done
     CodecJob job;
   };
   struct Req : Request {
@@ -51,6 +52,7 @@ class RecvComm : public Comm {
   ncclResult_t progress();
   ncclResult_t on_arrival(const MessageHeader& h);
   ncclResult_t finish_job(Req* r, Sub* s);
+  static void end_lease(Sub* s);
 
   Req reqs_[kMaxRequests];  // slot = seq % kMaxRequests
   // NCCL flushes a receive after test() freed its request: no more than kMaxRequests at once.

@@ -31,6 +31,9 @@ class ResidentEngine final : public CodecEngine {
   // The GPU's measured rate (single jobs, doorbell to result); 0 until measured, and the policy
   // then compresses one message at a time until a GPU job has measured it.
   double throughput(CodecJob::Op op) const override;
+  // A lease of the kernel (ResidentCodec::acquire): it runs and stays until unlease().
+  bool lease() override { return gpu_->acquire(); }
+  void unlease() override { gpu_->release(); }
 
   uint64_t gpu_jobs() const { return gpu_jobs_.load(std::memory_order_relaxed); }
   uint64_t cpu_jobs() const { return cpu_jobs_.load(std::memory_order_relaxed); }

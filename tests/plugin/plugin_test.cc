@@ -132,18 +132,22 @@ TEST(ResidentCodec, StuckLauncherMeansTheCpuOrRaw) {
 
 // Auto mode: the first messages find no kernel running and go raw, which measures nothing; the
 // policy tries again and, once the kernel runs, compresses (the link paced to 2 Gb/s so that the
-// emulated kernel outruns it).
+// emulated kernel outruns it). The receiver accepts compressed bytes only under a lease of its
+// kernel (a receive posted while it is not running takes raw bytes and starts it), so every
+// compressed message is decoded there, none by the CPU.
 TEST(ResidentCodec, AutoCompressesOnceTheKernelRuns) {
   if (ib_run()) GTEST_SKIP() << "the pace knob is the socket transport's";
   Env env = base_env("1");
   env["NCCL_ZIP_GPU"] = "1";
   env["NCCL_ZIP_GPU_EMULATE"] = "1";
   env["NCCL_ZIP_SOCKET_PACE_MBPS"] = "2000";
+  env["NCCL_ZIP_GPU_IDLE_US"] = "1000000";  // messages come every few ms at this pace
   const std::vector<std::string> args = {"--msgs=60", "--max=1048576", "--kind=bf16", "--seed=12"};
   Pair p = run_pair(11, env, args, args);
   expect_ok(p);
   EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
   EXPECT_GT(field(p.send_result, "gpu_jobs"), 0) << p.send_result;
+  EXPECT_EQ(field(p.recv_result, "gpu_jobs"), field(p.recv_result, "compressed")) << p.recv_result;
 }
 
 // NCCL_ZIP_GPU=0: the CPU codes everything.
