@@ -6,7 +6,8 @@
 # (NCCL_ZIP_GPU=1), with every connection paced to PACE Mb/s (NCCL_ZIP_SOCKET_PACE_MBPS, default
 # 32000: a 4 GB/s NIC) and unpaced; prints per collective and size the median time and the
 # speedup over compression off at the same pacing, measured in the same call.
-#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000)
+#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000; EXTRA_CTAS=N
+#                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,9 +25,11 @@ fi
 export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
 BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes-mib "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}")
-run() {  # label, env assignments...
+LABELS=()
+run() {  # label (paced_* or lo_*), env assignments...
   local label=$1
   shift
+  LABELS+=("$label")
   env "$@" timeout -k 10 150 "${BENCH[@]}" --label "$label" >"$OUT/$label.log" 2>&1
   echo "$label: rc=$? $(grep -c '^BENCH' "$OUT/$label.log") timings, $(grep -h 'CHECK' "$OUT/$label.log" | grep -c 'ok=1')/2 checks ok"
   grep -hE "WARN|Traceback|Error" "$OUT/$label.log" | head -3
@@ -34,11 +37,13 @@ run() {  # label, env assignments...
 run paced_off NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=0
 run paced_auto NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1
 run paced_always NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU=1
+[ -n "${EXTRA_CTAS:-}" ] && run paced_auto${EXTRA_CTAS}ctas NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1 \
+  NCCL_ZIP_GPU_CTAS="$EXTRA_CTAS"
 run lo_off NCCL_ZIP_ENABLE=0
 run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1
-python3 - "$OUT" "$PACE" <<'PY'
+python3 - "$OUT" "$PACE" "${LABELS[@]}" <<'PY'
 import re, sys, glob, os
-out, pace = sys.argv[1], sys.argv[2]
+out, pace, LABELS = sys.argv[1], sys.argv[2], sys.argv[3:]
 t = {}
 for f in glob.glob(os.path.join(out, "*.log")):
     for m in re.finditer(r"BENCH label=(\S+) coll=(\S+) mib=(\d+) median_ms=([\d.]+)", open(f).read()):
@@ -55,12 +60,17 @@ for f in sorted(glob.glob(os.path.join(out, "*.log"))):
     if m:
         print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}")
 keys = sorted({(c, s) for (_, c, s) in t})
-print(f"\n| collective | MiB | paced {pace} Mb/s: off ms | auto ms | always ms | auto x | always x | unpaced: off ms | auto ms | auto x |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+labels = [l for l in LABELS if any(k[0] == l for k in t)]
+base = lambda l: l.split("_")[0] + "_off"  # the same pacing, compression off
+print(f"\n(paced: every connection capped at {pace} Mb/s; x: speedup over compression off at the same pacing)")
+print("| collective | MiB | " + " | ".join(f"{l} ms" + ("" if l == base(l) else f" | {l} x") for l in labels) + " |")
+print("|---|---|" + "---|" * sum(1 if l == base(l) else 2 for l in labels))
 for c, s in keys:
-    g = lambda l: t.get((l, c, s))
-    def sp(a, b): return f"{g(b) / g(a):.2f}" if g(a) and g(b) else "-"
-    def ms(l): return f"{g(l):.1f}" if g(l) else "-"
-    print(f"| {c} | {s} | {ms('paced_off')} | {ms('paced_auto')} | {ms('paced_always')} | {sp('paced_auto', 'paced_off')} "
-          f"| {sp('paced_always', 'paced_off')} | {ms('lo_off')} | {ms('lo_auto')} | {sp('lo_auto', 'lo_off')} |")
+    row = []
+    for l in labels:
+        v, o = t.get((l, c, s)), t.get((base(l), c, s))
+        row.append(f"{v:.1f}" if v else "-")
+        if l != base(l):
+            row.append(f"{o / v:.2f}" if v and o else "-")
+    print(f"| {c} | {s} | " + " | ".join(row) + " |")
 PY
