@@ -85,6 +85,7 @@ def worker(rank, port, args):
     want = torch.cat([gaussian(r, n // WORLD, 5) for r in range(WORLD)])
     ok = torch.equal(out.cpu().view(torch.int16), want.view(torch.int16))
     print(f"CHECK label={args.label} rank={rank} all_gather {mib} MiB ok={int(ok)}", flush=True)
+    dist.barrier()  # neither rank leaves (rank 0 holds the TCP store) while the other still uses it
     dist.destroy_process_group()
     if not ok:
         sys.exit(1)

@@ -37,7 +37,9 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
 
 // One tile (CTA) of item `item`: tile b of it. What decode_kernel runs per CTA, and the
 // resident codec per tile it claims (resident.cu). sh and staged: the CTA's shared memory.
-template <int MU>
+// FINISH: the item's last tile publishes (small launches and the resident codec; bulk launches
+// leave it to decode_finish_kernel).
+template <int MU, bool FINISH = MU == 1>
 __device__ __forceinline__ void decode_tile(const Launch& P, int item, uint32_t b, DecShared& sh, uint4* staged) {
   const LaunchItem& it = P.items[item];
   const bool checker = b == it.tiles - 1;  // the item's last tile checks its header
@@ -93,10 +95,9 @@ __device__ __forceinline__ void decode_tile(const Launch& P, int item, uint32_t 
   }
   ZIPCCL_MARK(6);  // (slot 7 is the encoder's)
   ZIPCCL_MARK(8);
-  // Small launches: the item's last tile publishes (bulk ones: decode_finish_kernel); slot 9
-  // follows slot 8 at once in bulk ones.
+  // Slot 9 follows slot 8 at once where a finish kernel publishes.
   bool last = false;
-  if (MU == 1) last = finish_tile(P, item, &sh.flag);
+  if (FINISH) last = finish_tile(P, item, &sh.flag);
   ZIPCCL_MARK(9);
   if (last) finalize(P, item, sh);
 }

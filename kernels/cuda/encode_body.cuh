@@ -59,8 +59,9 @@ constexpr int encode_pt(int MU, int fixed) { return MU > 1 && fixed != kAnyCodec
 constexpr int encode_threads(int MU, int fixed) { return kBlockElems / encode_pt(MU, fixed); }
 
 // One tile (CTA) of item `item`: tile b of it. What encode_kernel runs per CTA, and the
-// resident codec per tile it claims (resident.cu).
-template <int MU, int FIXED>
+// resident codec per tile it claims (resident.cu). FINISH: the item's last tile completes it
+// (small launches and the resident codec; bulk launches leave it to encode_finish_kernel).
+template <int MU, int FIXED, bool FINISH = MU == 1>
 __device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t b) {
   constexpr int PT = encode_pt(MU, FIXED), NT = kBlockElems / PT;
   static_assert(FIXED != kAnyCodec || NT == kThreads, "the classifier and encode_unit_apart() use 256 threads");
@@ -118,10 +119,9 @@ __device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t 
   }
   cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
   ZIPCCL_MARK(8);
-  // Small launches: the item's last tile finalizes (bulk ones: encode_finish_kernel); slot 9
-  // follows slot 8 at once in bulk ones.
+  // Slot 9 follows slot 8 at once where a finish kernel completes the item.
   bool last = false;
-  if (MU == 1) last = finish_tile(P, item, &sh.flag);
+  if (FINISH) last = finish_tile(P, item, &sh.flag);
   ZIPCCL_MARK(9);
   if (last) finalize<MU>(P, item, p, st, sh);
 }

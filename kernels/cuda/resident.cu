@@ -23,11 +23,17 @@ namespace zipccl::gpu {
 namespace detail {
 namespace {
 
-constexpr uint32_t kTile = tile_bytes<1>();
+// Tiles of the bulk launches' shapes: a tile's fixed costs (its slot, the look-back, the count)
+// are round trips to L2 that a CTA of this kernel, alone on its SM, cannot overlap with other
+// tiles, so bigger tiles move more bytes per round trip.
+constexpr int kEncodeMU = kEncodeBulkMU, kDecodeMU = kDecodeBulkMU;
+constexpr uint32_t kEncodeTile = tile_bytes<kEncodeMU>(), kDecodeTile = tile_bytes<kDecodeMU>();
+static_assert(encode_threads(kEncodeMU, kAnyCodec) == kThreads, "one CTA shape for both directions");
 // Tiles of the largest job: a decode's output tiles and its header checker.
-constexpr uint32_t kMaxJobTiles = uint32_t(kServiceMaxJob / kTile) + 1;
+constexpr uint32_t kMaxJobTiles = uint32_t(kServiceMaxJob / (kEncodeTile < kDecodeTile ? kEncodeTile : kDecodeTile)) + 1;
 constexpr size_t kSlotTemp = (kTempHead + size_t(kMaxJobTiles) * 8 + 255) & ~size_t(255);
-constexpr size_t kSharedBytes = 4 * kBlockElems > decode_stage_bytes<1>() ? 4 * kBlockElems : decode_stage_bytes<1>();
+constexpr size_t kSharedBytes =
+    kEncodeTile > decode_stage_bytes<kDecodeMU>() ? kEncodeTile : decode_stage_bytes<kDecodeMU>();
 
 struct Board {
   unsigned long long head;    // host jobs taken (kept across launches)
@@ -120,7 +126,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s) {
     it.codec = job.codec;
     it.auto_codec = job.auto_codec;
     it.tile0 = 0;
-    it.tiles = encode ? tiles_for(job.in_bytes, kTile) : tiles_for(job.out_cap, kTile) + 1;
+    it.tiles = encode ? tiles_for(job.in_bytes, kEncodeTile) : tiles_for(job.out_cap, kDecodeTile) + 1;
     P.n = 1;
     P.checksum = job.checksum;
     P.raw_header_only = job.raw_header_only;
@@ -212,9 +218,9 @@ __global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host
     const uint32_t slot = slot_s, tile = tile_s;
     const Launch& P = s->launch[slot];
     if (b.op[slot] == kServiceEncode)
-      encode_tile<1, kAnyCodec>(P, 0, tile);
+      encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile);
     else
-      decode_tile<1>(P, 0, tile, dsh, g_staged);
+      decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
     __syncthreads();  // the tile's writes, and the CTA's use of shared memory, are over
     ZIPCCL_MARK(10);
     if (threadIdx.x == 0) {
