@@ -3,7 +3,7 @@
 # builds the plugin (Release, sm_90) into build-dev, then runs bench/nccl/collective_bench.py (2
 # ranks on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for the plugin with
 # compression off, auto and always, host buffers coded by the resident GPU codec
-# (NCCL_ZIP_GPU=1), with every connection paced to PACE Mb/s (NCCL_ZIP_SOCKET_PACE_MBPS, default
+# (NCCL_ZIP_GPU=1), with each rank's sends paced to PACE Mb/s (NCCL_ZIP_SOCKET_PACE_MBPS, default
 # 32000: a 4 GB/s NIC) and unpaced; prints per collective and size the median time and the
 # speedup over compression off at the same pacing, measured in the same call.
 #   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000; EXTRA_CTAS=N
@@ -62,7 +62,7 @@ for f in sorted(glob.glob(os.path.join(out, "*.log"))):
 keys = sorted({(c, s) for (_, c, s) in t})
 labels = [l for l in LABELS if any(k[0] == l for k in t)]
 base = lambda l: l.split("_")[0] + "_off"  # the same pacing, compression off
-print(f"\n(paced: every connection capped at {pace} Mb/s; x: speedup over compression off at the same pacing)")
+print(f"\n(paced: each rank's sends capped at {pace} Mb/s; x: speedup over compression off at the same pacing)")
 print("| collective | MiB | " + " | ".join(f"{l} ms" + ("" if l == base(l) else f" | {l} x") for l in labels) + " |")
 print("|---|---|" + "---|" * sum(1 if l == base(l) else 2 for l in labels))
 for c, s in keys:

@@ -1,6 +1,7 @@
-// A cap on one connection's send rate (NCCL_ZIP_SOCKET_PACE_MBPS), shared by its helper threads: a
-// token bucket refilled at the rate, holding at most half a millisecond of it (64 KiB at least).
-// For benchmarks on loopback, which has no traffic shaping here: a slower NIC, emulated.
+// A cap on one device's send rate (NCCL_ZIP_SOCKET_PACE_MBPS), shared by the helper threads of
+// every connection through it, as a NIC's line rate is: a token bucket refilled at the rate,
+// holding at most half a millisecond of it (64 KiB at least). For benchmarks on loopback, which
+// has no traffic shaping here: a slower NIC, emulated.
 #pragma once
 
 #include <cstddef>

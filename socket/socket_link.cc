@@ -19,13 +19,13 @@ constexpr size_t kLine = 128;
 
 }  // namespace
 
-SocketLink::SocketLink(std::vector<int> fds, std::string peer) : peer_(std::move(peer)) {
+SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer)
+    : peer_(std::move(peer)), pacer_(std::move(pacer)) {
   ctrl_fd_ = fds[0];
   data_fds_.assign(fds.begin() + 1, fds.end());
   const int nthreads = std::min<int>(socket_threads(), int(data_fds_.size()));
   std::vector<std::vector<int>> per(static_cast<size_t>(nthreads));
   for (size_t i = 0; i < data_fds_.size(); ++i) per[i % size_t(nthreads)].push_back(data_fds_[i]);
-  if (pace_mbps() > 0) pacer_ = std::make_unique<Pacer>(double(pace_mbps()) * 1e6 / 8);
   for (int t = 0; t < nthreads; ++t)
     workers_.push_back(std::make_unique<SocketWorker>(per[size_t(t)], &err_, peer_, pacer_.get()));
 }

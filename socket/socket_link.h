@@ -19,8 +19,9 @@ namespace zipccl::tcp {
 
 class SocketLink : public Link {
  public:
-  // fds[0] is the control socket, the rest data sockets; the link owns them all.
-  SocketLink(std::vector<int> fds, std::string peer);
+  // fds[0] is the control socket, the rest data sockets; the link owns them all. pacer: its
+  // device's send cap, or null.
+  SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer);
   ~SocketLink() override;
 
   ncclResult_t post_cts(const ClearToSend& cts) override;
@@ -61,7 +62,7 @@ class SocketLink : public Link {
   int ctrl_fd_;
   std::vector<int> data_fds_;
   StickyError err_;
-  std::unique_ptr<Pacer> pacer_;  // before the workers, which use it until they are joined
+  std::shared_ptr<Pacer> pacer_;  // before the workers, which use it until they are joined
   std::vector<std::unique_ptr<SocketWorker>> workers_;
 
   std::vector<char> out_;

@@ -14,8 +14,8 @@ namespace zipccl::tcp {
 
 constexpr int kMaxSockets = kMaxDataSockets + 1;  // and the control socket
 
-SocketListener::SocketListener(int fd, uint64_t nonce, std::string where)
-    : hellos_(fd, sizeof(Hello), std::move(where)), nonce_(nonce) {}
+SocketListener::SocketListener(int fd, uint64_t nonce, std::string where, std::shared_ptr<Pacer> pacer)
+    : hellos_(fd, sizeof(Hello), std::move(where)), nonce_(nonce), pacer_(std::move(pacer)) {}
 
 SocketListener::~SocketListener() {
   for (auto& g : groups_)
@@ -41,7 +41,7 @@ ncclResult_t SocketListener::accept(std::unique_ptr<Link>* out) {
     }
     ZIP_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s (%zu sockets)", g.peer.c_str(),
              hellos_.where().c_str(), g.fds.size());
-    *out = std::make_unique<SocketLink>(g.fds, g.peer);
+    *out = std::make_unique<SocketLink>(g.fds, g.peer, pacer_);
     groups_.erase(groups_.begin() + long(i));
     return ncclSuccess;
   }
@@ -66,7 +66,8 @@ const char* SocketListener::admit(int fd, const SockAddr& peer, const Hello& h) 
   return nullptr;
 }
 
-SocketConnector::SocketConnector(const SockAddr& addr, uint64_t nonce) : addr_(addr) {
+SocketConnector::SocketConnector(const SockAddr& addr, uint64_t nonce, std::shared_ptr<Pacer> pacer)
+    : addr_(addr), pacer_(std::move(pacer)) {
   const int n = 1 + socket_threads() * sockets_per_thread();
   const uint64_t conn_id = random64();
   const int64_t deadline = now_ms() + handshake_timeout_ms();
@@ -98,7 +99,7 @@ ncclResult_t SocketConnector::progress(std::unique_ptr<Link>* out) {
   }
   ZIP_INFO(NCCL_NET | NCCL_INIT, "connected to %s (%zu sockets, %d helper threads)", addr_str(addr_).c_str(),
            fds.size(), std::min<int>(socket_threads(), int(fds.size()) - 1));
-  *out = std::make_unique<SocketLink>(std::move(fds), addr_str(addr_));
+  *out = std::make_unique<SocketLink>(std::move(fds), addr_str(addr_), pacer_);
   return ncclSuccess;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "pacer.h"
 #include "socket_wire.h"
 #include "tcp_bootstrap.h"
 #include "transport.h"
@@ -18,7 +19,7 @@ namespace zipccl::tcp {
 class SocketListener : public Listener {
  public:
   // Takes the listening socket. where: how log lines name it.
-  SocketListener(int fd, uint64_t nonce, std::string where);
+  SocketListener(int fd, uint64_t nonce, std::string where, std::shared_ptr<Pacer> pacer);
   ~SocketListener() override;
   ncclResult_t accept(std::unique_ptr<Link>* out) override;
 
@@ -34,16 +35,18 @@ class SocketListener : public Listener {
 
   HelloListener hellos_;
   uint64_t nonce_;
+  std::shared_ptr<Pacer> pacer_;  // the device's send cap, or null
   std::vector<Group> groups_;
 };
 
 class SocketConnector : public Connector {
  public:
-  SocketConnector(const SockAddr& addr, uint64_t nonce);
+  SocketConnector(const SockAddr& addr, uint64_t nonce, std::shared_ptr<Pacer> pacer);
   ncclResult_t progress(std::unique_ptr<Link>* out) override;
 
  private:
   SockAddr addr_;
+  std::shared_ptr<Pacer> pacer_;
   std::vector<std::unique_ptr<HelloConnector>> socks_;
 };
 

@@ -42,6 +42,7 @@ class SocketTransport : public Transport {
       d.speed_mbps = pace_mbps() > 0 ? int(pace_mbps()) : read_speed_mbps(i.name);
       d.guid = devs_.size();
       devs_.push_back(d);
+      pacers_.push_back(pace_mbps() > 0 ? std::make_shared<Pacer>(double(pace_mbps()) * 1e6 / 8) : nullptr);
     }
   }
   const char* name() const override { return "socket"; }
@@ -59,23 +60,24 @@ class SocketTransport : public Transport {
     if (fd < 0) return ncclSystemError;
     const std::string where = ifaces_[dev].name + " " + addr_str(a);
     ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
-    *out = std::make_unique<SocketListener>(fd, nonce, where);
+    *out = std::make_unique<SocketListener>(fd, nonce, where, pacers_[dev]);
     return ncclSuccess;
   }
 
-  // TCP routes by the handle's address; the local device does not choose anything here.
+  // TCP routes by the handle's address; the local device only chooses whose send cap applies.
   // The traffic class is an RDMA setting; NCCL's socket transport ignores it too.
-  ncclResult_t connect(int, const void* handle, int, std::unique_ptr<Connector>* out) override {
+  ncclResult_t connect(int dev, const void* handle, int, std::unique_ptr<Connector>* out) override {
     SockAddr a;
     uint64_t nonce;
     ZIP_CHECK(parse_handle(handle, kHandleMagic, kVersion, "socket", &a, &nonce));
-    *out = std::make_unique<SocketConnector>(a, nonce);
+    *out = std::make_unique<SocketConnector>(a, nonce, pacers_[dev]);
     return ncclSuccess;
   }
 
  private:
   std::vector<Iface> ifaces_;
   std::vector<DeviceInfo> devs_;
+  std::vector<std::shared_ptr<Pacer>> pacers_;  // per device, with NCCL_ZIP_SOCKET_PACE_MBPS
 };
 
 }  // namespace
