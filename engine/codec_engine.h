@@ -1,8 +1,8 @@
 // The engine's view of a codec: asynchronous jobs that compress a message into a staging buffer
 // or decompress one into NCCL's buffer. submit() never blocks; completion is observed by polling
-// job->done() from NCCL's progress thread. The CPU engine runs jobs on helper threads; the GPU
-// engine (gpu_codec_engine.cc) batches jobs into launches on its own stream and completes them
-// from poll() via cudaEventQuery.
+// job->done() from NCCL's progress thread. The CPU engine runs jobs on helper threads; the
+// resident GPU codec's engine (resident_engine.h) posts them to a persistent kernel and completes
+// them from poll() by reading their results in mapped memory.
 #pragma once
 
 #include <atomic>
@@ -14,13 +14,10 @@
 
 namespace zipccl {
 
-// Device buffers (GPU engine): an encode reads device memory and leaves in dst (pinned host) either
-// the compressed message or, when coding does not pay (codec Raw), the input verbatim, so the
-// socket can send it either way; a decode reads the received message from pinned host memory and
-// writes the device buffer; a copy moves src_bytes between host staging and device memory.
-// status != kOk from the GPU engine means a CUDA failure (logged): nothing usable in dst.
+// One message to code: an encode from NCCL's host buffer into staging, or a decode from staging
+// into NCCL's buffer.
 struct CodecJob {
-  enum Op : uint8_t { kEncode, kDecode, kCopy };
+  enum Op : uint8_t { kEncode, kDecode };
   // Inputs.
   Op op = kEncode;
   const void* src = nullptr;
@@ -35,7 +32,6 @@ struct CodecJob {
   zipccl::Codec codec = zipccl::Codec::Raw;  // encode: what the data was coded as
   size_t out_bytes = 0;
   double seconds = 0;
-  bool failed = false;  // the engine failed (CUDA error, logged): says nothing about the data
   bool on_gpu = false;  // coded by the resident GPU codec
   bool skipped = false;  // encode not attempted (no GPU at hand, the CPU not wanted): send raw
 
@@ -61,9 +57,6 @@ class CodecEngine {
   // Sustained input throughput in bytes/s over recent jobs of this kind, all workers together;
   // 0 while unmeasured.
   virtual double throughput(CodecJob::Op op) const = 0;
-  // Largest encoded message (max_compressed_bytes of the input) an encode or decode job may
-  // have: the GPU engine's jobs must fit its device staging.
-  virtual size_t max_message_bytes() const { return SIZE_MAX; }
   // A receiver's promise that a message will be decoded where it is fast: true keeps the engine
   // ready for decodes until unlease() (the resident GPU codec: its kernel stays); false, the
   // engine would fall back to a slower coder now (the caller may ask for raw bytes instead).
@@ -75,18 +68,5 @@ class CodecEngine {
 // connection, release() stops it (joining its threads) with the last.
 CodecEngine* acquire_cpu_codec();
 void release_cpu_codec();
-
-// Whether device buffers can be handled (a GPU codec in this build, NCCL_ZIP_GPU=2, a CUDA
-// device present); if not, *why says why. Called from init(): creates no context.
-bool gpu_codec_usable(const char** why);
-// The engine of CUDA device `device`, shared by the process; its stream, temp memory, Result
-// arrays and NCCL_ZIP_GPU_STAGING_MB of device staging are allocated by the first acquire (on
-// NCCL's service thread, at registration). Null on failure (logged). Every acquire is released.
-CodecEngine* acquire_gpu_codec(int device);
-void release_gpu_codec(int device);
-// Pinned host memory (cudaHostAlloc, portable) for device buffers' staging: copies from pageable
-// memory would block the calling thread. Null on failure or without CUDA.
-char* alloc_pinned(size_t bytes);
-void free_pinned(char* p);
 
 }  // namespace zipccl

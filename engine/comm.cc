@@ -30,7 +30,6 @@ void Comm::log_stall(const std::string& state) {
 }
 
 Comm::~Comm() {
-  if (gpu_codec_) release_gpu_codec(gpu_device_);
   if (resident_) release_resident(resident_device_);
   release_cpu_codec();
 }
@@ -41,18 +40,6 @@ void Comm::cancel_and_wait(CodecJob* job) {
     poll_engines();
     std::this_thread::yield();
   }
-}
-
-bool Comm::use_device(int device) {
-  if (gpu_codec_) {
-    if (device == gpu_device_) return true;
-    ZIP_WARN("regMr: device memory of GPU %d on a connection that uses GPU %d", device, gpu_device_);
-    return false;
-  }
-  gpu_codec_ = acquire_gpu_codec(device);
-  if (!gpu_codec_) return false;
-  gpu_device_ = device;
-  return true;
 }
 
 bool Comm::use_resident() {
@@ -85,9 +72,9 @@ void Comm::note_unmapped(const void* data, size_t size, int cuda_type) {
 
 void Comm::log_summary() {
   ctx_->totals.add(stats_);
-  ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB%s", kind_ == kSend ? "send" : "recv",
+  ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB", kind_ == kSend ? "send" : "recv",
            kind_ == kSend ? "to" : "from", link_->peer().c_str(), stats_.summary().c_str(),
-           double(staging_.held_bytes()) / 1e6, gpu_codec_ ? ", device buffers via the GPU codec" : "");
+           double(staging_.held_bytes()) / 1e6);
 }
 
 ncclResult_t Comm::fail(ncclResult_t code, const std::string& why) {

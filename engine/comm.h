@@ -36,10 +36,6 @@ class Comm {
   virtual ncclResult_t test(Request* r, int* done, int* sizes) = 0;
   // Folds this comm's counters into its communicator's and logs its summary.
   void log_summary();
-  // Device memory of CUDA device `device` is registered: its GPU engine is acquired by the first
-  // registration (NCCL's service thread, device current). False (logged) when there is none or
-  // the comm already uses another device. Call with mutex() held.
-  bool use_device(int device);
   // Host memory the GPU maps is registered: the resident GPU codec of the thread's device (NCCL's
   // service thread: the communicator's GPU) and its staging arena are taken by the first such
   // registration. False when there is none (logged once). Call with mutex() held.
@@ -64,19 +60,15 @@ class Comm {
   static int64_t now_ms();
   void log_stall(const std::string& state);
 
-  // The codec engine for a registered buffer (device memory: the GPU engine, which also copies
-  // raw messages between device memory and their pinned mirror); none for unregistered memory or
-  // memory the transport moves itself (GPUDirect RDMA), which is always raw.
+  // The codec engine for a registered host buffer; none for unregistered memory or device memory
+  // (the transport moves it itself, GPUDirect RDMA), which is always raw.
   CodecEngine* engine_for(const Mr* mr) const {
-    if (!mr || mr->direct) return nullptr;
-    if (mr->kind == MemKind::kDevice) return gpu_codec_;
+    if (!mr || mr->kind == MemKind::kDevice) return nullptr;
     return mr->gpu_mapped && resident_ ? resident_ : cpu_codec_;
   }
-  // Lets every engine in use complete jobs that need this thread (GPU events, resident results)
-  // and launch queued ones.
+  // Lets every engine in use complete jobs that need this thread (resident results).
   void poll_engines() {
     cpu_codec_->poll();
-    if (gpu_codec_) gpu_codec_->poll();
     if (resident_) resident_->poll();
   }
   // Waits until the engines have finished or dropped `job` (teardown only).
@@ -87,8 +79,6 @@ class Comm {
   std::shared_ptr<NetCtx> ctx_;  // outlives finalize() if NCCL closes comms after it
   std::unique_ptr<Link> link_;
   CodecEngine* cpu_codec_;
-  CodecEngine* gpu_codec_ = nullptr;
-  int gpu_device_ = -1;
   CodecEngine* resident_ = nullptr;  // the resident GPU codec's engine, host buffers it maps
   int resident_device_ = -1;
   bool resident_failed_ = false;

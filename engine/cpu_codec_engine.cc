@@ -101,7 +101,7 @@ class CpuCodecEngine : public CodecEngine {
   CodecJob* head_ = nullptr;
   CodecJob* tail_ = nullptr;
   bool stop_ = false;
-  std::atomic<double> bps_[3] = {0.0, 0.0, 0.0};  // per CodecJob::Op (never kCopy here)
+  std::atomic<double> bps_[2] = {0.0, 0.0};  // per CodecJob::Op
 };
 
 std::mutex g_mu;

@@ -20,11 +20,9 @@ ZIP_PARAM(cpu_threads, "NCCL_ZIP_CPU_THREADS", 1, 1, 64)  // CPU codec workers, 
 ZIP_PARAM(link_mbps, "NCCL_ZIP_LINK_MBPS", 0, 0, int64_t(1) << 30)  // link speed override (0: the device's)
 ZIP_PARAM(checksum, "NCCL_ZIP_CHECKSUM", 0, 0, 1)  // CRC32C of each compressed message
 // The GPU codec. 1: host buffers (NCCL's pinned ones, pinned staging) coded by the resident
-// kernel when it runs, by the CPU otherwise; no CUDA call on NCCL's progress thread. 2: also
-// device buffers staged through pinned mirrors by launches (experimental: CUDA calls on NCCL's
-// progress thread, can deadlock; docs/plugin.md).
-ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 0, 0, 2)
-// Per GPU: the resident codec's pinned staging arena, and the device scratch of NCCL_ZIP_GPU=2.
+// kernel when it runs, by the CPU otherwise; no CUDA call on NCCL's progress thread.
+ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 0, 0, 1)
+// Per GPU: the resident codec's pinned staging arena.
 ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 64, 1, 1 << 16)
 ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 16, 1, 1024)  // CTAs the resident kernel occupies
 // The resident kernel exits after this long without work: the longest an application's

@@ -54,15 +54,11 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.orig_bytes = s.wire_bytes = 0;
     s.kind = mr ? mr->kind : MemKind::kHost;
     s.gpu_mapped = mr && mr->gpu_mapped;
-    const bool staged = s.kind == MemKind::kDevice && !mr->direct;
-    s.mirror = staged ? mr->mirror_of(s.data, s.capacity) : nullptr;
-    if (staged && !s.mirror)
-      return fail(ncclInvalidUsage, "irecv of " + std::to_string(s.capacity) + " bytes outside its registered buffer");
     s.engine = engine_for(mr);
     // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
     // memory a codec engine can decode into.
-    bool compress_ok = zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine &&
-                       s.capacity > 0 && zipccl::max_compressed_bytes(s.capacity) <= s.engine->max_message_bytes();
+    bool compress_ok =
+        zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine && s.capacity > 0;
     // In auto mode only where the decode will be fast: a resident GPU codec that is not running
     // now would leave it to the CPU, slower than the link. Forced compression takes the CPU.
     if (compress_ok) {
@@ -72,11 +68,8 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     Placement& p = cts.p[i];
     p.tag = tags[i];
     p.capacity = s.capacity;
-    p.target = reinterpret_cast<uintptr_t>(s.mirror ? s.mirror : s.data);
-    if (compress_ok && s.mirror) {  // a device buffer's compressed message must fit its mirror slot
-      p.staging = p.target;
-      p.staging_bytes = s.capacity;
-    } else if (compress_ok) {
+    p.target = reinterpret_cast<uintptr_t>(s.data);
+    if (compress_ok) {
       s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
       p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
       p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
@@ -104,40 +97,35 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.messages++;
   stats_.bytes_wire += h.wire_bytes;
   stats_.compressed += h.compressed;
-  if (!h.compressed) {
+  if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
-    if (!s.mirror || h.wire_bytes == 0) {  // raw, received in place (or nothing to copy)
-      end_lease(&s);
-      s.state = kDone;
-      return ncclSuccess;
-    }
+    end_lease(&s);
+    s.state = kDone;
+    return ncclSuccess;
   }
   CodecJob& j = s.job;
   j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
   j.cancelled.store(false, std::memory_order_relaxed);
-  j.op = h.compressed ? CodecJob::kDecode : CodecJob::kCopy;
-  j.src = s.mirror ? s.mirror : s.stage.p;
+  j.op = CodecJob::kDecode;
+  j.src = s.stage.p;
   j.src_bytes = h.wire_bytes;
   j.dst = s.data;
   j.gpu_ok = s.gpu_mapped && s.stage.gpu_mapped;
   // The decoder must produce exactly the announced size, or at most what the receive takes.
-  j.dst_cap = !h.compressed ? h.wire_bytes : h.orig_bytes ? h.orig_bytes : s.capacity;
+  j.dst_cap = h.orig_bytes ? h.orig_bytes : s.capacity;
   s.state = kDecoding;
   s.engine->submit(&j);
   return ncclSuccess;
 }
 
 ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
-  if (s->job.failed) return fail(ncclInternalError, "the GPU codec engine failed (see its warning)");
-  if (s->compressed) {
-    stats_.codec_ns += uint64_t(s->job.seconds * 1e9);
-    stats_.gpu_coded += s->job.on_gpu;
-    if (s->job.status != zipccl::Status::kOk || (s->orig_bytes && s->job.out_bytes != s->orig_bytes))
-      return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
-                                       "): " + zipccl::status_string(s->job.status));
-    s->orig_bytes = s->job.out_bytes;
-    stats_.bytes_in += s->orig_bytes;
-  }
+  stats_.codec_ns += uint64_t(s->job.seconds * 1e9);
+  stats_.gpu_coded += s->job.on_gpu;
+  if (s->job.status != zipccl::Status::kOk || (s->orig_bytes && s->job.out_bytes != s->orig_bytes))
+    return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
+                                     "): " + zipccl::status_string(s->job.status));
+  s->orig_bytes = s->job.out_bytes;
+  stats_.bytes_in += s->orig_bytes;
   end_lease(s);
   s->state = kDone;
   return ncclSuccess;

@@ -2,8 +2,7 @@
 // where raw bytes land (NCCL's buffer) and where compressed ones do (staging), if it may receive
 // them at all. Each message the link reports as arrived is then done (raw, in place) or decoded
 // into NCCL's buffer on a codec engine, and the receive completes with the uncompressed sizes.
-// Device buffers on the GPU codec's path receive into their pinned mirror (Mr::mirror_of), from
-// which the GPU engine decodes or copies; GPUDirect buffers (Mr::direct) receive raw bytes in place.
+// Device buffers (GPUDirect RDMA) receive raw bytes in place.
 #pragma once
 
 #include "comm.h"
@@ -23,15 +22,14 @@ class RecvComm : public Comm {
   ncclResult_t iflush(const void* data, void** request);
 
  private:
-  enum SubState { kWaiting, kDecoding, kDone };  // kDecoding: any engine job
+  enum SubState { kWaiting, kDecoding, kDone };
   struct Sub {
     SubState state = kWaiting;
     char* data = nullptr;
     size_t capacity = 0;
     bool compressed = false;
     size_t orig_bytes = 0, wire_bytes = 0;
-    StagingPool::Buf stage;    // host buffers that may receive compressed bytes
-    char* mirror = nullptr;    // device buffers: where every message lands first
+    StagingPool::Buf stage;    // where compressed bytes may land
     MemKind kind = MemKind::kHost;
     bool gpu_mapped = false;  // host buffer the resident GPU codec may write
     CodecEngine* engine = nullptr;  // decodes into this buffer's memory kind; null: raw only

@@ -14,12 +14,11 @@ namespace zipccl {
 
 class Comm;
 
-// How device buffers are handled in this process. Neither: NCCL is offered host buffers only
-// and stages GPU data through host memory itself.
+// How buffers are handled in this process. Without GPUDirect RDMA NCCL is offered host buffers
+// only and stages GPU data through host memory itself.
 struct DevicePath {
-  bool gpu_codec = false;  // staged through pinned mirrors, coded by the GPU codec (NCCL_ZIP_GPU=2)
-  bool gdr = false;        // moved by the HCA itself, raw (GPUDirect RDMA, NCCL_ZIP_GDR)
-  bool resident = false;   // host buffers the GPU maps coded by the resident GPU codec (NCCL_ZIP_GPU>=1)
+  bool gdr = false;        // device buffers moved by the HCA itself, raw (GPUDirect RDMA, NCCL_ZIP_GDR)
+  bool resident = false;   // host buffers the GPU maps coded by the resident GPU codec (NCCL_ZIP_GPU=1)
 };
 // Logs the decision and why.
 DevicePath decide_device_path(const Transport& t);
@@ -34,25 +33,11 @@ struct Mr {
   // NCCL's kernel polls flags inside this buffer (LL/LL128): recognised by size, since NCCL
   // registers each protocol's buffer separately with NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE bytes.
   bool flag_polled;
-  // Device memory on the GPU codec's path: a pinned host buffer of the same size, allocated at
-  // registration. A message at base + o is staged at mirror + o (sent raw, compressed, or
-  // received), so the data path never allocates pinned memory: cudaHostAlloc may synchronise the
-  // device, and NCCL's kernel may be waiting for this very message.
-  char* mirror;
-  // Device memory the transport moves itself (GPUDirect RDMA): no mirror, always raw.
-  bool direct;
-  // Receives into it are flushed when NCCL asks (iflush): direct memory on a device that needs it.
+  // Receives into it are flushed when NCCL asks (iflush): device memory (moved by the transport
+  // itself, GPUDirect RDMA) on a device that needs it.
   bool flushed;
-  // The transport's registration (RDMA keys) of what goes on the wire: the buffer itself, or for
-  // device memory its mirror. Null for transports that need none.
+  // The transport's registration (RDMA keys) of the buffer. Null for transports that need none.
   std::unique_ptr<MemReg> reg;
-
-  // The mirror of a message of `bytes` at `data`, or null when it lies outside this buffer.
-  char* mirror_of(const void* data, size_t bytes) const {
-    const char* p = static_cast<const char*>(data);
-    if (!mirror || p < base || bytes > size || size_t(p - base) > size - bytes) return nullptr;
-    return mirror + (p - base);
-  }
 };
 
 // regMr and regMrDmaBuf (dmabuf_fd >= 0: device memory exported by CUDA) on comm c made on device

@@ -57,12 +57,6 @@ void ResidentEngine::submit(CodecJob* job) {
   job->state.store(CodecJob::kQueued, std::memory_order_relaxed);
   job->on_gpu = false;
   job->skipped = false;
-  if (job->op == CodecJob::kCopy) {  // mirrors belong to the launch-based engine
-    ZIP_WARN("GPU codec: a copy job reached the resident engine");
-    job->failed = true;
-    job->state.store(CodecJob::kDone, std::memory_order_release);
-    return;
-  }
   if (try_gpu(job)) {
     job->on_gpu = true;
     gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
@@ -116,7 +110,7 @@ void ResidentEngine::poll() {
 }
 
 double ResidentEngine::throughput(CodecJob::Op op) const {
-  return op == CodecJob::kCopy ? 0 : bps_[op == CodecJob::kEncode ? 0 : 1].load(std::memory_order_relaxed);
+  return bps_[op == CodecJob::kEncode ? 0 : 1].load(std::memory_order_relaxed);
 }
 
 }  // namespace zipccl

@@ -36,13 +36,7 @@ ncclResult_t SendComm::take_cts() {
 
 ncclResult_t SendComm::finish_job(Req* r) {
   const CodecJob& j = r->job;
-  if (j.failed) return fail(ncclInternalError, "the GPU codec engine failed (see its warning)");
   r->state = kReady;
-  const bool device = r->kind == MemKind::kDevice;
-  if (j.op == CodecJob::kCopy) {  // a device message sent raw, from its mirror
-    r->wire = r->mirror;
-    return ncclSuccess;
-  }
   if (j.skipped) {  // no GPU at hand: raw, and nothing learnt about the data
     policy_.unmeasured();
     r->h.compressed = false;
@@ -52,11 +46,10 @@ ncclResult_t SendComm::finish_job(Req* r) {
   }
   stats_.codec_ns += uint64_t(j.seconds * 1e9);
   stats_.gpu_coded += j.on_gpu;
-  // Host: pays only if coded (not the codec's raw fallback), below NCCL_ZIP_MAX_RATIO and within
-  // the receiver's staging. The GPU engine decides all three itself: the mirror holds either its
-  // encoded message or the raw input.
+  // Pays only if coded (not the codec's raw fallback), below NCCL_ZIP_MAX_RATIO and within the
+  // receiver's staging.
   bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw;
-  if (pays && !device) {
+  if (pays) {
     zipccl::Header h;
     std::memcpy(&h, r->stage.p, sizeof h);
     pays = double(j.out_bytes) <= max_ratio() * double(r->size) && j.out_bytes <= r->staging_cap &&
@@ -64,9 +57,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
   }
   r->h.compressed = pays;
   r->h.wire_bytes = pays ? j.out_bytes : r->size;
-  if (device) {
-    r->wire = r->mirror;
-  } else if (pays) {
+  if (pays) {
     r->wire = r->stage.p;
   } else {
     r->wire = r->data;
@@ -75,7 +66,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
   policy_.record(r->size, r->h.wire_bytes);
   ZIP_TRACE("send seq %u sub %u: %zu bytes as %s -> %llu on the wire (%.3f ms in %s codec)", r->h.seq, r->h.sub,
             r->size, r->h.compressed ? zipccl::codec_name(j.codec) : "raw", (unsigned long long)r->h.wire_bytes,
-            j.seconds * 1e3, device ? "GPU" : "CPU");
+            j.seconds * 1e3, j.on_gpu ? "GPU" : "CPU");
   return ncclSuccess;
 }
 
@@ -143,44 +134,32 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (size > to.capacity)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
                                       std::to_string(to.capacity) + " bytes");
-  const bool device = mr && mr->kind == MemKind::kDevice;
-  const bool staged = device && !mr->direct;  // through the GPU engine and the pinned mirror
-  char* mirror = staged ? mr->mirror_of(data, size) : nullptr;
-  if (staged && !mirror)
-    return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes outside its registered buffer");
   CodecEngine* engine = engine_for(mr);
-  const bool compress = engine && to.staging_bytes > 0 &&
-                        zipccl::max_compressed_bytes(size) <= engine->max_message_bytes() &&
-                        policy_.should_compress(size, *engine);
+  const bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine);
   Req* r = free_.back();
   free_.pop_back();
   r->data = static_cast<const char*>(data);
   r->size = size;
-  r->kind = device ? MemKind::kDevice : MemKind::kHost;
+  r->kind = mr ? mr->kind : MemKind::kHost;
   r->h = MessageHeader{};
   r->h.seq = p.cts.seq;
   r->h.sub = sub;
   r->h.wire_bytes = r->h.orig_bytes = size;
   r->wire = r->data;
   r->staging_cap = to.staging_bytes;
-  r->mirror = mirror;
-  // Staged device memory, even raw, goes through the GPU engine to its pinned mirror: the
-  // network cannot read device memory.
-  if (compress || (staged && size > 0)) {
-    if (!device) r->stage = staging_.take(zipccl::max_compressed_bytes(size));
+  if (compress) {
+    r->stage = staging_.take(zipccl::max_compressed_bytes(size));
     CodecJob& j = r->job;
     j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
     j.cancelled.store(false, std::memory_order_relaxed);
-    j.op = compress ? CodecJob::kEncode : CodecJob::kCopy;
+    j.op = CodecJob::kEncode;
     j.src = data;
     j.src_bytes = size;
-    j.dst = device ? mirror : r->stage.p;
-    // Device: the mirror slot holds `size` bytes; a coded message larger than that or than the
-    // receiver's staging is replaced by the raw input.
-    j.dst_cap = device ? std::min<size_t>(size, to.staging_bytes) : r->stage.cap;
+    j.dst = r->stage.p;
+    j.dst_cap = r->stage.cap;
     j.checksum = checksum() != 0;
     j.max_ratio = max_ratio();
-    j.gpu_ok = !device && mr->gpu_mapped && r->stage.gpu_mapped;
+    j.gpu_ok = mr->gpu_mapped && r->stage.gpu_mapped;
     r->state = kCoding;
     engine->submit(&j);
   } else {

@@ -1,10 +1,8 @@
 // Sending end of a connection. Per message: match the receiver's next clear-to-send by tag, decide
 // raw or compressed, compress on a codec engine into staging, then send it into the placement it
 // matched; done once the link has taken every byte. Messages go to the link in (seq, sub) order,
-// whatever order their isends and codec jobs came in.
-// Device buffers on the GPU codec's path always pass through the GPU engine (the network cannot
-// read device memory): it leaves the compressed message or the raw bytes in the buffer's pinned
-// mirror (Mr::mirror_of). GPUDirect buffers go raw from where they are.
+// whatever order their isends and codec jobs came in. Device buffers (GPUDirect RDMA) go raw
+// from where they are.
 #pragma once
 
 #include <deque>
@@ -29,12 +27,11 @@ class SendComm : public Comm {
     State state = kFree;
     const char* data = nullptr;
     size_t size = 0;
-    MemKind kind = MemKind::kHost;
+    MemKind kind = MemKind::kHost;  // for stall reports
     MessageHeader h;
-    const char* wire = nullptr;  // what goes on the wire: data, staging or the mirror
+    const char* wire = nullptr;  // what goes on the wire: data or staging
     size_t staging_cap = 0;      // what the receiver takes compressed (its placement's staging_bytes)
-    StagingPool::Buf stage;      // host buffers: the compressed message
-    char* mirror = nullptr;      // device buffers: the message's pinned mirror (Mr::mirror_of)
+    StagingPool::Buf stage;      // the compressed message
     CodecJob job;
     Xfer xfer;
   };

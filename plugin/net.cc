@@ -105,10 +105,9 @@ ncclResult_t properties(int dev, Props* p) {
   p->pci_path = d.pci_path.empty() ? nullptr : const_cast<char*>(d.pci_path.c_str());
   p->guid = d.guid;
   p->port = d.port;
-  // Device buffers: staged by the GPU engine through pinned mirrors (what the transport then sends
-  // and registers), or moved by the HCA (GPUDirect RDMA) the ways it supports, as NCCL's net_ib.
+  // Device buffers only where the HCA moves them (GPUDirect RDMA), the ways it supports, as
+  // NCCL's net_ib; otherwise NCCL stages GPU data through host buffers.
   p->ptr_support = NCCL_PTR_HOST;
-  if (g_device_path.gpu_codec) p->ptr_support |= NCCL_PTR_CUDA;
   if (g_device_path.gdr && d.gdr_peermem) p->ptr_support |= NCCL_PTR_CUDA;
   if (g_device_path.gdr && d.gdr_dmabuf) p->ptr_support |= NCCL_PTR_DMABUF;
   p->speed_mbps = d.speed_mbps;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Same-run comparison on the device machine: the working tree against a base tree (and optionally
 # more variant trees), all built alike (Release, sm_90); the GPU tests on the working tree, then
-# gpu_codec_bench and zipccl-demo (two ranks through the plugin, GPU buffers included) in turn on
+# gpu_codec_bench and zipccl-demo (two ranks through the plugin, the resident GPU codec included) in turn on
 # every tree, twice each (base, this, variants..., base, this, variants...), so that all sides see
 # the same machine state.
 #   git archive REV | (mkdir -p .ab-base && tar -x -C .ab-base)   # e.g. the previous main

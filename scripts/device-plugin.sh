@@ -15,8 +15,6 @@
 #      emulation's DMA-BUF and peermem; --sync, since the emulation moves GPU bytes with CUDA
 #      copies, which a thread blocked in a copy to the host would hold up);
 #   6. the log lines that show what NCCL used.
-# The opt-in device-buffer path (NCCL_ZIP_GPU=2) is not run through PyTorch: this check copies
-# results to the host while collectives run, which deadlocks it (docs/plugin.md).
 # Usage: scripts/device-plugin.sh        (logs under $OUT, default /tmp/device-plugin)
 #        NCCL_JOB=0 scripts/device-plugin.sh   steps 1-2 only
 set -u

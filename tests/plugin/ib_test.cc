@@ -221,7 +221,7 @@ TEST(IbGdr, PtrSupportFollowsTheSettings) {
   for (const Case& c : {Case{"", "1", "dmabuf", true}, Case{"", "0", "dmabuf", true}, Case{"", "2", "dmabuf", false},
                         Case{"0", "1", "dmabuf", false}, Case{"1", "2", "dmabuf", true}, Case{"", "1", "none", false},
                         Case{"1", "1", "none", false}}) {
-    Env env{{"NCCL_ZIP_ENABLE", c.zip}, {"NCCL_ZIP_GPU", "0"}, {"NCCL_ZIP_EMU_GDR", c.emu}};
+    Env env{{"NCCL_ZIP_ENABLE", c.zip}, {"NCCL_ZIP_EMU_GDR", c.emu}};
     if (*c.gdr) env["NCCL_ZIP_GDR"] = c.gdr;
     std::vector<std::string> log;
     const std::string r = probe(env, &log);
@@ -250,7 +250,6 @@ TEST_P(IbGdrExchange, RawEveryByteCheckedReceivesFlushed) {
   SKIP_WITHOUT_CUDA();
   const GdrCase c = GetParam();
   Env env = base_env("2");
-  env["NCCL_ZIP_GPU"] = "0";
   env["NCCL_ZIP_GDR"] = "1";
   env["NCCL_ZIP_EMU_GDR"] = c.dmabuf ? "dmabuf" : "dmabuf,peermem";
   const std::vector<std::string> args = {"--msgs=200", "--max=262144", "--kind=bf16", "--seed=17"};

@@ -162,62 +162,17 @@ TEST(ResidentCodec, OffWithGpuZero) {
   EXPECT_EQ(field(p.recv_result, "gpu_jobs"), 0) << p.recv_result;
 }
 
-// ---- Device buffers: the GPU codec engine, pinned staging, device <-> host copies ------------
+// ---- Device buffers ---------------------------------------------------------------------------
 
-struct DeviceCase {
-  const char* name;
-  const char* kind;
-  const char* zip;
-  bool send_device, recv_device;
-  const char* extra;  // one more argument for both peers, or ""
-};
-
-class DeviceExchange : public ::testing::TestWithParam<DeviceCase> {};
-
-TEST_P(DeviceExchange, EveryByteChecked) {
-  SKIP_WITHOUT_CUDA();
-  const DeviceCase c = GetParam();
-  std::vector<std::string> args = {"--msgs=200", "--max=262144", std::string("--kind=") + c.kind, "--seed=21"};
-  if (*c.extra) args.push_back(c.extra);
-  auto recv_args = args, send_args = args;
-  if (c.recv_device) recv_args.push_back("--device");
-  if (c.send_device) send_args.push_back("--device");
-  Env env = base_env(c.zip);
-  env["NCCL_ZIP_GPU"] = "2";
-  env["NCCL_ZIP_LINK_MBPS"] = "100";  // auto: a slow link, so the measured GPU codec pays
-  Pair p = run_pair(11, env, recv_args, send_args);
-  expect_ok(p);
-  const long compressed = field(p.recv_result, "compressed");
-  const std::string kind = c.kind;
-  if (std::string(c.zip) == "0" || kind == "random" || kind == "ll" || std::string(c.extra) == "--ll")
-    EXPECT_EQ(compressed, 0) << p.recv_result;
-  else EXPECT_GT(compressed, 0) << p.recv_result;
-}
-
-// Without NCCL_ZIP_GPU=2 the plugin offers host memory only, and refuses device buffers cleanly.
-TEST(DeviceBuffers, NeedOptIn) {
+// Without GPUDirect RDMA the plugin offers host memory only (NCCL stages GPU data through host
+// buffers), and refuses device buffers cleanly.
+TEST(DeviceBuffers, RefusedWithoutGpuDirect) {
   SKIP_WITHOUT_CUDA();
   const std::vector<std::string> args = {"--msgs=4", "--max=4096", "--kind=bf16", "--device"};
-  Env env = base_env("2");
-  env["NCCL_ZIP_GPU"] = "0";
-  Pair p = run_pair(11, env, args, args);
+  Pair p = run_pair(11, base_env("2"), args, args);
   EXPECT_NE(p.recv_rc, 0) << p.recv_result;
   EXPECT_NE(p.recv_result.find("reg_mr"), std::string::npos) << p.recv_result;
 }
-
-INSTANTIATE_TEST_SUITE_P(
-    Cases, DeviceExchange,
-    ::testing::Values(DeviceCase{"Bf16Always", "bf16", "2", true, true, ""},
-                      DeviceCase{"Bf16Off", "bf16", "0", true, true, ""},
-                      DeviceCase{"Bf16Auto", "bf16", "1", true, true, ""},
-                      DeviceCase{"Fp32Always", "fp32", "2", true, true, ""},
-                      DeviceCase{"RandomAlways", "random", "2", true, true, ""},
-                      DeviceCase{"LLLinesAlways", "ll", "2", true, true, ""},
-                      DeviceCase{"MixGrouped", "mix", "2", true, true, "--group=4"},
-                      DeviceCase{"DeviceToHost", "mix", "2", true, false, ""},
-                      DeviceCase{"HostToDevice", "mix", "2", false, true, ""},
-                      DeviceCase{"LLHintKeepsRaw", "bf16", "2", true, true, "--ll"}),
-    [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ExchangeData, ChecksummedMessagesAndTwoCodecThreads) {
   Env env = base_env("2");
@@ -406,8 +361,7 @@ TEST(InProcess, PropertiesForEveryVersion) {
       EXPECT_EQ(p.name, "lo");
       EXPECT_EQ(p.pci_path, "");  // loopback is virtual: NCCL must not see a PCI path
     }
-    std::string why;
-    EXPECT_EQ(p.ptr_support, have_cuda_device(&why) ? NCCL_PTR_HOST | NCCL_PTR_CUDA : NCCL_PTR_HOST) << why;
+    EXPECT_EQ(p.ptr_support, NCCL_PTR_HOST) << "device buffers only with GPUDirect RDMA (IbGdr tests)";
     EXPECT_GT(p.speed, 0);
     EXPECT_EQ(p.max_recvs, 8);
     EXPECT_GT(p.max_comms, 0);
@@ -547,7 +501,6 @@ struct EvilCase {
   uint32_t flags;      // 1: compressed
   uint64_t orig, wire;
   const char* expect;  // in the WARN
-  bool device = false; // the receive buffer is device memory (GPU decode)
 };
 
 class EvilPeer : public ::testing::TestWithParam<EvilCase> {};
@@ -555,7 +508,6 @@ class EvilPeer : public ::testing::TestWithParam<EvilCase> {};
 TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   if (ib_run()) GTEST_SKIP() << "speaks the socket transport's wire format";
   const EvilCase c = GetParam();
-  if (c.device) SKIP_WITHOUT_CUDA();
   clear_log();
   PluginNet net(ZIP_PLUGIN_PATH, 11);
   ASSERT_EQ(net.init(), ncclSuccess);
@@ -582,11 +534,9 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   }
   ASSERT_NE(rc, nullptr) << "a hello with the right nonce must be accepted";
   std::vector<char> rbuf(65536, 0x5A);
-  char* dev = c.device ? static_cast<char*>(dev_alloc(rbuf.size())) : nullptr;
-  if (dev) to_device(dev, rbuf.data(), rbuf.size());
-  void* data = dev ? dev : rbuf.data();
+  void* data = rbuf.data();
   void* mh = nullptr;
-  ASSERT_EQ(net.reg_mr(rc, data, rbuf.size(), dev ? NCCL_PTR_CUDA : NCCL_PTR_HOST, &mh), ncclSuccess);
+  ASSERT_EQ(net.reg_mr(rc, data, rbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
   size_t size = rbuf.size();
   int tag = 0;
   void* req = nullptr;
@@ -606,10 +556,6 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   EXPECT_EQ(r, ncclRemoteError);
   EXPECT_EQ(done, 0);
   EXPECT_GE(count_log(c.expect), 1) << "expected a WARN containing: " << c.expect;
-  if (dev) {
-    from_device(rbuf.data(), dev, rbuf.size());
-    dev_free(dev);
-  }
   if (c.flags) {  // whatever was decoded, nothing past the claimed size was written
     for (size_t i = c.orig; i < rbuf.size(); ++i) ASSERT_EQ(rbuf[i], 0x5A) << "byte " << i;
   }
@@ -626,8 +572,7 @@ INSTANTIATE_TEST_SUITE_P(
                       EvilCase{"CompressedIntoLL", true, 0, 1, 4096, 1000, "does not fit the receive"},
                       EvilCase{"LargerThanCapacity", false, 0, 0, 65537, 65537, "does not fit the receive"},
                       EvilCase{"RawSizeMismatch", false, 0, 0, 100, 200, "does not fit the receive"},
-                      EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"},
-                      EvilCase{"CorruptCompressedIntoDevice", false, 0, 1, 4096, 1000, "corrupt compressed message", true}),
+                      EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Several communicators (v11 contexts) at once, each progressed by its own thread as NCCL's
@@ -724,7 +669,6 @@ int main(int argc, char** argv) {
   setenv("NCCL_SOCKET_NTHREADS", "1", 1);
   setenv("NCCL_NSOCKS_PERTHREAD", "1", 1);
   setenv("NCCL_ZIP_ENABLE", "2", 1);
-  setenv("NCCL_ZIP_GPU", "2", 1);  // the opt-in device-buffer path, where there is a GPU
   setenv("NCCL_ZIP_STALL_WARN_S", "1", 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();

@@ -2,9 +2,8 @@
 // through the real libnccl-net-zip.so over loopback with compression off (the plugin as a plain
 // transport: the baseline), auto (the plugin's own decision) and always, on host buffers (CPU
 // codec), and where there is a CUDA device also auto and always with the resident GPU codec on
-// pinned host buffers (NCCL_ZIP_GPU=1) and always on device buffers (launched GPU codec,
-// NCCL_ZIP_GPU=2); it prints throughput, bytes on the wire, ratio, the GPU's share of the codec
-// jobs and whether every received byte matched.
+// pinned host buffers (NCCL_ZIP_GPU=1); it prints throughput, bytes on the wire, ratio, the GPU's
+// share of the codec jobs and whether every received byte matched.
 //
 //   zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|mix] [--version=8..11]
 //               [--plugin=PATH]
@@ -24,8 +23,8 @@ using namespace zipccl::demo;
 
 namespace {
 
-// Whether the ranks can use device buffers, asked in a child process: the ranks are forked, and
-// a parent that initialised CUDA must not fork.
+// Whether there is a CUDA device (the resident GPU codec's rows), asked in a child process: the
+// ranks are forked, and a parent that initialised CUDA must not fork.
 bool cuda_device_present() {
   fflush(nullptr);
   const pid_t pid = fork();
@@ -71,22 +70,19 @@ int main(int argc, char** argv) {
     const char* zip;  // NCCL_ZIP_ENABLE
     const char* gpu;  // NCCL_ZIP_GPU
     const char* label;
-    bool device, pinned;
+    bool pinned;
   };
-  std::vector<Mode> modes = {{"0", "0", "off (plain transport)", false, false},
-                             {"1", "0", "auto", false, false},
-                             {"2", "0", "always", false, false}};
+  std::vector<Mode> modes = {
+      {"0", "0", "off (plain transport)", false}, {"1", "0", "auto", false}, {"2", "0", "always", false}};
   const bool gpu = cuda_device_present();
   if (gpu) {
-    modes.push_back({"1", "1", "auto, resident GPU codec", false, true});
-    modes.push_back({"2", "1", "always, resident GPU codec", false, true});
-    modes.push_back({"2", "2", "always, GPU buffers", true, false});
+    modes.push_back({"1", "1", "auto, resident GPU codec", true});
+    modes.push_back({"2", "1", "always, resident GPU codec", true});
   }
   int failures = 0;
   for (const Mode& m : modes) {
     cfg.env["NCCL_ZIP_ENABLE"] = m.zip;
     cfg.env["NCCL_ZIP_GPU"] = m.gpu;
-    cfg.device = m.device;
     cfg.pinned = m.pinned;
     ExchangeResult r = run_exchange(cfg);
     if (!r.ok()) {
@@ -102,8 +98,7 @@ int main(int argc, char** argv) {
   }
   printf("\n  codec: host buffers: CPU codec (NCCL_ZIP_CPU_THREADS per rank)%s\n",
          gpu ? "; with the resident GPU codec (NCCL_ZIP_GPU=1): pinned host buffers as NCCL's, coded on the GPU\n"
-               "  while its kernel runs (GPU jobs: the send side's); GPU buffers: launched GPU codec (NCCL_ZIP_GPU=2,\n"
-               "  experimental, see docs/plugin.md)"
+               "  while its kernel runs (GPU jobs: the send side's)"
              : "; no CUDA device here: the GPU rows are skipped");
   printf("\n  GB/s/dir: uncompressed bytes per second each way. 'auto' compresses only when the measured\n"
          "  codec outruns the link (lo reports no speed: 10 Gb/s assumed; NCCL_ZIP_LINK_MBPS overrides).\n");

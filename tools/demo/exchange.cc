@@ -60,21 +60,15 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     client::fill(cfg.kind, uint64_t(rank + 1), uint64_t(s), 0, sarena.data() + s * m, m);
     client::fill(cfg.kind, uint64_t(2 - rank), uint64_t(s), 0, expect.data() + s * m, m);
   }
-  // What the plugin is given: the host arenas, or device copies of them.
+  // What the plugin is given: the host arenas, or pinned mapped copies of them.
   char* sbuf = sarena.data();
   char* rbuf = rarena.data();
-  if (cfg.device) {
-    sbuf = static_cast<char*>(client::dev_alloc(sarena.size()));
-    rbuf = static_cast<char*>(client::dev_alloc(rarena.size()));
-    client::to_device(sbuf, sarena.data(), sarena.size());
-    client::to_device(rbuf, rarena.data(), rarena.size());
-  } else if (cfg.pinned) {
+  if (cfg.pinned) {
     sbuf = static_cast<char*>(client::host_alloc_mapped(sarena.size()));
     rbuf = static_cast<char*>(client::host_alloc_mapped(rarena.size()));
     memcpy(sbuf, sarena.data(), sarena.size());
     memset(rbuf, 0, rarena.size());
   }
-  const int type = cfg.device ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
   PluginNet net(cfg.plugin, cfg.version);
   DEMO_CHECK(net.init());
   unsigned char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
@@ -87,8 +81,8 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     if (!rc) DEMO_CHECK(net.accept(lc, &rc));
   }
   void *smh = nullptr, *rmh = nullptr;
-  DEMO_CHECK(net.reg_mr(sc, sbuf, sarena.size(), type, &smh));
-  DEMO_CHECK(net.reg_mr(rc, rbuf, rarena.size(), type, &rmh));
+  DEMO_CHECK(net.reg_mr(sc, sbuf, sarena.size(), NCCL_PTR_HOST, &smh));
+  DEMO_CHECK(net.reg_mr(rc, rbuf, rarena.size(), NCCL_PTR_HOST, &rmh));
 
   const long total = long((cfg.bytes + m - 1) / m);
   std::deque<void*> sends, recvs;
@@ -125,9 +119,7 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
       DEMO_CHECK(net.test(recvs.front(), &done, &size));
       if (done) {
         const size_t slot = size_t(rdone % kSlots);
-        if (cfg.device) client::from_device(rarena.data() + slot * m, rbuf + slot * m, m);
-        const char* got = cfg.device ? rarena.data() + slot * m : rbuf + slot * m;
-        if (size_t(size) != m || memcmp(got, expect.data() + slot * m, m) != 0)
+        if (size_t(size) != m || memcmp(rbuf + slot * m, expect.data() + slot * m, m) != 0)
           ++res.bad_messages;
         recvs.pop_front();
         ++rdone;
@@ -144,10 +136,7 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   DEMO_CHECK(net.close_listen(lc));
   DEMO_CHECK(net.finalize());
 #undef DEMO_CHECK
-  if (cfg.device) {
-    client::dev_free(sbuf);
-    client::dev_free(rbuf);
-  } else if (cfg.pinned) {
+  if (cfg.pinned) {
     client::host_free_mapped(sbuf);
     client::host_free_mapped(rbuf);
   }

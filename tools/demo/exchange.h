@@ -18,9 +18,6 @@ struct ExchangeConfig {
   size_t msg_bytes = 512u << 10; // NCCL's Simple step size by default
   client::Kind kind = client::Kind::kBf16;
   std::map<std::string, std::string> env;  // NCCL_ZIP_ENABLE, NCCL_SOCKET_IFNAME, ...
-  // NCCL's buffers in device memory (regMr NCCL_PTR_CUDA; the plugin needs NCCL_ZIP_GPU=2).
-  // Received messages are checked in a host copy.
-  bool device = false;
   // Host buffers pinned and mapped for the GPU, as NCCL's are (cudaHostAlloc): what the resident
   // GPU codec (NCCL_ZIP_GPU=1) codes.
   bool pinned = false;

@@ -1,19 +1,10 @@
-// A build without the GPU codec (ZIPCCL_CUDA off): device buffers are not offered to NCCL, and
-// host buffers are coded on the CPU (or by the emulated resident kernel, NCCL_ZIP_GPU_EMULATE=1).
-#include "codec_engine.h"
+// A build without CUDA (ZIPCCL_CUDA off): host buffers are coded on the CPU (or by the emulated
+// resident kernel, NCCL_ZIP_GPU_EMULATE=1); no CUDA device is seen.
 #include "resident_codec.h"
 #include "resident_gpus.h"
 
 namespace zipccl {
 
-bool gpu_codec_usable(const char** why) {
-  *why = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
-  return false;
-}
-CodecEngine* acquire_gpu_codec(int) { return nullptr; }
-void release_gpu_codec(int) {}
-char* alloc_pinned(size_t) { return nullptr; }
-void free_pinned(char*) {}
 std::unique_ptr<ServiceDevice> make_cuda_service_device(int, std::string* err) {
   *err = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
   return nullptr;
