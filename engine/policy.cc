@@ -22,7 +22,10 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
     probing_ = true;
     return true;
   }
-  return enc > kCodecMargin * link_bps_;
+  if (enc > kCodecMargin * link_bps_) return true;
+  if (++slow_skipped_ < kSlowProbeEvery) return false;
+  slow_skipped_ = 0;
+  return true;
 }
 
 void CompressPolicy::record(size_t in, size_t out) {

@@ -23,17 +23,27 @@ class CompressPolicy {
   // Called for every attempt, in completion order.
   void record(size_t in, size_t out);
   // An attempt that coded nothing (the resident GPU codec was not running: sent raw). It
-  // measured neither the codec nor the data, so the next message may try again.
-  void unmeasured() { probing_ = false; }
+  // measured neither the codec nor the data, so the next message tries again (the attempt asked
+  // the kernel to start).
+  void unmeasured() {
+    probing_ = false;
+    skipped_ = kProbeEvery - 1;
+    slow_skipped_ = kSlowProbeEvery - 1;
+  }
 
  private:
   static constexpr double kCodecMargin = 1.2;  // the codec must beat the link by this factor
   static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
+  // Measure a codec that was slower than the link again every Nth message: one measurement can
+  // be a cold or a crowded one (a GPU codec's rate depends on what else the GPU runs), and a
+  // codec that is not used is never measured again.
+  static constexpr uint32_t kSlowProbeEvery = 256;
 
   ZipMode mode_;
   double link_bps_;
   double ratio_ = 0.7;  // optimistic start: the first messages measure it
   uint32_t skipped_ = 0;
+  uint32_t slow_skipped_ = 0;
   bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
 };
 

@@ -19,7 +19,14 @@ SendComm::~SendComm() {
   // Nothing may still read NCCL's buffers or our staging once we return.
   for (size_t i = 0; i < kPool; ++i)
     if (reqs_[i].state == kCoding) cancel_and_wait(&reqs_[i].job);
+  for (size_t i = 0; i < kPool; ++i) end_lease(&reqs_[i]);
   link_.reset();  // joins the transport's threads, which may still hold posted payloads
+}
+
+void SendComm::end_lease(Req* r) {
+  if (!r->leased) return;
+  r->leased->unlease();
+  r->leased = nullptr;
 }
 
 // Clear-to-sends matter only when an isend looks for one; no more than the receiver may post.
@@ -37,6 +44,7 @@ ncclResult_t SendComm::take_cts() {
 ncclResult_t SendComm::finish_job(Req* r) {
   const CodecJob& j = r->job;
   r->state = kReady;
+  end_lease(r);
   if (j.skipped) {  // no GPU at hand: raw, and nothing learnt about the data
     policy_.unmeasured();
     r->h.compressed = false;
@@ -135,7 +143,15 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
                                       std::to_string(to.capacity) + " bytes");
   CodecEngine* engine = engine_for(mr);
-  const bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine);
+  bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine);
+  // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
+  // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
+  // the next message: the lease asked the kernel to start); forced compression takes the CPU.
+  const bool leased = compress && engine->lease();
+  if (compress && !leased && zip_mode() != ZipMode::kAlways) {
+    policy_.unmeasured();
+    compress = false;
+  }
   Req* r = free_.back();
   free_.pop_back();
   r->data = static_cast<const char*>(data);
@@ -147,6 +163,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   r->h.wire_bytes = r->h.orig_bytes = size;
   r->wire = r->data;
   r->staging_cap = to.staging_bytes;
+  r->leased = leased ? engine : nullptr;
   if (compress) {
     r->stage = staging_.take(zipccl::max_compressed_bytes(size));
     CodecJob& j = r->job;

@@ -32,6 +32,7 @@ class SendComm : public Comm {
     const char* wire = nullptr;  // what goes on the wire: data or staging
     size_t staging_cap = 0;      // what the receiver takes compressed (its placement's staging_bytes)
     StagingPool::Buf stage;      // the compressed message
+    CodecEngine* leased = nullptr;  // holds this engine's lease() until the encode is done
     CodecJob job;
     Xfer xfer;
   };
@@ -42,6 +43,7 @@ class SendComm : public Comm {
     Req* req[kMaxRecvs] = {};
   };
   static constexpr size_t kPool = kMaxRequests * kMaxRecvs;
+  static void end_lease(Req* r);
 
   ncclResult_t progress();
   ncclResult_t take_cts();

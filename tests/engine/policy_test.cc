@@ -57,6 +57,18 @@ TEST(CompressPolicy, AnAttemptThatCodedNothingLetsTheNextOneMeasure) {
   EXPECT_TRUE(p.should_compress(kBig, unmeasured)) << "a skipped probe must not stop all later ones";
 }
 
+TEST(CompressPolicy, ACodecSlowerThanTheLinkIsMeasuredAgainNowAndThen) {
+  FakeEngine slow(kLink);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  int tries = 0;
+  for (int i = 0; i < 1024; ++i) tries += p.should_compress(kBig, slow);
+  EXPECT_EQ(tries, 4) << "one message in 256: a first measurement may have been a cold one";
+  for (int i = 0; i < 255; ++i) p.should_compress(kBig, slow);
+  ASSERT_TRUE(p.should_compress(kBig, slow));
+  p.unmeasured();  // that measurement did not happen (no kernel running yet)
+  EXPECT_TRUE(p.should_compress(kBig, slow)) << "tried again with the next message";
+}
+
 TEST(CompressPolicy, IncompressibleDataIsProbedNowAndThen) {
   FakeEngine fast(10 * kLink);
   CompressPolicy p(ZipMode::kAuto, kLink);
