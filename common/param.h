@@ -8,8 +8,9 @@
 
 namespace zipccl {
 
-// The integer in `name`, or def when unset. A value that does not parse or lies outside
-// [lo, hi] is logged and ignored; a value that is used is logged under NCCL_ENV.
+// The integer in `name`, or def when unset: decimal for NCCL_ZIP_* names, C syntax (0x, leading
+// 0) for NCCL's own as NCCL parses them. A value that does not parse or lies outside [lo, hi] is
+// ignored with a WARN and a line on stderr; a value that is used is logged under NCCL_ENV.
 int64_t env_int(const char* name, int64_t def, int64_t lo, int64_t hi);
 // The string in `name`, empty when unset.
 std::string env_str(const char* name);
