@@ -16,10 +16,10 @@ DATA=${ZIPCCL_DATA_DIR:-$ROOT/../shared/data}
 echo
 if compgen -G "$DATA/*.safetensors" >/dev/null; then
   echo "== zipccl-inspect: the codec on real training tensors ($DATA)"
-  build/tools/zipccl-inspect --quiet "$DATA"/*.safetensors
+  build/bin/zipccl-inspect --quiet "$DATA"/*.safetensors
 else
   echo "== zipccl-inspect: no tensors in $DATA, skipped (set ZIPCCL_DATA_DIR)"
 fi
 echo
 echo "== zipccl-demo: two ranks through the plugin"
-build/tools/demo/zipccl-demo "$@"
+build/bin/zipccl-demo "$@"

@@ -80,7 +80,7 @@ for run in 1 2; do
   [ "${DEMO:-1}" = 1 ] || break
   for side in "${order[@]}"; do
     echo "== demo $side, run $run"
-    timeout 120 "build-ab-$side/tools/demo/zipccl-demo" --mib=64 >/tmp/demo.log 2>&1
+    timeout 120 "build-ab-$side/bin/zipccl-demo" --mib=64 >/tmp/demo.log 2>&1
     { echo "== demo $side, run $run"; cat /tmp/demo.log; } >>"$OUT/demo.log"  # one file: the call returns 8
     grep -E "^  (off|auto|always)|FAILED" /tmp/demo.log
   done

@@ -62,7 +62,12 @@ Args parse(int argc, char** argv) {
     else if (auto v = val("--tc=")) a.tc = atoi(v);
     else if (auto v = val("--msgs=")) a.msgs = atol(v);
     else if (auto v = val("--max=")) a.max = size_t(atol(v));
-    else if (auto v = val("--kind=")) a.kind = parse_kind(v);
+    else if (auto v = val("--kind=")) {
+      if (!parse_kind(v, &a.kind)) {
+        fprintf(stderr, "unknown data kind %s\n", v);
+        exit(2);
+      }
+    }
     else if (auto v = val("--seed=")) a.seed = strtoull(v, nullptr, 0);
     else if (auto v = val("--die-after=")) a.die_after = atol(v);
     else if (s == "--ll") a.ll = true;

@@ -12,12 +12,19 @@ namespace zipccl::client {
 
 enum class Kind { kBf16, kFp32, kRandom, kLL, kMix };
 
-inline Kind parse_kind(const std::string& s) {
-  if (s == "bf16") return Kind::kBf16;
-  if (s == "fp32") return Kind::kFp32;
-  if (s == "random") return Kind::kRandom;
-  if (s == "ll") return Kind::kLL;
-  return Kind::kMix;
+// The kind named s (bf16, fp32, random, ll, mix); false for any other name.
+inline bool parse_kind(const std::string& s, Kind* k) {
+  static const struct {
+    const char* name;
+    Kind kind;
+  } kKinds[] = {{"bf16", Kind::kBf16}, {"fp32", Kind::kFp32}, {"random", Kind::kRandom}, {"ll", Kind::kLL},
+                {"mix", Kind::kMix}};
+  for (const auto& e : kKinds)
+    if (s == e.name) {
+      *k = e.kind;
+      return true;
+    }
+  return false;
 }
 
 inline uint64_t splitmix(uint64_t& x) {

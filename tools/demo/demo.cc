@@ -5,7 +5,7 @@
 // pinned host buffers (NCCL_ZIP_GPU=1); it prints throughput, bytes on the wire, ratio, the GPU's
 // share of the codec jobs and whether every received byte matched.
 //
-//   zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|mix] [--version=8..11]
+//   zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|ll|mix] [--version=8..11]
 //               [--plugin=PATH]
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "device_mem.h"
+#include "args.h"
 #include "exchange.h"
 
 using namespace zipccl::demo;
@@ -39,23 +40,43 @@ bool cuda_device_present() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  using zipccl::client::parse_uint;
   ExchangeConfig cfg;
   cfg.plugin = default_plugin_path();
   std::string kind = "bf16";
+  const char* usage =
+      "usage: zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|ll|mix] [--version=8..11] "
+      "[--plugin=PATH]\n"
+      "  --mib: MiB each way (1..65536, default 256); --msg-kib: message size (1..65536, default 512)\n";
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
-    if (!strncmp(a, "--mib=", 6)) cfg.bytes = size_t(atol(a + 6)) << 20;
-    else if (!strncmp(a, "--msg-kib=", 10)) cfg.msg_bytes = size_t(atol(a + 10)) << 10;
-    else if (!strncmp(a, "--kind=", 7)) kind = a + 7;
-    else if (!strncmp(a, "--version=", 10)) cfg.version = atoi(a + 10);
-    else if (!strncmp(a, "--plugin=", 9)) cfg.plugin = a + 9;
-    else {
-      fprintf(stderr, "usage: %s [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|mix] [--version=8..11] [--plugin=PATH]\n", argv[0]);
+    uint64_t v = 0;
+    bool ok = true;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage, stdout);
+      return 0;
+    } else if (!strncmp(a, "--mib=", 6)) {
+      ok = parse_uint(a + 6, 1, 65536, &v);
+      cfg.bytes = size_t(v) << 20;
+    } else if (!strncmp(a, "--msg-kib=", 10)) {
+      ok = parse_uint(a + 10, 1, 65536, &v);
+      cfg.msg_bytes = size_t(v) << 10;
+    } else if (!strncmp(a, "--kind=", 7)) {
+      kind = a + 7;
+      ok = zipccl::client::parse_kind(kind, &cfg.kind);
+    } else if (!strncmp(a, "--version=", 10)) {
+      ok = parse_uint(a + 10, 8, 11, &v);
+      cfg.version = int(v);
+    } else if (!strncmp(a, "--plugin=", 9)) {
+      cfg.plugin = a + 9;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      fprintf(stderr, "zipccl-demo: bad argument %s\n%s", a, usage);
       return 2;
     }
   }
-  cfg.kind = zipccl::client::parse_kind(kind);
-  if (cfg.msg_bytes == 0 || cfg.bytes == 0) return 2;
   const char* ifname = getenv("NCCL_SOCKET_IFNAME");
   cfg.env["NCCL_SOCKET_IFNAME"] = ifname ? ifname : "lo";
 

@@ -8,20 +8,37 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "args.h"
 #include "exchange.h"
 
 using namespace zipccl::demo;
 
 int main(int argc, char** argv) {
+  using zipccl::client::parse_uint;
   ExchangeConfig cfg;
   cfg.plugin = default_plugin_path();
-  size_t mib = 64;
+  uint64_t mib = 64, v = 0;
+  const char* usage =
+      "usage: zipccl-net-bench [--mib=N] [--plugin=PATH] [--version=8..11]\n"
+      "  --mib: MiB each way per case (1..65536, default 64)\n";
   for (int i = 1; i < argc; ++i) {
-    if (!strncmp(argv[i], "--mib=", 6)) mib = size_t(atol(argv[i] + 6));
-    else if (!strncmp(argv[i], "--plugin=", 9)) cfg.plugin = argv[i] + 9;
-    else if (!strncmp(argv[i], "--version=", 10)) cfg.version = atoi(argv[i] + 10);
-    else {
-      fprintf(stderr, "usage: %s [--mib=N] [--plugin=PATH] [--version=8..11]\n", argv[0]);
+    const char* a = argv[i];
+    bool ok = true;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage, stdout);
+      return 0;
+    } else if (!strncmp(a, "--mib=", 6)) {
+      ok = parse_uint(a + 6, 1, 65536, &mib);
+    } else if (!strncmp(a, "--plugin=", 9)) {
+      cfg.plugin = a + 9;
+    } else if (!strncmp(a, "--version=", 10)) {
+      ok = parse_uint(a + 10, 8, 11, &v);
+      cfg.version = int(v);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      fprintf(stderr, "zipccl-net-bench: bad argument %s\n%s", a, usage);
       return 2;
     }
   }
@@ -32,7 +49,7 @@ int main(int argc, char** argv) {
   int failures = 0;
   for (const char* kind : {"bf16", "fp32", "random"}) {
     for (size_t kib : {64, 512, 4096}) {
-      cfg.kind = zipccl::client::parse_kind(kind);
+      zipccl::client::parse_kind(kind, &cfg.kind);
       cfg.msg_bytes = kib << 10;
       cfg.env["NCCL_ZIP_ENABLE"] = "0";
       ExchangeResult raw = run_exchange(cfg);
