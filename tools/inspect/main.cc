@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  int rc = 0;
+  int rc = 0, unread = 0;
   TensorAnalysis total;
   std::string json_files;
   if (!json) print_header();
@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
     if (!zipccl::tools::load_tensor_file(path, hint, &tf, &err)) {
       std::fprintf(stderr, "zipccl-inspect: %s\n", err.c_str());
       rc = 1;
+      ++unread;
       continue;
     }
     TensorAnalysis file_total;
@@ -159,11 +160,18 @@ int main(int argc, char** argv) {
       if (!quiet) std::printf("\n");
     }
   }
+  // A file that could not be read was not checked: nothing can be said to be bit-exact then.
+  if (unread) total.exact = false;
   if (json) {
-    std::printf("{\"files\":[%s],\"total\":{%s}}\n", json_files.c_str(), json_stats(total).c_str());
+    std::printf("{\"files\":[%s],\"unread_files\":%d,\"total\":{%s}}\n", json_files.c_str(), unread,
+                json_stats(total).c_str());
   } else {
     if (files.size() > 1) print_row("TOTAL", "", "", "", total);
-    std::printf("round trip (encode, decode, compare): %s\n", total.exact ? "every tensor bit-exact" : "MISMATCH");
+    if (unread)
+      std::printf("round trip (encode, decode, compare): %d of %zu file(s) could not be read (see above)\n", unread,
+                  files.size());
+    else
+      std::printf("round trip (encode, decode, compare): %s\n", total.exact ? "every tensor bit-exact" : "MISMATCH");
   }
   return rc;
 }

@@ -1,5 +1,8 @@
 #include "tensor_file.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -351,6 +354,15 @@ class PyDictReader {
   }
 };
 
+// Printable ASCII and whitespace throughout the first 4 KiB: what a text file is and what
+// binary tensor data practically never is.
+bool looks_like_text(const std::vector<uint8_t>& d) {
+  const size_t n = d.size() < 4096 ? d.size() : 4096;
+  for (size_t i = 0; i < n; ++i)
+    if (!((d[i] >= 0x20 && d[i] < 0x7F) || d[i] == '\n' || d[i] == '\r' || d[i] == '\t')) return false;
+  return true;
+}
+
 }  // namespace
 
 bool parse_npy(const uint8_t* p, size_t n, DTypeHint hint, TensorInfo* out, std::string* err) {
@@ -405,6 +417,12 @@ bool parse_npy(const uint8_t* p, size_t n, DTypeHint hint, TensorInfo* out, std:
 }
 
 bool load_tensor_file(const std::string& path, DTypeHint hint, TensorFile* out, std::string* err) {
+  // Regular files only: a directory's size is not its contents, and opening a FIFO waits for a
+  // writer that may never come.
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return *err = path + ": cannot open: " + std::strerror(errno), false;
+  if (S_ISDIR(st.st_mode)) return *err = path + ": is a directory", false;
+  if (!S_ISREG(st.st_mode)) return *err = path + ": not a regular file", false;
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return *err = path + ": cannot open", false;
   const std::streamoff size = f.tellg();
@@ -426,6 +444,11 @@ bool load_tensor_file(const std::string& path, DTypeHint hint, TensorFile* out, 
     tf.tensors.emplace_back();
     ok = parse_npy(tf.data.data(), tf.data.size(), hint, &tf.tensors[0], err);
   } else {
+    // Raw bytes: nothing in the file says what it holds, so refuse what cannot be a tensor
+    // unless the user says it is one.
+    if (tf.data.empty()) return *err = path + ": empty file", false;
+    if (hint == DTypeHint::None && looks_like_text(tf.data))
+      return *err = path + ": looks like text, not tensor data (--dtype reads it as raw values anyway)", false;
     TensorInfo t;
     t.name = "(raw)";
     t.bytes = tf.data.size();
