@@ -200,6 +200,14 @@ ExchangeResult run_exchange(const ExchangeConfig& cfg) {
 
 std::string default_plugin_path() {
   if (const char* p = getenv("ZIPCCL_PLUGIN")) return p;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    exe[n] = 0;
+    const std::string installed = std::string(exe, strrchr(exe, '/') + 1) + ZIPCCL_PLUGIN_FROM_BIN;
+    char real[4096];
+    if (access(installed.c_str(), R_OK) == 0 && realpath(installed.c_str(), real)) return real;
+  }
   return ZIPCCL_DEFAULT_PLUGIN;
 }
 

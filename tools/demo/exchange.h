@@ -46,7 +46,8 @@ struct ExchangeResult {
 
 ExchangeResult run_exchange(const ExchangeConfig& cfg);
 
-// Default plugin path: ZIPCCL_PLUGIN if set, else the one built next to this tool.
+// Default plugin path: ZIPCCL_PLUGIN if set, else the installed one beside this tool (bin/../lib),
+// else the build tree's.
 std::string default_plugin_path();
 
 }  // namespace zipccl::demo
