@@ -14,7 +14,7 @@ trap 'rm -rf "$SCRATCH"' EXIT
 mkdir -p "$SCRATCH/src/zipccl" "$SCRATCH/opt"
 git ls-files -z | xargs -0 tar -cf - | tar -xf - -C "$SCRATCH/src/zipccl"
 
-# One line per step: "RUN<TAB>workdir<TAB>env assignments<TAB>command", from the Dockerfile.
+# One line per step: RUN, workdir, env assignments, command, separated by 0x1f.
 python3 - "$DOCKERFILE" "$SCRATCH" >"$SCRATCH/steps" <<'PY'
 import re, shlex, sys
 path, scratch = sys.argv[1], sys.argv[2]
@@ -42,12 +42,13 @@ for l in lines:
             env[k] = subst(v).replace("${PATH}", "").replace("${LD_LIBRARY_PATH}", "")
     elif op == "RUN":
         exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        print(f"RUN\t{workdir}\t{exports}\t{subst(rest)}")
+        print("\x1f".join(["RUN", workdir, exports, subst(rest)]))
 PY
 
 apt-get update -q >/dev/null  # apt-cache must know this host's repositories
 n=0
-while IFS=$'\t' read -r kind workdir exports cmd; do
+# Fields split on the unit separator: a tab is IFS whitespace, and empty fields would vanish.
+while IFS=$'\x1f' read -r kind workdir exports cmd; do
   n=$((n + 1))
   echo "== step $n (in $workdir): ${cmd:0:150}"
   if [[ $cmd == apt-get\ update* ]]; then
