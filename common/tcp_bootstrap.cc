@@ -100,15 +100,18 @@ void HelloListener::reject(int fd, const SockAddr& peer, const char* why) const 
   close(fd);
 }
 
-void HelloListener::take_new_sockets() {
+ncclResult_t HelloListener::take_new_sockets() {
   for (;;) {
     Pending p{};
     socklen_t len = sizeof p.peer;
     p.fd = accept4(fd_, &p.peer.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (p.fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-        ZIP_WARN("accept on %s: %s", where_.c_str(), std::strerror(errno));
-      return;
+      // A connection that went away before it was taken, or none waiting: nothing to report.
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+        return ncclSuccess;
+      ZIP_WARN("accept on %s: %s%s", where_.c_str(), std::strerror(errno),
+               errno == EMFILE || errno == ENFILE ? " (out of file descriptors: raise the limit, ulimit -n)" : "");
+      return ncclSystemError;
     }
     if (pending_.size() >= kMaxPending) {
       reject(pending_.front().fd, pending_.front().peer, "too many unauthenticated connections");
@@ -120,8 +123,8 @@ void HelloListener::take_new_sockets() {
   }
 }
 
-void HelloListener::poll(const Admit& admit) {
-  take_new_sockets();
+ncclResult_t HelloListener::poll(const Admit& admit) {
+  if (ncclResult_t e = take_new_sockets()) return e;
   const int64_t now = now_ms();
   for (size_t i = 0; i < pending_.size();) {
     Pending& p = pending_[i];
@@ -144,6 +147,7 @@ void HelloListener::poll(const Admit& admit) {
     if (why) reject(p.fd, p.peer, why);
     pending_.erase(pending_.begin() + long(i));
   }
+  return ncclSuccess;
 }
 
 // ---------------------------------------------------------------------------------------------

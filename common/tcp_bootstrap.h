@@ -54,7 +54,10 @@ class HelloListener {
   using Admit = std::function<const char*(int fd, const SockAddr& peer, const char* hello)>;
   // Accepts new sockets and reads hellos without blocking. Sockets silent past
   // NCCL_ZIP_HANDSHAKE_TIMEOUT_MS are dropped; at most 256 unauthenticated ones are kept.
-  void poll(const Admit& admit);
+  // ncclSystemError (one WARN) when accepting fails for want of resources (file descriptors,
+  // memory) or the listening socket is broken; the caller's accept() then fails instead of
+  // waiting for a connection it can never take.
+  ncclResult_t poll(const Admit& admit);
   const std::string& where() const { return where_; }
   // Logs and closes a socket refused after its hello (a later step of a transport's handshake).
   void reject(int fd, const SockAddr& peer, const char* why) const;
@@ -67,7 +70,7 @@ class HelloListener {
     size_t got;
     int64_t deadline;
   };
-  void take_new_sockets();
+  ncclResult_t take_new_sockets();
 
   int fd_;
   size_t hello_bytes_;

@@ -25,11 +25,11 @@ SocketListener::~SocketListener() {
 
 ncclResult_t SocketListener::accept(std::unique_ptr<Link>* out) {
   out->reset();
-  hellos_.poll([this](int fd, const SockAddr& peer, const char* bytes) {
+  ZIP_CHECK(hellos_.poll([this](int fd, const SockAddr& peer, const char* bytes) {
     Hello h;
     std::memcpy(&h, bytes, sizeof h);
     return admit(fd, peer, h);
-  });
+  }));
   for (size_t i = 0; i < groups_.size(); ++i) {
     Group& g = groups_[i];
     if (g.have != int(g.fds.size())) continue;

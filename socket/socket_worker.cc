@@ -17,10 +17,18 @@ SocketWorker::SocketWorker(std::vector<int> fds, StickyError* err, const std::st
     : err_(err), peer_(peer), pacer_(pacer) {
   for (int fd : fds) socks_.push_back(Sock{fd, {}});
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {  // without it the thread would only notice work at its poll timeout
+    err_->set(ncclSystemError, std::string("socket helper thread for ") + peer_ + ": eventfd: " +
+                                   std::strerror(errno) + (errno == EMFILE || errno == ENFILE
+                                                               ? " (out of file descriptors: raise the limit, ulimit -n)"
+                                                               : ""));
+    return;
+  }
   thread_ = std::thread([this] { run(); });
 }
 
 SocketWorker::~SocketWorker() {
+  if (!thread_.joinable()) return;
   stop_.store(true);
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);

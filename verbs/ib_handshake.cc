@@ -62,11 +62,11 @@ const char* IbListener::admit(int fd, const SockAddr& peer, const QpInfo& hello)
 
 ncclResult_t IbListener::accept(std::unique_ptr<Link>* out) {
   out->reset();
-  hellos_.poll([this](int fd, const SockAddr& peer, const char* bytes) {
+  ZIP_CHECK(hellos_.poll([this](int fd, const SockAddr& peer, const char* bytes) {
     QpInfo h;
     std::memcpy(&h, bytes, sizeof h);
     return admit(fd, peer, h);
-  });
+  }));
   for (size_t i = 0; i < accepting_.size(); ++i) {
     Accepting& a = accepting_[i];
     Io io = send_some(a.fd, &a.reply, sizeof a.reply, &a.sent);
