@@ -121,9 +121,13 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
 ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
   stats_.codec_ns += uint64_t(s->job.seconds * 1e9);
   stats_.gpu_coded += s->job.on_gpu;
-  if (s->job.status != zipccl::Status::kOk || (s->orig_bytes && s->job.out_bytes != s->orig_bytes))
+  if (s->job.status != zipccl::Status::kOk)
     return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
                                      "): " + zipccl::status_string(s->job.status));
+  if (s->orig_bytes && s->job.out_bytes != s->orig_bytes)
+    return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
+                                     "): it decodes to " + std::to_string(s->job.out_bytes) + " bytes, the header said " +
+                                     std::to_string(s->orig_bytes));
   s->orig_bytes = s->job.out_bytes;
   stats_.bytes_in += s->orig_bytes;
   end_lease(s);

@@ -183,6 +183,9 @@ ncclResult_t SocketLink::on_header(const HeaderRecord& r) {
   Posted& slot = posted_[r.seq % kMaxRequests];
   if (!slot.in_use || slot.cts.seq != r.seq || r.sub >= slot.cts.n || (slot.headers_seen >> r.sub & 1))
     return fail(ncclRemoteError, "protocol error: data header for no posted receive");
+  if (r.flags & ~uint32_t(kCompressed))  // a peer speaking a protocol this one does not know
+    return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(r.seq) + ") with unknown flags " +
+                                     std::to_string(r.flags));
   MessageHeader h;
   h.seq = r.seq;
   h.sub = r.sub;
@@ -224,6 +227,11 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   if (len == 0) return ncclSuccess;
   if (len != sizeof r || r.type != kCts || r.n == 0 || r.n > kMaxRecvs || r.seq != next_cts_seq_)
     return fail(ncclRemoteError, "protocol error: unexpected clear-to-send record");
+  bool unknown = r.reserved != 0;
+  for (uint32_t i = 0; i < r.n; ++i) unknown |= (r.e[i].flags & ~uint32_t(kCompressOk)) != 0;
+  if (unknown)
+    return fail(ncclRemoteError, "protocol error: clear-to-send (seq " + std::to_string(r.seq) +
+                                     ") with unknown flags or a non-zero reserved field");
   ++next_cts_seq_;
   cts->seq = r.seq;
   cts->n = r.n;

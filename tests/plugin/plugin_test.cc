@@ -571,7 +571,8 @@ INSTANTIATE_TEST_SUITE_P(
                       EvilCase{"CompressedIntoLL", true, 0, 1, 4096, 1000, "does not fit the receive"},
                       EvilCase{"LargerThanCapacity", false, 0, 0, 65537, 65537, "does not fit the receive"},
                       EvilCase{"RawSizeMismatch", false, 0, 0, 100, 200, "does not fit the receive"},
-                      EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"}),
+                      EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"},
+                      EvilCase{"UnknownHeaderFlags", false, 0, 4, 10, 10, "with unknown flags 4"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Several communicators (v11 contexts) at once, each progressed by its own thread as NCCL's
