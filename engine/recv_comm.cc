@@ -103,6 +103,16 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
     s.state = kDone;
     return ncclSuccess;
   }
+  // The message must be exactly what arrived: bytes after its end would be accepted by the
+  // decoder and mean a peer that does not speak this protocol.
+  zipccl::Header head;
+  if (h.wire_bytes >= sizeof head) {
+    std::memcpy(&head, s.stage.p, sizeof head);
+    if (head.total_bytes != h.wire_bytes)
+      return fail(ncclRemoteError, "corrupt compressed message (seq " + std::to_string(h.seq) + "): its header says " +
+                                       std::to_string(head.total_bytes) + " bytes, " + std::to_string(h.wire_bytes) +
+                                       " arrived");
+  }
   CodecJob& j = s.job;
   j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
   j.cancelled.store(false, std::memory_order_relaxed);

@@ -106,7 +106,9 @@ ncclResult_t SocketLink::next_record(void* buf, size_t cap, size_t* len) {
   if (!whole(&l)) read_socket();
   if (in_.size() - in_off_ < 4) return ncclSuccess;
   std::memcpy(&l, in_.data() + in_off_, 4);
-  if (l > kMaxRecord || l > cap)
+  // Every record has a type: an empty one is garbage, and a stream of them would keep the
+  // receiver busy without end.
+  if (l == 0 || l > kMaxRecord || l > cap)
     return fail(ncclRemoteError, "protocol error: control record of " + std::to_string(l) + " bytes from " + peer_);
   if (!whole(&l)) return ncclSuccess;
   std::memcpy(buf, in_.data() + in_off_ + 4, l);

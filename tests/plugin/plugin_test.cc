@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "device_mem.h"
+#include "zipccl/codec.h"
 #include "net_client.h"
 #include "pair.h"
 #include "spawn.h"
@@ -500,6 +501,8 @@ struct EvilCase {
   uint32_t flags;      // 1: compressed
   uint64_t orig, wire;
   const char* expect;  // in the WARN
+  bool empty_record = false;  // send a control record of length 0 instead of the header
+  size_t trailing = 0;        // the payload: a real message of orig bytes, then this many more
 };
 
 class EvilPeer : public ::testing::TestWithParam<EvilCase> {};
@@ -545,9 +548,24 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
     uint32_t len, type, seq, sub, flags;
     uint64_t orig, wire;
   } __attribute__((packed)) rec{32, 0x5A444154u, c.seq, 0, c.flags, c.orig, c.wire};
-  ASSERT_EQ(send(fds[0], &rec, sizeof rec, MSG_NOSIGNAL), ssize_t(sizeof rec));
-  std::vector<char> garbage(c.wire);
+  std::vector<char> garbage(c.empty_record ? 0 : c.wire);
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char(i * 7 + 3);
+  if (c.trailing) {  // a message the codec made, with bytes after its end
+    std::vector<char> data(c.orig);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = char((i * 37) >> 3);
+    garbage.assign(zipccl::max_compressed_bytes(c.orig) + c.trailing, 0x11);
+    size_t len = 0;
+    ASSERT_EQ(zipccl::encode(zipccl::Codec::BF16, data.data(), data.size(), garbage.data(), garbage.size(), &len),
+              zipccl::Status::kOk);
+    garbage.resize(len + c.trailing, 0x11);
+    rec.wire = garbage.size();
+  }
+  if (c.empty_record) {
+    const uint32_t zero = 0;
+    ASSERT_EQ(send(fds[0], &zero, sizeof zero, MSG_NOSIGNAL), ssize_t(sizeof zero));
+  } else {
+    ASSERT_EQ(send(fds[0], &rec, sizeof rec, MSG_NOSIGNAL), ssize_t(sizeof rec));
+  }
   if (!garbage.empty()) send(fds[1], garbage.data(), garbage.size(), MSG_NOSIGNAL);
   ncclResult_t r = ncclSuccess;
   int done = 0, got = 0;
@@ -572,7 +590,9 @@ INSTANTIATE_TEST_SUITE_P(
                       EvilCase{"LargerThanCapacity", false, 0, 0, 65537, 65537, "does not fit the receive"},
                       EvilCase{"RawSizeMismatch", false, 0, 0, 100, 200, "does not fit the receive"},
                       EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"},
-                      EvilCase{"UnknownHeaderFlags", false, 0, 4, 10, 10, "with unknown flags 4"}),
+                      EvilCase{"UnknownHeaderFlags", false, 0, 4, 10, 10, "with unknown flags 4"},
+                      EvilCase{"EmptyControlRecord", false, 0, 0, 0, 0, "control record of 0 bytes", true},
+                      EvilCase{"BytesAfterTheMessage", false, 0, 1, 4096, 0, "its header says", false, 16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Several communicators (v11 contexts) at once, each progressed by its own thread as NCCL's
