@@ -4,7 +4,10 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -439,6 +442,57 @@ TEST(InProcess, StalledRequestsAreLogged) {
   EXPECT_EQ(net.close_recv(rc), ncclSuccess);
   EXPECT_EQ(net.close_listen(lc), ncclSuccess);
   EXPECT_EQ(net.finalize(), ncclSuccess);
+}
+
+// Out of memory inside an entry point (staging for 8 x 128 MiB compressed receives with the
+// address space capped) is ncclSystemError with a WARN, never an exception into NCCL (it
+// aborted the process). In a child process, whose address space is capped after the setup.
+TEST(InProcess, OutOfMemoryIsAnError) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "an address-space cap breaks the sanitizer's shadow memory; runs in the plain build";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "an address-space cap breaks the sanitizer's shadow memory; runs in the plain build";
+#endif
+#endif
+  fflush(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    clear_log();
+    PluginNet net(ZIP_PLUGIN_PATH, 11);
+    void *lc, *sc, *rc;
+    if (net.init() != ncclSuccess) _exit(10);
+    self_connect(net, &lc, &sc, &rc);
+    if (!sc || !rc) _exit(11);
+    constexpr size_t kRecv = size_t(128) << 20;
+    char* buf = static_cast<char*>(mmap(nullptr, 8 * kRecv, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (buf == MAP_FAILED) _exit(12);
+    void* mh = nullptr;
+    if (net.reg_mr(rc, buf, 8 * kRecv, NCCL_PTR_HOST, &mh) != ncclSuccess) _exit(13);
+    // The address space now, plus 256 MiB: two of the eight staging buffers fit, not eight.
+    size_t vm_kb = 0;
+    if (FILE* f = fopen("/proc/self/status", "r")) {
+      char line[256];
+      while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &vm_kb) == 1) break;
+      fclose(f);
+    }
+    if (!vm_kb) _exit(14);
+    rlimit rl{vm_kb * 1024 + (size_t(256) << 20), RLIM_INFINITY};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(15);
+    void* data[8];
+    size_t sizes[8];
+    int tags[8];
+    void* mhs[8];
+    for (int i = 0; i < 8; ++i) data[i] = buf + i * kRecv, sizes[i] = kRecv, tags[i] = i, mhs[i] = mh;
+    void* req = nullptr;
+    const ncclResult_t r = net.irecv(rc, 8, data, sizes, tags, mhs, false, &req);
+    _exit(r == ncclSystemError && count_log("irecv: out of memory") == 1 ? 0 : 20 + int(r));
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << "the child died of signal " << (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "10-15: setup failed; 20+r: irecv returned r (or no WARN), not ncclSystemError";
 }
 
 // Many connect/close cycles with a checked message each, some closed with a receive still
