@@ -10,6 +10,7 @@
 #include "log.h"
 #include "socket_params.h"
 #include "socket_wire.h"
+#include "tcp_bootstrap.h"
 
 namespace zipccl::tcp {
 namespace {
@@ -19,15 +20,15 @@ constexpr size_t kLine = 128;
 
 }  // namespace
 
-SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer)
-    : peer_(std::move(peer)), pacer_(std::move(pacer)) {
+SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms)
+    : peer_(std::move(peer)), stall_ms_(stall_ms), pacer_(std::move(pacer)) {
   ctrl_fd_ = fds[0];
   data_fds_.assign(fds.begin() + 1, fds.end());
   const int nthreads = std::min<int>(socket_threads(), int(data_fds_.size()));
   std::vector<std::vector<int>> per(static_cast<size_t>(nthreads));
   for (size_t i = 0; i < data_fds_.size(); ++i) per[i % size_t(nthreads)].push_back(data_fds_[i]);
   for (int t = 0; t < nthreads; ++t)
-    workers_.push_back(std::make_unique<SocketWorker>(per[size_t(t)], &err_, peer_, pacer_.get()));
+    workers_.push_back(std::make_unique<SocketWorker>(per[size_t(t)], &err_, peer_, pacer_.get(), &received_));
 }
 
 SocketLink::~SocketLink() {
@@ -86,6 +87,7 @@ void SocketLink::read_socket() {
     const ssize_t r = ::recv(ctrl_fd_, tmp, sizeof tmp, MSG_DONTWAIT);
     if (r > 0) {
       in_.insert(in_.end(), tmp, tmp + r);
+      in_progress_ms_ = now_ms();
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
@@ -104,13 +106,23 @@ ncclResult_t SocketLink::next_record(void* buf, size_t cap, size_t* len) {
   };
   uint32_t l = 0;
   if (!whole(&l)) read_socket();
+  if (in_.size() - in_off_ < 4 && in_.size() > in_off_ && stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_)
+    return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of a control record (" +
+                                     std::to_string(in_.size() - in_off_) + " bytes of its length) for " +
+                                     std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
   if (in_.size() - in_off_ < 4) return ncclSuccess;
   std::memcpy(&l, in_.data() + in_off_, 4);
   // Every record has a type: an empty one is garbage, and a stream of them would keep the
   // receiver busy without end.
   if (l == 0 || l > kMaxRecord || l > cap)
     return fail(ncclRemoteError, "protocol error: control record of " + std::to_string(l) + " bytes from " + peer_);
-  if (!whole(&l)) return ncclSuccess;
+  if (!whole(&l)) {
+    if (stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_)
+      return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of a control record (" +
+                                       std::to_string(in_.size() - in_off_ - 4) + " of " + std::to_string(l) +
+                                       " bytes) for " + std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
+    return ncclSuccess;
+  }
   std::memcpy(buf, in_.data() + in_off_ + 4, l);
   in_off_ += 4 + l;
   *len = l;
@@ -145,8 +157,28 @@ void SocketLink::post_bytes(char* buf, size_t n, Xfer* x, bool send) {
 
 // ---- the engine's calls -------------------------------------------------------------------------
 
+ncclResult_t SocketLink::check_stalls() {
+  if (stall_ms_ <= 0) return ncclSuccess;
+  const int64_t now = now_ms();
+  const uint64_t got = received_.load(std::memory_order_relaxed);
+  bool waiting = false;
+  for (const Landing& l : landing_) waiting |= !l.x.done();
+  if (!waiting || got != received_seen_) {
+    received_seen_ = got;
+    landing_progress_ms_ = now;
+    return ncclSuccess;
+  }
+  if (now - landing_progress_ms_ <= stall_ms_) return ncclSuccess;
+  size_t n = 0;
+  for (const Landing& l : landing_) n += !l.x.done();
+  return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of " + std::to_string(n) +
+                                   " message(s) announced by their headers: no byte for " + std::to_string(stall_ms_) +
+                                   " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
+}
+
 ncclResult_t SocketLink::progress() {
   if (err_.code() != ncclSuccess) return err_.code();
+  ZIP_CHECK(check_stalls());
   ZIP_CHECK(send_records());
   while (headers_awaited_ > 0) {
     HeaderRecord r;

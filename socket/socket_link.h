@@ -20,8 +20,9 @@ namespace zipccl::tcp {
 class SocketLink : public Link {
  public:
   // fds[0] is the control socket, the rest data sockets; the link owns them all. pacer: its
-  // device's send cap, or null.
-  SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer);
+  // device's send cap, or null. stall_ms: a peer that stops in the middle of a control record or
+  // of a message's bytes for this long is an error (0: never); NCCL_ZIP_SOCKET_TIMEOUT_MS.
+  SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms);
   ~SocketLink() override;
 
   ncclResult_t post_cts(const ClearToSend& cts) override;
@@ -58,7 +59,16 @@ class SocketLink : public Link {
   // Stripes [buf, buf + n) over the data sockets; both ends split a message the same way.
   void post_bytes(char* buf, size_t n, Xfer* x, bool send);
 
+  // A peer stalled in the middle of a record or of bytes it must still send: an error after
+  // stall_ms_ without progress.
+  ncclResult_t check_stalls();
+
   std::string peer_;
+  const int64_t stall_ms_;
+  int64_t in_progress_ms_ = 0;          // last bytes on the control socket
+  std::atomic<uint64_t> received_{0};   // bytes the data sockets received
+  uint64_t received_seen_ = 0;
+  int64_t landing_progress_ms_ = 0;     // last progress of the messages on their way in
   int ctrl_fd_;
   std::vector<int> data_fds_;
   StickyError err_;

@@ -13,8 +13,9 @@
 
 namespace zipccl::tcp {
 
-SocketWorker::SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer)
-    : err_(err), peer_(peer), pacer_(pacer) {
+SocketWorker::SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer,
+                           std::atomic<uint64_t>* received)
+    : err_(err), peer_(peer), pacer_(pacer), received_(received) {
   for (int fd : fds) socks_.push_back(Sock{fd, {}});
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {  // without it the thread would only notice work at its poll timeout
@@ -54,6 +55,7 @@ bool SocketWorker::step(Sock& s, Task& t, int64_t* paced_ns) {
     if (t.send && pacer_ && size_t(r > 0 ? r : 0) < n) pacer_->give_back(n - size_t(r > 0 ? r : 0));
     if (r > 0) {
       t.off += size_t(r);
+      if (!t.send && received_) received_->fetch_add(uint64_t(r), std::memory_order_relaxed);
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return true;

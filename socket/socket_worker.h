@@ -3,6 +3,8 @@
 // progress thread nor a busy socket holds up the others.
 #pragma once
 
+#include <atomic>
+
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -16,8 +18,10 @@ namespace zipccl::tcp {
 
 class SocketWorker {
  public:
-  // pacer: the connection's send-rate cap, shared by its workers, or null.
-  SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer);
+  // pacer: the connection's send-rate cap, shared by its workers, or null. received: counts the
+  // bytes received, for the connection's stall check, or null.
+  SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer,
+               std::atomic<uint64_t>* received = nullptr);
   ~SocketWorker();  // stops and joins; the fds stay open (the connection owns them)
   SocketWorker(const SocketWorker&) = delete;
   SocketWorker& operator=(const SocketWorker&) = delete;
@@ -45,6 +49,7 @@ class SocketWorker {
   StickyError* err_;
   std::string peer_;
   Pacer* pacer_;
+  std::atomic<uint64_t>* received_;
   std::mutex mu_;
   int wake_fd_;
   std::atomic<bool> stop_{false};
