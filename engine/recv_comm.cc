@@ -109,9 +109,8 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   if (h.wire_bytes >= sizeof head) {
     std::memcpy(&head, s.stage.p, sizeof head);
     if (head.total_bytes != h.wire_bytes)
-      return fail(ncclRemoteError, "corrupt compressed message (seq " + std::to_string(h.seq) + "): its header says " +
-                                       std::to_string(head.total_bytes) + " bytes, " + std::to_string(h.wire_bytes) +
-                                       " arrived");
+      return corrupt(h.seq, "its header says " + std::to_string(head.total_bytes) + " bytes, " +
+                                std::to_string(h.wire_bytes) + " arrived");
   }
   CodecJob& j = s.job;
   j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
@@ -128,16 +127,17 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   return ncclSuccess;
 }
 
+ncclResult_t RecvComm::corrupt(uint32_t seq, const std::string& why) {
+  return fail(ncclRemoteError, "corrupt compressed message (seq " + std::to_string(seq) + "): " + why);
+}
+
 ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
   stats_.codec_ns += uint64_t(s->job.seconds * 1e9);
   stats_.gpu_coded += s->job.on_gpu;
-  if (s->job.status != zipccl::Status::kOk)
-    return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
-                                     "): " + zipccl::status_string(s->job.status));
+  if (s->job.status != zipccl::Status::kOk) return corrupt(r->seq, zipccl::status_string(s->job.status));
   if (s->orig_bytes && s->job.out_bytes != s->orig_bytes)
-    return fail(ncclRemoteError, std::string("corrupt compressed message (seq ") + std::to_string(r->seq) +
-                                     "): it decodes to " + std::to_string(s->job.out_bytes) + " bytes, the header said " +
-                                     std::to_string(s->orig_bytes));
+    return corrupt(r->seq, "it decodes to " + std::to_string(s->job.out_bytes) + " bytes, the header said " +
+                               std::to_string(s->orig_bytes));
   s->orig_bytes = s->job.out_bytes;
   stats_.bytes_in += s->orig_bytes;
   end_lease(s);

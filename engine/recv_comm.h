@@ -50,6 +50,8 @@ class RecvComm : public Comm {
   ncclResult_t progress();
   ncclResult_t on_arrival(const MessageHeader& h);
   ncclResult_t finish_job(Req* r, Sub* s);
+  // A compressed message the peer sent that cannot be right: fails the comm (remote error).
+  ncclResult_t corrupt(uint32_t seq, const std::string& why);
   static void end_lease(Sub* s);
 
   Req reqs_[kMaxRequests];  // slot = seq % kMaxRequests

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "bf16_data.h"
 #include "emulated_service.h"
 #include "zipccl/codec.h"
 
@@ -20,19 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<uint8_t>;
 
-Bytes bf16_data(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0, 0.02f);
-  Bytes b(n);
-  for (size_t i = 0; i + 1 < n; i += 2) {
-    const float f = d(g);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    b[i] = uint8_t(u >> 16);
-    b[i + 1] = uint8_t(u >> 24);
-  }
-  return b;
-}
+using enginetest::bf16_data;
 
 gpu::ServiceJob encode_job(const Bytes& in, Bytes& out) {
   gpu::ServiceJob j{};

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "bf16_data.h"
 #include "emulated_service.h"
 #include "zipccl/codec.h"
 
@@ -19,18 +20,15 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 using Clock = std::chrono::steady_clock;
 
-Bytes bf16_data(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0, 0.02f);
-  Bytes b(n);
-  for (size_t i = 0; i + 1 < n; i += 2) {
-    const float f = d(g);
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    b[i] = uint8_t(u >> 16);
-    b[i + 1] = uint8_t(u >> 24);
-  }
-  return b;
+using enginetest::bf16_data;
+
+void set_job(CodecJob* j, CodecJob::Op op, const void* src, size_t src_bytes, void* dst, size_t dst_cap, bool gpu_ok) {
+  j->op = op;
+  j->gpu_ok = gpu_ok;
+  j->src = src;
+  j->src_bytes = src_bytes;
+  j->dst = dst;
+  j->dst_cap = dst_cap;
 }
 
 class ResidentEngineTest : public ::testing::Test {
@@ -72,23 +70,13 @@ class ResidentEngineTest : public ::testing::Test {
     const Codec c = classify(x.data(), x.size());
     ASSERT_EQ(encode(c, x.data(), x.size(), ref.data(), ref.size(), &ref_len), Status::kOk);
     CodecJob e;
-    e.op = CodecJob::kEncode;
-    e.gpu_ok = true;
-    e.src = x.data();
-    e.src_bytes = x.size();
-    e.dst = msg.data();
-    e.dst_cap = msg.size();
+    set_job(&e, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
     ASSERT_NO_FATAL_FAILURE(run(&e));
     ASSERT_EQ(e.status, Status::kOk);
     ASSERT_EQ(e.out_bytes, ref_len);
     ASSERT_EQ(0, std::memcmp(msg.data(), ref.data(), ref_len));
     CodecJob d;
-    d.op = CodecJob::kDecode;
-    d.gpu_ok = true;
-    d.src = msg.data();
-    d.src_bytes = e.out_bytes;
-    d.dst = back.data();
-    d.dst_cap = x.size();
+    set_job(&d, CodecJob::kDecode, msg.data(), e.out_bytes, back.data(), x.size(), true);
     ASSERT_NO_FATAL_FAILURE(run(&d));
     ASSERT_EQ(d.status, Status::kOk);
     ASSERT_EQ(d.out_bytes, x.size());
@@ -119,12 +107,7 @@ TEST_F(ResidentEngineTest, NoKernelYetMeansTheCpu) {
   const Bytes x = bf16_data(50000, 1);
   Bytes msg(max_compressed_bytes(x.size()));
   CodecJob e;
-  e.op = CodecJob::kEncode;
-  e.gpu_ok = true;
-  e.src = x.data();
-  e.src_bytes = x.size();
-  e.dst = msg.data();
-  e.dst_cap = msg.size();
+  set_job(&e, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
   ASSERT_NO_FATAL_FAILURE(run(&e));
   EXPECT_EQ(e.status, Status::kOk);
   EXPECT_EQ(engine_->cpu_jobs(), 1u);
@@ -150,11 +133,7 @@ TEST_F(ResidentEngineTest, UnmappedMemoryStaysOnTheCpu) {
   const Bytes x = bf16_data(100000, 8);
   Bytes msg(max_compressed_bytes(x.size()));
   CodecJob e;
-  e.op = CodecJob::kEncode;
-  e.src = x.data();
-  e.src_bytes = x.size();
-  e.dst = msg.data();
-  e.dst_cap = msg.size();
+  set_job(&e, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), false);
   ASSERT_NO_FATAL_FAILURE(run(&e));
   EXPECT_EQ(e.status, Status::kOk);
   EXPECT_FALSE(e.on_gpu);
@@ -175,12 +154,7 @@ TEST_F(ResidentEngineTest, WithoutCpuEncodesAnEncodeIsSkipped) {
   const Bytes x = bf16_data(100000, 9);
   Bytes msg(max_compressed_bytes(x.size())), back(x.size());
   CodecJob e;
-  e.op = CodecJob::kEncode;
-  e.gpu_ok = true;
-  e.src = x.data();
-  e.src_bytes = x.size();
-  e.dst = msg.data();
-  e.dst_cap = msg.size();
+  set_job(&e, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
   ASSERT_NO_FATAL_FAILURE(run(&e));
   EXPECT_TRUE(e.skipped);
   EXPECT_EQ(e.codec, Codec::Raw);
@@ -188,12 +162,7 @@ TEST_F(ResidentEngineTest, WithoutCpuEncodesAnEncodeIsSkipped) {
   size_t len = 0;
   ASSERT_EQ(encode(Codec::BF16, x.data(), x.size(), msg.data(), msg.size(), &len), Status::kOk);
   CodecJob d;
-  d.op = CodecJob::kDecode;
-  d.gpu_ok = true;
-  d.src = msg.data();
-  d.src_bytes = len;
-  d.dst = back.data();
-  d.dst_cap = back.size();
+  set_job(&d, CodecJob::kDecode, msg.data(), len, back.data(), back.size(), true);
   ASSERT_NO_FATAL_FAILURE(run(&d));
   EXPECT_FALSE(d.skipped);
   EXPECT_EQ(d.status, Status::kOk);
@@ -225,12 +194,7 @@ TEST_F(ResidentEngineTest, CorruptMessageStatusIsTheCpus) {
       ASSERT_NO_FATAL_FAILURE(warm());
     }
     CodecJob d;
-    d.op = CodecJob::kDecode;
-    d.gpu_ok = true;
-    d.src = m.data();
-    d.src_bytes = m.size();
-    d.dst = out.data();
-    d.dst_cap = out.size();
+    set_job(&d, CodecJob::kDecode, m.data(), m.size(), out.data(), out.size(), true);
     ASSERT_NO_FATAL_FAILURE(run(&d));
     EXPECT_EQ(d.status, want) << "corruption " << k;
   }

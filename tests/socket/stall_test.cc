@@ -42,6 +42,15 @@ ncclResult_t until_error(F f, double* seconds) {
   return r;
 }
 
+// Posts receive seq 0: raw bytes into *target.
+ncclResult_t post_receive(SocketLink& link, std::vector<char>* target) {
+  ClearToSend cts{};
+  cts.n = 1;
+  cts.p[0].capacity = target->size();
+  cts.p[0].target = reinterpret_cast<uintptr_t>(target->data());
+  return link.post_cts(cts);
+}
+
 TEST(Stall, PeerStoppingInAControlRecordFailsTheLink) {
   Pair p;
   SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300);
@@ -62,12 +71,7 @@ TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
   Pair p;
   SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300);
   std::vector<char> target(4096);
-  ClearToSend cts{};
-  cts.seq = 0;
-  cts.n = 1;
-  cts.p[0].capacity = target.size();
-  cts.p[0].target = reinterpret_cast<uintptr_t>(target.data());
-  ASSERT_EQ(link.post_cts(cts), ncclSuccess);
+  ASSERT_EQ(post_receive(link, &target), ncclSuccess);
   const uint32_t len = sizeof(HeaderRecord);
   const HeaderRecord h{kHeader, 0, 0, 0, 4096, 4096};
   char rec[4 + sizeof h];
@@ -86,11 +90,7 @@ TEST(Stall, AQuietPeerBetweenMessagesIsNotAnError) {
   Pair p;
   SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 200);
   std::vector<char> target(64);
-  ClearToSend cts{};
-  cts.n = 1;
-  cts.p[0].capacity = target.size();
-  cts.p[0].target = reinterpret_cast<uintptr_t>(target.data());
-  ASSERT_EQ(link.post_cts(cts), ncclSuccess);  // a receive posted, its sender busy elsewhere
+  ASSERT_EQ(post_receive(link, &target), ncclSuccess);  // a receive posted, its sender busy elsewhere
   const auto end = Clock::now() + std::chrono::milliseconds(600);
   while (Clock::now() < end) {
     ASSERT_EQ(link.progress(), ncclSuccess);
