@@ -16,6 +16,7 @@ Comm::Comm(Kind kind, int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link
       link_(std::move(link)),
       cpu_codec_(acquire_cpu_codec()),
       staging_(link_.get()),
+      timeline_(Timeline::create(kind == kSend, link_->peer())),
       stall_warn_ms_(stall_warn_s() * 1000) {}
 
 int64_t Comm::now_ms() {

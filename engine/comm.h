@@ -12,6 +12,7 @@
 #include "registration.h"
 #include "staging_pool.h"
 #include "stats.h"
+#include "timeline.h"
 #include "transport.h"
 
 namespace zipccl {
@@ -73,6 +74,9 @@ class Comm {
   }
   // Waits until the engines have finished or dropped `job` (teardown only).
   void cancel_and_wait(CodecJob* job);
+  void mark(Timeline::Event e, uint32_t seq, uint32_t sub, uint64_t bytes, uint8_t flags = 0) {
+    if (timeline_) timeline_->add(e, seq, sub, bytes, flags);
+  }
 
   const Kind kind_;
   const int dev_;
@@ -85,6 +89,7 @@ class Comm {
   bool unmapped_logged_ = false;
   StagingPool staging_;  // host buffers' compressed messages
   Stats stats_;
+  std::unique_ptr<Timeline> timeline_;  // NCCL_ZIP_TIMELINE
   ncclResult_t failed_ = ncclSuccess;
   const int64_t stall_warn_ms_;
   std::mutex mu_;  // NCCL's service and progress threads may both touch a comm

@@ -74,6 +74,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
       p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
       p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
     }
+    mark(Timeline::kPost, next_seq_, uint32_t(i), s.capacity, compress_ok ? Timeline::kCompressed : 0);
   }
   if (link_->post_cts(cts) != ncclSuccess) return check_link();
   r.in_use = true;
@@ -97,6 +98,7 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.messages++;
   stats_.bytes_wire += h.wire_bytes;
   stats_.compressed += h.compressed;
+  mark(Timeline::kWire, h.seq, h.sub, h.wire_bytes, h.compressed ? Timeline::kCompressed : 0);
   if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
     end_lease(&s);
@@ -140,6 +142,8 @@ ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
                                std::to_string(s->orig_bytes));
   s->orig_bytes = s->job.out_bytes;
   stats_.bytes_in += s->orig_bytes;
+  mark(Timeline::kCoded, r->seq, uint32_t(s - r->subs), s->orig_bytes,
+       Timeline::kCompressed | (s->job.on_gpu ? Timeline::kOnGpu : 0));
   end_lease(s);
   s->state = kDone;
   return ncclSuccess;
@@ -219,6 +223,7 @@ ncclResult_t RecvComm::test(Request* req, int* done, int* sizes) {
   *done = 1;
   for (uint32_t i = 0; i < r->n; ++i) {
     if (sizes) sizes[i] = int(r->subs[i].orig_bytes);
+    mark(Timeline::kDone, r->seq, i, r->subs[i].orig_bytes);
     // Only now: a link may hold a registration of the whole receive's staging until then.
     staging_.give(std::move(r->subs[i].stage));
   }

@@ -36,6 +36,7 @@ ncclResult_t SendComm::take_cts() {
     bool got = false;
     if (link_->poll_cts(&p.cts, &got) != ncclSuccess) return check_link();
     if (!got) return ncclSuccess;
+    mark(Timeline::kCts, p.cts.seq, 0, p.cts.n);
     pending_.push_back(p);
   }
   return ncclSuccess;
@@ -72,6 +73,8 @@ ncclResult_t SendComm::finish_job(Req* r) {
     staging_.give(std::move(r->stage));
   }
   policy_.record(r->size, r->h.wire_bytes);
+  mark(Timeline::kCoded, r->h.seq, r->h.sub, r->h.wire_bytes,
+       (pays ? Timeline::kCompressed : 0) | (j.on_gpu ? Timeline::kOnGpu : 0));
   ZIP_TRACE("send seq %u sub %u: %zu bytes as %s -> %llu on the wire (%.3f ms in %s codec)", r->h.seq, r->h.sub,
             r->size, r->h.compressed ? zipccl::codec_name(j.codec) : "raw", (unsigned long long)r->h.wire_bytes,
             j.seconds * 1e3, j.on_gpu ? "GPU" : "CPU");
@@ -93,6 +96,7 @@ ncclResult_t SendComm::progress() {
         if (ncclResult_t e = finish_job(r)) return e;
       }
       if (link_->post_message(r->h, p.cts.p[posted_subs_], r->wire, &r->xfer) != ncclSuccess) return check_link();
+      mark(Timeline::kWire, r->h.seq, r->h.sub, r->h.wire_bytes, r->h.compressed ? Timeline::kCompressed : 0);
       stats_.messages++;
       stats_.compressed += r->h.compressed;
       stats_.bytes_in += r->size;
@@ -187,6 +191,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (p.matched == (1u << p.cts.n) - 1) ++matching_;
   r->posted_ms = now_ms();
   r->stall_logged = false;
+  mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);
   *request = r;
   return progress();
 }
@@ -208,6 +213,7 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   }
   *done = 1;
   if (sizes) sizes[0] = int(r->size);
+  mark(Timeline::kDone, r->h.seq, r->h.sub, r->size);
   staging_.give(std::move(r->stage));
   r->state = kFree;
   free_.push_back(r);

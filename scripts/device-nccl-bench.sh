@@ -6,8 +6,11 @@
 # (NCCL_ZIP_GPU=1), with each rank's sends paced to PACE Mb/s (NCCL_ZIP_SOCKET_PACE_MBPS, default
 # 32000: a 4 GB/s NIC) and unpaced; prints per collective and size the median time and the
 # speedup over compression off at the same pacing, measured in the same call.
-#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000; EXTRA_CTAS=N
-#                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N)
+#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000
+#                                              COLLECTIVES=all_gather,reduce_scatter; EXTRA_CTAS=N
+#                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N; TIMELINE=1
+#                                              writes each run's per-stage times, scripts/timeline.py,
+#                                              to $OUT/timeline.txt)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -24,13 +27,19 @@ if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
 fi
 export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
-BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes-mib "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}")
+BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes-mib "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
+  --collectives "${COLLECTIVES:-all_gather,reduce_scatter}")
 LABELS=()
 run() {  # label (paced_* or lo_*), env assignments...
   local label=$1
   shift
   LABELS+=("$label")
-  env "$@" timeout -k 10 150 "${BENCH[@]}" --label "$label" >"$OUT/$label.log" 2>&1
+  local tl=()
+  if [ -n "${TIMELINE:-}" ]; then
+    rm -rf "$OUT/timeline/$label" && mkdir -p "$OUT/timeline/$label"
+    tl=(NCCL_ZIP_TIMELINE="$OUT/timeline/$label")
+  fi
+  env "$@" "${tl[@]}" timeout -k 10 150 "${BENCH[@]}" --label "$label" >"$OUT/$label.log" 2>&1
   echo "$label: rc=$? $(grep -c '^BENCH' "$OUT/$label.log") timings, $(grep -h 'CHECK' "$OUT/$label.log" | grep -c 'ok=1')/2 checks ok"
   grep -hE "WARN|Traceback|Error" "$OUT/$label.log" | head -3
 }
@@ -41,6 +50,13 @@ run paced_always NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GP
   NCCL_ZIP_GPU_CTAS="$EXTRA_CTAS"
 run lo_off NCCL_ZIP_ENABLE=0
 run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1
+if [ -n "${TIMELINE:-}" ]; then
+  for l in "${LABELS[@]}"; do
+    echo "== $l"
+    python3 scripts/timeline.py "$OUT/timeline/$l"
+  done >"$OUT/timeline.txt" 2>&1
+  rm -rf "$OUT/timeline"
+fi
 python3 - "$OUT" "$PACE" "${LABELS[@]}" <<'PY'
 import re, sys, glob, os
 out, pace, LABELS = sys.argv[1], sys.argv[2], sys.argv[3:]

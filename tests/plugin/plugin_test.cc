@@ -187,6 +187,64 @@ TEST(ExchangeData, ChecksummedMessagesAndTwoCodecThreads) {
   EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
 }
 
+// NCCL_ZIP_TIMELINE: one CSV per comm, every message's stages in the order they happen.
+TEST(Timeline, EveryMessageStagedInOrder) {
+  char dir[] = "/tmp/zip_timeline_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Env env = base_env("2");
+  env["NCCL_ZIP_TIMELINE"] = dir;
+  const std::vector<std::string> args = {"--msgs=60", "--max=262144", "--kind=mix", "--seed=5"};
+  Pair p = run_pair(11, env, args, args);
+  expect_ok(p);
+  std::map<std::string, std::map<std::pair<long, long>, std::map<std::string, long long>>> comms;
+  std::map<std::string, long> compressed;
+  for (const char* side : {"send", "recv"}) {
+    const std::string list = std::string("ls ") + dir + "/zipccl-*-" + side + "-*.csv";
+    FILE* ls = popen(list.c_str(), "r");
+    char path[512];
+    int files = 0;
+    while (fgets(path, sizeof path, ls)) {
+      path[strcspn(path, "\n")] = 0;
+      ++files;
+      FILE* f = fopen(path, "r");
+      ASSERT_NE(f, nullptr) << path;
+      char line[256];
+      ASSERT_TRUE(fgets(line, sizeof line, f) && fgets(line, sizeof line, f));  // comment, columns
+      EXPECT_STREQ(line, "t_ns,event,seq,sub,bytes,compressed,gpu\n");
+      long long t;
+      char ev[16];
+      long seq, sub, comp, gpu;
+      unsigned long long bytes;
+      while (fscanf(f, "%lld,%15[a-z],%ld,%ld,%llu,%ld,%ld\n", &t, ev, &seq, &sub, &bytes, &comp, &gpu) == 7) {
+        if (std::string(ev) == "cts") continue;
+        comms[side][{seq, sub}][ev] = t;
+        if (std::string(ev) == "wire") compressed[side] += comp;
+      }
+      fclose(f);
+    }
+    pclose(ls);
+    EXPECT_EQ(files, 1) << side;
+  }
+  EXPECT_EQ(comms["send"].size(), 60u);
+  EXPECT_EQ(comms["recv"].size(), 60u);
+  EXPECT_GT(compressed["send"], 0);
+  EXPECT_EQ(compressed["send"], compressed["recv"]);
+  for (auto& [side, msgs] : comms)
+    for (auto& [key, ev] : msgs) {
+      SCOPED_TRACE(side + " seq " + std::to_string(key.first));
+      ASSERT_TRUE(ev.count("post") && ev.count("wire") && ev.count("done"));
+      EXPECT_LE(ev["post"], ev["wire"]);
+      EXPECT_LE(ev["wire"], ev["done"]);
+      if (ev.count("coded")) {
+        // Send: encoded before it goes on the wire; receive: decoded after it arrived.
+        if (side == "send") EXPECT_LE(ev["coded"], ev["wire"]);
+        else EXPECT_GE(ev["coded"], ev["wire"]);
+        EXPECT_LE(ev["coded"], ev["done"]);
+      }
+    }
+  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
+}
+
 TEST(ExchangeSockets, IPv6WhenAskedFor) {
   Env env = base_env("2");
   env["NCCL_SOCKET_FAMILY"] = "AF_INET6";

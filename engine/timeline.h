@@ -1,0 +1,50 @@
+// Per-message timestamps of one comm (NCCL_ZIP_TIMELINE=<directory>), written as CSV when the
+// comm closes: where a message waits on its way (CTS, codec, the link's order, the transfer,
+// NCCL's next test). scripts/timeline.py reads the files of all ranks. Off (no object) unless set.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace zipccl {
+
+class Timeline {
+ public:
+  // Send side: kPost isend, kCts a clear-to-send taken, kCoded encode finished, kWire handed to
+  // the link, kDone test() said done. Receive side: kPost irecv, kWire arrived, kCoded decoded,
+  // kDone test() said done.
+  enum Event : uint8_t { kPost, kCts, kCoded, kWire, kDone };
+  enum Flag : uint8_t { kCompressed = 1, kOnGpu = 2 };
+
+  // Null when NCCL_ZIP_TIMELINE is unset.
+  static std::unique_ptr<Timeline> create(bool send, const std::string& peer);
+  ~Timeline();  // writes the file
+  Timeline(const Timeline&) = delete;
+  Timeline& operator=(const Timeline&) = delete;
+
+  // Keeps the first kMaxEvents events (a few seconds of traffic): enough to see a pipeline.
+  void add(Event e, uint32_t seq, uint32_t sub, uint64_t bytes, uint8_t flags = 0) {
+    if (events_.size() < kMaxEvents) events_.push_back({now_ns(), bytes, seq, sub, e, flags});
+  }
+
+ private:
+  static constexpr size_t kMaxEvents = size_t(1) << 20;
+  struct Entry {
+    int64_t t_ns;
+    uint64_t bytes;
+    uint32_t seq, sub;
+    Event event;
+    uint8_t flags;
+  };
+  Timeline(std::string path, bool send, std::string peer);
+  static int64_t now_ns();
+
+  const std::string path_;
+  const bool send_;
+  const std::string peer_;
+  std::vector<Entry> events_;
+};
+
+}  // namespace zipccl

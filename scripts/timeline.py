@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Where messages wait: reads the CSV files NCCL_ZIP_TIMELINE=<dir> leaves (one per comm) and
+prints, per comm, the time each stage of a message takes (median, p90, mean in us), the messages
+in flight on average (Little's law) and the throughput over the traffic's span.
+
+  scripts/timeline.py DIR [--skip-ms N]   (N: ignore the first N ms of each comm, warm-up)
+
+Send stages: cts->post (NCCL's data comes after the receiver's clear-to-send), post->coded (the
+encode), coded->wire (waiting for earlier messages' turn), wire->done (the transfer), post->done.
+Receive stages: post->wire (the sender and the transfer), wire->coded (the decode), coded->done
+(NCCL's next test), post->done."""
+import csv, glob, os, statistics, sys
+
+
+def load(path):
+    with open(path) as f:
+        head = f.readline().strip("# \n")
+        rows = list(csv.DictReader(f))
+    return head, rows
+
+
+def stats(xs):
+    if not xs:
+        return "-"
+    xs = sorted(xs)
+    return f"{xs[len(xs) // 2]:.0f} / {xs[int(len(xs) * 0.9)]:.0f} / {statistics.fmean(xs):.0f}"
+
+
+def main():
+    args = sys.argv[1:]
+    skip_ms = 0.0
+    if "--skip-ms" in args:
+        i = args.index("--skip-ms")
+        skip_ms = float(args[i + 1])
+        del args[i:i + 2]
+    if len(args) != 1:
+        sys.exit(__doc__)
+    files = sorted(glob.glob(os.path.join(args[0], "zipccl-*.csv")))
+    if not files:
+        sys.exit(f"no zipccl-*.csv in {args[0]}")
+    print("stage: median / p90 / mean us")
+    for path in files:
+        head, rows = load(path)
+        if not rows:
+            continue
+        send = head.startswith("send")
+        t0 = int(rows[0]["t_ns"]) + skip_ms * 1e6
+        msgs, cts = {}, {}
+        for r in rows:
+            t = int(r["t_ns"])
+            if r["event"] == "cts":
+                cts[int(r["seq"])] = t
+                continue
+            m = msgs.setdefault((int(r["seq"]), int(r["sub"])), {})
+            m[r["event"]] = t
+            if r["event"] == "post":
+                m["bytes"] = int(r["bytes"])
+            if r["event"] in ("wire", "coded"):
+                m["compressed"] = r["compressed"] == "1"
+                if r["event"] == "wire":
+                    m["wire_bytes"] = int(r["bytes"])
+        done = [(k, m) for k, m in msgs.items() if "post" in m and "done" in m and m["post"] >= t0]
+        if not done:
+            continue
+        span = (max(m["done"] for _, m in done) - min(m["post"] for _, m in done)) / 1e9
+        nbytes = sum(m.get("bytes", 0) for _, m in done)
+        comp = sum(1 for _, m in done if m.get("compressed"))
+        wire = sum(m.get("wire_bytes", 0) for _, m in done)
+        us = lambda a, b: [(m[b] - m[a]) / 1e3 for _, m in done if a in m and b in m]
+        total = us("post", "done")
+        print(f"\n{os.path.basename(path)} ({head}): {len(done)} messages, {comp} compressed, "
+              f"{nbytes / 1e6:.1f} MB posted, {wire / 1e6:.1f} MB on the wire, "
+              f"{nbytes / span / 1e9 if span > 0 else 0:.2f} GB/s over {span * 1e3:.1f} ms, "
+              f"{sum(total) / 1e6 / span if span > 0 else 0:.1f} in flight")
+        if send:
+            c = [(m["post"] - cts[k[0]]) / 1e3 for k, m in done if k[0] in cts]
+            stages = [("cts->post", c), ("post->coded", us("post", "coded")), ("coded->wire", us("coded", "wire")),
+                      ("post->wire (raw)", [(m["wire"] - m["post"]) / 1e3 for _, m in done
+                                            if "wire" in m and "coded" not in m]),
+                      ("wire->done", us("wire", "done"))]
+        else:
+            stages = [("post->wire", us("post", "wire")), ("wire->coded", us("wire", "coded")),
+                      ("coded->done", us("coded", "done")),
+                      ("wire->done (raw)", [(m["done"] - m["wire"]) / 1e3 for _, m in done
+                                            if "wire" in m and "coded" not in m])]
+        for name, xs in stages + [("post->done", total)]:
+            print(f"  {name:18s} {stats(xs):>24s}  ({len(xs)})")
+
+
+if __name__ == "__main__":
+    main()
