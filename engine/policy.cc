@@ -1,8 +1,13 @@
 #include "policy.h"
 
+#include <algorithm>
+
 #include "codec_engine.h"
+#include "link_meter.h"
 
 namespace zipccl {
+
+double CompressPolicy::link_bps() const { return link_ ? std::max(link_bps_, link_->bytes_per_s()) : link_bps_; }
 
 bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
   if (mode_ == ZipMode::kOff || bytes == 0) return false;
@@ -22,7 +27,7 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
     probing_ = true;
     return true;
   }
-  if (enc > kCodecMargin * link_bps_) return true;
+  if (enc > kCodecMargin * link_bps()) return true;
   if (++slow_skipped_ < kSlowProbeEvery) return false;
   slow_skipped_ = 0;
   return true;

@@ -1,7 +1,8 @@
 // Per-connection decision: compress this message or send it raw. Compression pays when the codec
 // keeps up with the link (then the wire carries ratio x the bytes) and the data has recently
-// compressed below NCCL_ZIP_MAX_RATIO. Messages are pipelined by NCCL (8 steps), so what matters
-// is throughput, not one message's latency.
+// compressed below NCCL_ZIP_MAX_RATIO. Both rates are sustained ones, measured while busy: the
+// codec's from its jobs, the link's from its messages (where that is above the speed the device
+// reports; NCCL_ZIP_LINK_MBPS fixes it instead).
 #pragma once
 
 #include <cstddef>
@@ -12,10 +13,13 @@
 namespace zipccl {
 
 class CodecEngine;
+class LinkMeter;
 
 class CompressPolicy {
  public:
-  CompressPolicy(ZipMode mode, double link_bytes_per_s) : mode_(mode), link_bps_(link_bytes_per_s) {}
+  // link: the measured rate of the link, or null to take link_bytes_per_s as it is.
+  CompressPolicy(ZipMode mode, double link_bytes_per_s, const LinkMeter* link = nullptr)
+      : mode_(mode), link_bps_(link_bytes_per_s), link_(link) {}
 
   // Only asked for messages the receiver allows to arrive compressed.
   bool should_compress(size_t bytes, const CodecEngine& codec);
@@ -39,8 +43,11 @@ class CompressPolicy {
   // codec that is not used is never measured again.
   static constexpr uint32_t kSlowProbeEvery = 256;
 
+  double link_bps() const;
+
   ZipMode mode_;
   double link_bps_;
+  const LinkMeter* link_;
   double ratio_ = 0.7;  // optimistic start: the first messages measure it
   uint32_t skipped_ = 0;
   uint32_t slow_skipped_ = 0;

@@ -49,7 +49,10 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
   InFlight f{job, 0, now_ns()};
   const bool posted = gpu_->post(j, &f.index);
   gpu_->release();  // a posted job is finished whether or not a lease is held
-  if (posted) inflight_.push_back(f);
+  if (posted) {
+    inflight_.push_back(f);
+    rate_[encode ? 0 : 1].started(f.t0_ns);
+  }
   return posted;
 }
 
@@ -81,15 +84,10 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r) {
   job->status = static_cast<Status>(r.status);
   job->out_bytes = r.bytes;
   if (job->op == CodecJob::kEncode) job->codec = static_cast<Codec>(r.codec);
-  job->seconds = double(now_ns() - f.t0_ns) * 1e-9;
-  // Uncompressed bytes per second of coded jobs big enough to time well, a moving average.
-  const double bytes = job->op == CodecJob::kEncode ? double(job->src_bytes) : double(job->out_bytes);
-  const bool coded = job->op == CodecJob::kDecode || job->codec != Codec::Raw;
-  if (coded && job->status == Status::kOk && bytes >= 64 * 1024 && job->seconds > 0) {
-    std::atomic<double>& a = bps_[job->op == CodecJob::kEncode ? 0 : 1];
-    const double v = bytes / job->seconds, old = a.load(std::memory_order_relaxed);
-    a.store(old == 0 ? v : 0.8 * old + 0.2 * v, std::memory_order_relaxed);
-  }
+  const int64_t now = now_ns();
+  job->seconds = double(now - f.t0_ns) * 1e-9;
+  const bool encode = job->op == CodecJob::kEncode;
+  rate_[encode ? 0 : 1].finished(now, encode ? job->src_bytes : job->out_bytes);
   job->state.store(CodecJob::kDone, std::memory_order_release);
 }
 
@@ -110,7 +108,7 @@ void ResidentEngine::poll() {
 }
 
 double ResidentEngine::throughput(CodecJob::Op op) const {
-  return bps_[op == CodecJob::kEncode ? 0 : 1].load(std::memory_order_relaxed);
+  return rate_[op == CodecJob::kEncode ? 0 : 1].bytes_per_s();
 }
 
 }  // namespace zipccl

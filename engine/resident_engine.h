@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 
+#include "busy_rate.h"
 #include "codec_engine.h"
 #include "resident_codec.h"
 
@@ -28,8 +29,9 @@ class ResidentEngine final : public CodecEngine {
   const char* name() const override { return "gpu-resident"; }
   void submit(CodecJob* job) override;
   void poll() override;
-  // The GPU's measured rate (single jobs, doorbell to result); 0 until measured, and the policy
-  // then compresses one message at a time until a GPU job has measured it.
+  // The GPU's sustained rate for this kind of job, uncompressed bytes per second while such jobs
+  // are out (BusyRate: jobs queued in the kernel do not read as a slow one); 0 until a GPU job
+  // has measured it, and the policy then compresses one message at a time.
   double throughput(CodecJob::Op op) const override;
   // A lease of the kernel (ResidentCodec::acquire): it runs and stays until unlease().
   bool lease() override { return gpu_->acquire(); }
@@ -53,7 +55,7 @@ class ResidentEngine final : public CodecEngine {
   const bool cpu_encodes_;
   std::mutex mu_;  // comms of several communicators (progress threads) may share the engine
   std::deque<InFlight> inflight_;
-  std::atomic<double> bps_[2] = {0.0, 0.0};  // encode, decode: uncompressed bytes per second
+  BusyRate rate_[2];  // encode, decode; under mu_
   std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0}, skipped_jobs_{0};
 };
 

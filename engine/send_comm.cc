@@ -10,7 +10,8 @@ namespace zipccl {
 
 SendComm::SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s)
     : Comm(kSend, dev, std::move(ctx), std::move(link)),
-      policy_(zip_mode(), link_bytes_per_s),
+      meter_(link_meter(dev)),
+      policy_(zip_mode(), link_bytes_per_s, link_mbps() > 0 ? nullptr : meter_),
       reqs_(new Req[kPool]),
       parts_(new Part[kPool]) {
   for (size_t i = 0; i < kPool; ++i) {
@@ -24,7 +25,10 @@ SendComm::~SendComm() {
   // Nothing may still read NCCL's buffers or our staging once we return.
   for (size_t i = 0; i < kPool; ++i)
     if (parts_[i].state == kCoding) cancel_and_wait(&parts_[i].job);
-  for (size_t i = 0; i < kPool; ++i) end_lease(&parts_[i]);
+  for (size_t i = 0; i < kPool; ++i) {
+    end_lease(&parts_[i]);
+    if (parts_[i].state == kPosted) meter_->finished(0);  // NCCL never tested it: no longer out
+  }
   link_.reset();  // joins the transport's threads, which may still hold posted payloads
 }
 
@@ -106,6 +110,7 @@ ncclResult_t SendComm::progress() {
         if (ncclResult_t e = finish_job(r)) return e;
       }
       if (link_->post_message(r->h, p.cts.p[posted_subs_], r->wire, &r->xfer) != ncclSuccess) return check_link();
+      meter_->started();
       mark(Timeline::kWire, r->h.seq, r->h.sub, r->h.wire_bytes, r->h.compressed ? Timeline::kCompressed : 0);
       stats_.messages++;
       stats_.compressed += r->h.compressed;
@@ -248,6 +253,7 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   for (uint32_t i = 0; i < r->nparts; ++i) {
     Part* q = r->parts[i];
     mark(Timeline::kDone, q->h.seq, q->h.sub, q->size);
+    meter_->finished(q->h.wire_bytes);
     staging_.give(std::move(q->stage));
     q->state = kFree;
     free_parts_.push_back(q);

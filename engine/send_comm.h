@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm.h"
+#include "link_meter.h"
 #include "policy.h"
 
 namespace zipccl {
@@ -61,6 +62,7 @@ class SendComm : public Comm {
                   CodecEngine* engine, const Mr* mr);
   ncclResult_t finish_job(Part* q);
 
+  LinkMeter* const meter_;  // this device's link, all comms through it
   CompressPolicy policy_;
   std::unique_ptr<Req[]> reqs_;
   std::vector<Req*> free_;
