@@ -35,6 +35,23 @@ Comm::~Comm() {
   release_cpu_codec();
 }
 
+bool Comm::wait_for_kernel(CodecEngine* engine) {
+  if (!engine || engine != resident_ || zip_mode() != ZipMode::kAuto || gpu_wait_us() == 0) return false;
+  if (engine->lease()) {
+    engine->unlease();
+    cold_since_ns_ = 0;
+    cold_waited_ = false;
+    return false;
+  }
+  if (cold_waited_) return false;
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (cold_since_ns_ == 0) cold_since_ns_ = now;
+  if (now - cold_since_ns_ < gpu_wait_us() * 1000) return true;
+  cold_waited_ = true;
+  return false;
+}
+
 void Comm::cancel_and_wait(CodecJob* job) {
   job->cancel();
   while (!job->done()) {
@@ -71,11 +88,20 @@ void Comm::note_unmapped(const void* data, size_t size, int cuda_type) {
            cuda_type);
 }
 
+std::string Comm::codec_rate(CodecJob::Op op) const {
+  const CodecEngine* e = resident_ ? resident_ : cpu_codec_;
+  const double bps = e->throughput(op);
+  if (bps <= 0) return "";
+  char buf[96];
+  snprintf(buf, sizeof buf, ", %s %s %.2f GB/s", e->name(), op == CodecJob::kEncode ? "encode" : "decode", bps / 1e9);
+  return buf;
+}
+
 void Comm::log_summary() {
   ctx_->totals.add(stats_);
-  ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB", kind_ == kSend ? "send" : "recv",
+  ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB%s", kind_ == kSend ? "send" : "recv",
            kind_ == kSend ? "to" : "from", link_->peer().c_str(), stats_.summary().c_str(),
-           double(staging_.held_bytes()) / 1e6);
+           double(staging_.held_bytes()) / 1e6, rates().c_str());
 }
 
 ncclResult_t Comm::fail(ncclResult_t code, const std::string& why) {

@@ -37,6 +37,8 @@ class Comm {
   virtual ncclResult_t test(Request* r, int* done, int* sizes) = 0;
   // Folds this comm's counters into its communicator's and logs its summary.
   void log_summary();
+  // What the summary adds: the rates the policy saw.
+  virtual std::string rates() const = 0;
   // Host memory the GPU maps is registered: the resident GPU codec of the thread's device (NCCL's
   // service thread: the communicator's GPU) and its staging arena are taken by the first such
   // registration. False when there is none (logged once). Call with mutex() held.
@@ -72,8 +74,15 @@ class Comm {
     cpu_codec_->poll();
     if (resident_) resident_->poll();
   }
+  // Auto mode, `engine` the resident GPU codec and its kernel not running: true while this call
+  // should return no request (NCCL retries it) to let the kernel start, rather than move its
+  // message raw; NCCL_ZIP_GPU_WAIT_US from the first miss, then false until a lease is granted
+  // again.
+  bool wait_for_kernel(CodecEngine* engine);
   // Waits until the engines have finished or dropped `job` (teardown only).
   void cancel_and_wait(CodecJob* job);
+  // ", <name> <rate> GB/s" for the codec engine in use and op, where measured.
+  std::string codec_rate(CodecJob::Op op) const;
   void mark(Timeline::Event e, uint32_t seq, uint32_t sub, uint64_t bytes, uint8_t flags = 0) {
     if (timeline_) timeline_->add(e, seq, sub, bytes, flags);
   }
@@ -87,6 +96,8 @@ class Comm {
   int resident_device_ = -1;
   bool resident_failed_ = false;
   bool unmapped_logged_ = false;
+  int64_t cold_since_ns_ = 0;  // the first call that found the kernel stopped; 0: none
+  bool cold_waited_ = false;   // and it waited in vain
   StagingPool staging_;  // host buffers' compressed messages
   Stats stats_;
   std::unique_ptr<Timeline> timeline_;  // NCCL_ZIP_TIMELINE

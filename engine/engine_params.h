@@ -29,9 +29,17 @@ ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 0, 0, 1)
 // Per GPU: the resident codec's pinned staging arena.
 ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 64, 1, 1 << 16)
 ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 16, 1, 1024)  // CTAs the resident kernel occupies
+// With the GPU codec: NCCL_MIN_NCHANNELS, where the user set none. On one channel NCCL's
+// pipeline waits for each message's encode and decode; more channels keep more messages in
+// flight (docs/benchmarks.md). 0 leaves NCCL's choice alone.
+ZIP_PARAM(gpu_min_channels, "NCCL_ZIP_GPU_MIN_CHANNELS", 8, 0, 64)
 // The resident kernel exits after this long without work: the longest an application's
 // cudaDeviceSynchronize or cudaFree waits for it.
 ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 500, 0, 10000000)
+// Auto mode: an isend or irecv that finds the resident kernel stopped waits this long for it to
+// start (NCCL retries the call) before its message goes raw; once per start, so a launcher that
+// never starts it costs one wait per comm. 0: never wait.
+ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 200, 0, 1000000)
 // A CPU thread plays the resident kernel (CPU codec; tests without a GPU). 2: its launches hang
 // until the codec closes, as a launcher stuck in a CUDA call.
 ZIP_PARAM(gpu_emulate, "NCCL_ZIP_GPU_EMULATE", 0, 0, 2)

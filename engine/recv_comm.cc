@@ -45,6 +45,13 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   const bool attr_flag_polled = ctx_->attr_flag_polled.load(std::memory_order_relaxed);
   const size_t piece_bytes = size_t(piece_kb()) << 10;
   const uint32_t per_recv = kMaxRecvs / uint32_t(n);  // placements each receive may have
+  // The first receive that could take compressed bytes: a cold kernel is worth a short wait.
+  for (int i = 0; i < n; ++i) {
+    const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
+    if (!zip_on || flag_polled || attr_flag_polled || !mr || mr->flag_polled || sizes[i] == 0) continue;
+    if (wait_for_kernel(engine_for(mr))) return ncclSuccess;
+    break;
+  }
   ClearToSend cts;
   cts.seq = next_seq_;
   uint32_t np = 0;

@@ -19,6 +19,7 @@ class RecvComm : public Comm {
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                      bool flag_polled, void** request);
   ncclResult_t test(Request* r, int* done, int* sizes) override;
+  std::string rates() const override { return codec_rate(CodecJob::kDecode); }
   // A GPUDirect flush of the device buffer holding `data` (registered direct).
   ncclResult_t iflush(const void* data, void** request);
 

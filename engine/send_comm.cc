@@ -207,6 +207,8 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
                                       std::to_string(capacity) + " bytes");
   CodecEngine* engine = engine_for(mr);
+  // The receiver takes compressed bytes (its kernel runs): a cold kernel here is worth a short wait.
+  if (p.cts.p[sub].staging_bytes > 0 && wait_for_kernel(engine)) return defer(size, tag);
   Req* r = free_.back();
   free_.pop_back();
   r->size = size;
@@ -260,6 +262,16 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   }
   free_.push_back(r);
   return ncclSuccess;
+}
+
+std::string SendComm::rates() const {
+  std::string s = codec_rate(CodecJob::kEncode);
+  if (const double bps = meter_->bytes_per_s(); bps > 0) {
+    char buf[64];
+    snprintf(buf, sizeof buf, ", link %.2f GB/s", bps / 1e9);
+    s += buf;
+  }
+  return s;
 }
 
 }  // namespace zipccl

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -76,6 +77,18 @@ ncclResult_t guarded(const char* entry, F&& f) noexcept {
   }
 }
 
+// NCCL reads NCCL_MIN_NCHANNELS when it builds a communicator's channels, after its net plugin's
+// first init: set here, it applies to every communicator (as aws-ofi-nccl sets its platform's
+// defaults). A value the user set, in the environment or NCCL's config file (NCCL loads that into
+// the environment before), stands.
+void raise_channel_floor() {
+  if (!gpu_enabled() || zip_mode() == ZipMode::kOff || gpu_min_channels() == 0) return;
+  if (getenv("NCCL_MIN_NCHANNELS") || getenv("NCCL_MIN_NRINGS")) return;
+  setenv("NCCL_MIN_NCHANNELS", std::to_string(gpu_min_channels()).c_str(), 0);
+  ZIP_INFO(NCCL_INIT | NCCL_NET, "NCCL_ZIP_GPU=1: set NCCL_MIN_NCHANNELS=%lld (NCCL_ZIP_GPU_MIN_CHANNELS): the GPU "
+           "codec pays with several messages in flight", (long long)gpu_min_channels());
+}
+
 }  // namespace
 
 ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int traffic_class) {
@@ -95,6 +108,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
       ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %s", g_transport->name(),
                devs.c_str(), mode_name(zip_mode()), g_transport->settings().c_str());
       g_device_path = decide_device_path(*g_transport);
+      raise_channel_floor();
     }
     if (g_transport->num_devices() == 0) {
       ZIP_WARN("no usable network interface (NCCL_SOCKET_IFNAME=%s NCCL_SOCKET_FAMILY=%s)",

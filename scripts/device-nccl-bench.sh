@@ -3,10 +3,12 @@
 # builds the plugin (Release, sm_90) into build-dev, then runs bench/nccl/collective_bench.py (2
 # ranks on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for the plugin with
 # compression off, auto and always, host buffers coded by the resident GPU codec
-# (NCCL_ZIP_GPU=1), with each rank's sends paced to PACE Mb/s (NCCL_ZIP_SOCKET_PACE_MBPS, default
-# 32000: a 4 GB/s NIC) and unpaced; prints per collective and size the median time and the
-# speedup over compression off at the same pacing, measured in the same call.
-#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000
+# (NCCL_ZIP_GPU=1; GPU=0: the CPU codec), with each rank's sends paced to PACE Mb/s
+# (NCCL_ZIP_SOCKET_PACE_MBPS, default 32000: a 4 GB/s NIC) and unpaced; prints per collective and
+# size the median time and the speedup over compression off at the same pacing, measured in the
+# same call. Every run has NCCL_MIN_NCHANNELS=CHANNELS (default 8, what NCCL_ZIP_GPU=1 sets): the
+# same channels with compression off and on.
+#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000 GPU=1 CHANNELS=8
 #                                              COLLECTIVES=all_gather,reduce_scatter; EXTRA_CTAS=N
 #                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N; TIMELINE=1
 #                                              writes each run's per-stage times, scripts/timeline.py,
@@ -18,6 +20,8 @@ OUT=${OUT:-/tmp/device-nccl-bench}
 mkdir -p "$OUT"
 PACE=${PACE:-32000}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export NCCL_MIN_NCHANNELS=${CHANNELS:-8}
+GPU=${GPU:-1}
 { cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZIPCCL_TESTS=OFF &&
     cmake --build build-dev -j "$(nproc)" --target nccl-net-zip; } >"$OUT/build.log" 2>&1 ||
   { tail -30 "$OUT/build.log"; exit 1; }
@@ -44,12 +48,12 @@ run() {  # label (paced_* or lo_*), env assignments...
   grep -hE "WARN|Traceback|Error" "$OUT/$label.log" | head -3
 }
 run paced_off NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=0
-run paced_auto NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1
-run paced_always NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU=1
-[ -n "${EXTRA_CTAS:-}" ] && run paced_auto${EXTRA_CTAS}ctas NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1 \
+run paced_auto NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+run paced_always NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
+[ -n "${EXTRA_CTAS:-}" ] && run paced_auto${EXTRA_CTAS}ctas NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" \
   NCCL_ZIP_GPU_CTAS="$EXTRA_CTAS"
 run lo_off NCCL_ZIP_ENABLE=0
-run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=1
+run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
 if [ -n "${TIMELINE:-}" ]; then
   for l in "${LABELS[@]}"; do
     echo "== $l"

@@ -181,7 +181,9 @@ class Peer {
       devs += (d ? "," : "") + p.name + ":" + std::to_string(p.port);
       if (d == 0) ptr = p.ptr_support;
     }
-    printf("RESULT ok=1 ndev=%d ptr=%d devs=%s\n", ndev, ptr, devs.c_str());
+    const char* min_channels = getenv("NCCL_MIN_NCHANNELS");
+    printf("RESULT ok=1 ndev=%d ptr=%d min_nchannels=%d devs=%s\n", ndev, ptr, min_channels ? atoi(min_channels) : -1,
+           devs.c_str());
     CHECK_NCCL(net_.finalize());
     return 0;
   }
@@ -333,6 +335,7 @@ class Peer {
     std::map<long, int> left;  // group -> subs not yet completed
     long next_g = 0;
     int next_j = 0;
+    long filled = -1;  // next_g * 8 + next_j once its bytes are in place (a deferred isend is retried)
     while (done_ < a_.msgs) {
       // Group g uses arena slot g % 32: at most 32 groups from the oldest incomplete one.
       while (next_g < a_.msgs && (left.empty() || next_g - left.begin()->first < 32)) {
@@ -341,8 +344,11 @@ class Peer {
         const size_t off = (size_t(next_g % 32) * a_.group + j) * a_.max;
         char* buf = arena.nccl() + off;
         if (next_j == 0) left[next_g] = a_.group;
-        fill(a_.kind, a_.seed, uint64_t(next_g), uint32_t(j), arena.host() + off, n);
-        arena.push(off, n);
+        if (filled != next_g * 8 + next_j) {
+          fill(a_.kind, a_.seed, uint64_t(next_g), uint32_t(j), arena.host() + off, n);
+          arena.push(off, n);
+          filled = next_g * 8 + next_j;
+        }
         void* req = nullptr;
         CHECK_NCCL(net_.isend(sc, buf, n, j, mh, &req));
         if (!req) {

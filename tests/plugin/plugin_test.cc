@@ -170,6 +170,28 @@ TEST(ResidentCodec, AutoCompressesOnceTheKernelRuns) {
   EXPECT_EQ(field(p.recv_result, "gpu_jobs"), field(p.recv_result, "compressed")) << p.recv_result;
 }
 
+// Auto mode: an isend or irecv that finds the kernel stopped waits up to NCCL_ZIP_GPU_WAIT_US for
+// it (NCCL retries) instead of going raw. Without the wait the receiver's first receives (posted
+// before its kernel runs) take raw bytes only; with it, they too may arrive compressed.
+TEST(ResidentCodec, AutoWaitsForAColdKernel) {
+  long compressed[2] = {};
+  for (int wait : {0, 1}) {
+    Env env = base_env("1");
+    env["NCCL_ZIP_GPU"] = "1";
+    env["NCCL_ZIP_GPU_EMULATE"] = "1";
+    env["NCCL_ZIP_LINK_MBPS"] = "1";
+    env["NCCL_ZIP_GPU_WAIT_US"] = wait ? "200000" : "0";
+    env["NCCL_ZIP_GPU_IDLE_US"] = "1000000";  // one start: this harness retries every few ms
+    const std::vector<std::string> args = {"--msgs=100", "--max=1048576", "--kind=bf16", "--seed=13"};
+    Pair p = run_pair(11, env, args, args);
+    SCOPED_TRACE(std::string("NCCL_ZIP_GPU_WAIT_US=") + env["NCCL_ZIP_GPU_WAIT_US"]);
+    expect_ok(p);
+    compressed[wait] = field(p.recv_result, "compressed");
+  }
+  EXPECT_GT(compressed[1], compressed[0]);
+  printf("compressed pieces: %ld without waiting, %ld waiting\n", compressed[0], compressed[1]);
+}
+
 // NCCL_ZIP_GPU=0: the CPU codes everything.
 TEST(ResidentCodec, OffWithGpuZero) {
   Env env = base_env("2");
@@ -202,6 +224,31 @@ TEST(ExchangeData, ChecksummedMessagesAndTwoCodecThreads) {
   Pair p = run_pair(11, env, args, args);
   expect_ok(p);
   EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
+}
+
+// NCCL_ZIP_GPU=1 raises NCCL's channel floor at init (NCCL reads it afterwards), unless the user
+// set one or turned it or compression off.
+TEST(ChannelFloor, RaisedForTheGpuCodecUnlessSet) {
+  const char* inherited = getenv("NCCL_MIN_NCHANNELS");
+  const long untouched = inherited ? atol(inherited) : -1;
+  const struct {
+    Env env;
+    long want;
+  } cases[] = {
+      {{{"NCCL_ZIP_GPU", "1"}}, inherited ? untouched : 8},
+      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "12"}}, inherited ? untouched : 12},
+      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_MIN_NCHANNELS", "3"}}, 3},
+      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "0"}}, untouched},
+      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_ZIP_ENABLE", "0"}}, untouched},
+      {{{"NCCL_ZIP_GPU", "0"}}, untouched},
+  };
+  for (const auto& c : cases) {
+    std::string what;
+    for (const auto& [k, v] : c.env) what += k + "=" + v + " ";
+    const std::string r = probe(c.env);
+    ASSERT_EQ(field(r, "ok"), 1) << what << r;
+    EXPECT_EQ(field(r, "min_nchannels"), c.want) << what << r;
+  }
 }
 
 // NCCL_ZIP_TIMELINE: one CSV per comm, every message's stages in the order they happen.
