@@ -61,7 +61,7 @@ gtest_setup || exit 1
 step configure 60 cmake -S . -B build-dev "${cmake_args[@]}" || { say "configure failed: see $OUT/configure.log"; exit 1; }
 step build 240 cmake --build build-dev -j "$(nproc)" --target nccl-net-zip plugin_tests zip_peer zipccl-demo \
   common_tests socket_tests engine_tests engine_gpu_tests verbs_link_tests verbs_emu_tests verbs_ib_gdr_tests \
-  verbs_emu_gdr_device_tests ||
+  verbs_emu_gdr_device_tests zipccl-doctor zipccl-net-bench zipccl-inspect ||
   { tail -40 "$OUT/build.log"; exit 1; }
 PLUGIN=$ROOT/build-dev/plugin/libnccl-net-zip.so
 say "plugin: $PLUGIN; dynamic deps: $(readelf -d "$PLUGIN" | awk '/NEEDED/ {print $5}' | tr '\n' ' ')"
