@@ -40,9 +40,6 @@ struct Xfer {
 // addresses and keys; the socket transport sends none).
 struct Placement {
   int32_t tag = 0;
-  // The next piece of the receive in the placement before: the same tag, the bytes that follow
-  // (the engine splits a receive into pieces that are coded and sent one after the other).
-  bool continues = false;
   uint64_t capacity = 0;       // raw bytes the receive takes, landing at target
   uint64_t staging_bytes = 0;  // compressed bytes it takes, landing at staging; 0: raw only
   uint64_t target = 0, staging = 0;

@@ -19,10 +19,6 @@ ZIP_PARAM(min_bytes, "NCCL_ZIP_MIN_BYTES", 64 << 10, 0, int64_t(1) << 40)  // sm
 ZIP_PARAM(cpu_threads, "NCCL_ZIP_CPU_THREADS", 1, 1, 64)  // CPU codec workers, process-wide
 ZIP_PARAM(link_mbps, "NCCL_ZIP_LINK_MBPS", 0, 0, int64_t(1) << 30)  // link speed override (0: the device's)
 ZIP_PARAM(checksum, "NCCL_ZIP_CHECKSUM", 0, 0, 1)  // CRC32C of each compressed message
-// A receive that may arrive compressed is split into pieces of about this many KiB (at most
-// kMaxRecvs placements per clear-to-send; 0: no split): the sender codes them in turn and each goes
-// on the wire once coded, so one message's encode, transfer and decode overlap.
-ZIP_PARAM(piece_kb, "NCCL_ZIP_PIECE_KB", 256, 0, int64_t(1) << 30)
 // The GPU codec. 1: host buffers (NCCL's pinned ones, pinned staging) coded by the resident
 // kernel when it runs, by the CPU otherwise; no CUDA call on NCCL's progress thread.
 ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 0, 0, 1)

@@ -1,7 +1,5 @@
 #include "recv_comm.h"
 
-#include <algorithm>
-
 #include "engine_params.h"
 #include "log.h"
 #include "zipccl/format.h"
@@ -43,8 +41,6 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   if (r.in_use) return ncclSuccess;  // kMaxRequests in flight already: NCCL retries
   const bool zip_on = zip_mode() != ZipMode::kOff;
   const bool attr_flag_polled = ctx_->attr_flag_polled.load(std::memory_order_relaxed);
-  const size_t piece_bytes = size_t(piece_kb()) << 10;
-  const uint32_t per_recv = kMaxRecvs / uint32_t(n);  // placements each receive may have
   // The first receive that could take compressed bytes: a cold kernel is worth a short wait.
   for (int i = 0; i < n; ++i) {
     const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
@@ -54,60 +50,43 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   }
   ClearToSend cts;
   cts.seq = next_seq_;
-  uint32_t np = 0;
+  cts.n = uint32_t(n);
   for (int i = 0; i < n; ++i) {
     const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
-    CodecEngine* engine = engine_for(mr);
-    const size_t capacity = sizes[i];
+    Sub& s = r.subs[i];
+    s.state = kWaiting;
+    s.data = static_cast<char*>(data[i]);
+    s.capacity = sizes[i];
+    s.compressed = false;
+    s.orig_bytes = s.wire_bytes = 0;
+    s.kind = mr ? mr->kind : MemKind::kHost;
+    s.gpu_mapped = mr && mr->gpu_mapped;
+    s.engine = engine_for(mr);
     // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
     // memory a codec engine can decode into.
     bool compress_ok =
-        zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && engine && capacity > 0;
+        zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine && s.capacity > 0;
     // In auto mode only where the decode will be fast: a resident GPU codec that is not running
     // now would leave it to the CPU, slower than the link. Forced compression takes the CPU.
-    bool leased = false;
     if (compress_ok) {
-      leased = engine->lease();
-      compress_ok = leased || zip_mode() == ZipMode::kAlways;
+      s.leased = s.engine->lease();
+      compress_ok = s.leased || zip_mode() == ZipMode::kAlways;
     }
-    // Pieces of equal size, whole pages, as many as fit.
-    size_t piece = capacity;
-    if (compress_ok && piece_bytes > 0 && per_recv > 1 && capacity > piece_bytes) {
-      const size_t want = std::min<size_t>(per_recv, (capacity + piece_bytes - 1) / piece_bytes);
-      piece = ((capacity + want - 1) / want + kPieceAlign - 1) / kPieceAlign * kPieceAlign;
+    Placement& p = cts.p[i];
+    p.tag = tags[i];
+    p.capacity = s.capacity;
+    p.target = reinterpret_cast<uintptr_t>(s.data);
+    if (compress_ok) {
+      s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
+      p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
+      p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
     }
-    const size_t pieces = piece ? (capacity + piece - 1) / piece : 1;
-    for (size_t k = 0; k < pieces; ++k, ++np) {
-      Sub& s = r.subs[np];
-      s.state = kWaiting;
-      s.recv = uint32_t(i);
-      s.data = static_cast<char*>(data[i]) + k * piece;
-      s.capacity = std::min(piece, capacity - k * piece);
-      s.compressed = false;
-      s.orig_bytes = s.wire_bytes = 0;
-      s.kind = mr ? mr->kind : MemKind::kHost;
-      s.gpu_mapped = mr && mr->gpu_mapped;
-      s.engine = engine;
-      // Each piece holds a lease of its own (the first one's tells whether the kernel runs).
-      s.leased = k == 0 ? leased : compress_ok && engine->lease();
-      Placement& p = cts.p[np];
-      p.tag = tags[i];
-      p.continues = k > 0;
-      p.capacity = s.capacity;
-      p.target = reinterpret_cast<uintptr_t>(s.data);
-      if (compress_ok) {
-        s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
-        p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
-        p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
-      }
-      mark(Timeline::kPost, next_seq_, np, s.capacity, compress_ok ? Timeline::kCompressed : 0);
-    }
+    mark(Timeline::kPost, next_seq_, uint32_t(i), s.capacity, compress_ok ? Timeline::kCompressed : 0);
   }
-  cts.n = np;
   if (link_->post_cts(cts) != ncclSuccess) return check_link();
   r.in_use = true;
   r.seq = next_seq_++;
-  r.n = np;
+  r.n = uint32_t(n);
   r.posted_ms = now_ms();
   r.stall_logged = false;
   *request = &r;
@@ -248,23 +227,9 @@ ncclResult_t RecvComm::test(Request* req, int* done, int* sizes) {
       return fail(ncclRemoteError, "sender closed the connection with a receive outstanding");
     return ncclSuccess;
   }
-  // Each of NCCL's receives got its pieces' bytes, which must be a prefix of it.
-  for (uint32_t i = 0; i < r->n;) {
-    const uint32_t recv = r->subs[i].recv;
-    size_t total = 0;
-    bool short_piece = false;
-    for (; i < r->n && r->subs[i].recv == recv; ++i) {
-      const Sub& s = r->subs[i];
-      if (short_piece && s.orig_bytes)
-        return fail(ncclRemoteError, "protocol error: seq " + std::to_string(r->seq) +
-                                         " has bytes in a piece after a short one");
-      short_piece |= s.orig_bytes < s.capacity;
-      total += s.orig_bytes;
-    }
-    if (sizes) sizes[recv] = int(total);
-  }
   *done = 1;
   for (uint32_t i = 0; i < r->n; ++i) {
+    if (sizes) sizes[i] = int(r->subs[i].orig_bytes);
     mark(Timeline::kDone, r->seq, i, r->subs[i].orig_bytes);
     // Only now: a link may hold a registration of the whole receive's staging until then.
     staging_.give(std::move(r->subs[i].stage));

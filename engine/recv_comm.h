@@ -1,7 +1,6 @@
 // Receiving end of a connection. irecv posts one clear-to-send saying, for each grouped receive,
 // where raw bytes land (NCCL's buffer) and where compressed ones do (staging), if it may receive
-// them at all; a receive that may arrive compressed is split into pieces (NCCL_ZIP_PIECE_KB), one
-// placement each, so that the sender codes and sends them in turn. Each message the link reports as arrived is then done (raw, in place) or decoded
+// them at all. Each message the link reports as arrived is then done (raw, in place) or decoded
 // into NCCL's buffer on a codec engine, and the receive completes with the uncompressed sizes.
 // Device buffers (GPUDirect RDMA) receive raw bytes in place.
 #pragma once
@@ -25,11 +24,8 @@ class RecvComm : public Comm {
 
  private:
   enum SubState { kWaiting, kDecoding, kDone };
-  static constexpr size_t kPieceAlign = 4096;  // pieces start on pages: element-aligned for any codec
-  // One placement: a whole receive or one piece of it.
   struct Sub {
     SubState state = kWaiting;
-    uint32_t recv = 0;  // which of NCCL's grouped receives it belongs to
     char* data = nullptr;
     size_t capacity = 0;
     bool compressed = false;
@@ -44,7 +40,7 @@ class RecvComm : public Comm {
   struct Req : Request {
     bool in_use = false;
     uint32_t seq = 0;
-    uint32_t n = 0;  // placements, NCCL's receives in order, each split into its pieces
+    uint32_t n = 0;
     Sub subs[kMaxRecvs];
   };
   struct FlushReq : Request {

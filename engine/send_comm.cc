@@ -1,6 +1,5 @@
 #include "send_comm.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "engine_params.h"
@@ -12,30 +11,28 @@ SendComm::SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> l
     : Comm(kSend, dev, std::move(ctx), std::move(link)),
       meter_(link_meter(dev)),
       policy_(zip_mode(), link_bytes_per_s, link_mbps() > 0 ? nullptr : meter_),
-      reqs_(new Req[kPool]),
-      parts_(new Part[kPool]) {
+      reqs_(new Req[kPool]) {
   for (size_t i = 0; i < kPool; ++i) {
     reqs_[i].comm = this;
     free_.push_back(&reqs_[kPool - 1 - i]);
-    free_parts_.push_back(&parts_[kPool - 1 - i]);
   }
 }
 
 SendComm::~SendComm() {
   // Nothing may still read NCCL's buffers or our staging once we return.
   for (size_t i = 0; i < kPool; ++i)
-    if (parts_[i].state == kCoding) cancel_and_wait(&parts_[i].job);
+    if (reqs_[i].state == kCoding) cancel_and_wait(&reqs_[i].job);
   for (size_t i = 0; i < kPool; ++i) {
-    end_lease(&parts_[i]);
-    if (parts_[i].state == kPosted) meter_->finished(0);  // NCCL never tested it: no longer out
+    end_lease(&reqs_[i]);
+    if (reqs_[i].state == kPosted) meter_->finished(0);  // NCCL never tested it: no longer out
   }
   link_.reset();  // joins the transport's threads, which may still hold posted payloads
 }
 
-void SendComm::end_lease(Part* q) {
-  if (!q->leased) return;
-  q->leased->unlease();
-  q->leased = nullptr;
+void SendComm::end_lease(Req* r) {
+  if (!r->leased) return;
+  r->leased->unlease();
+  r->leased = nullptr;
 }
 
 // Clear-to-sends matter only when an isend looks for one; no more than the receiver may post.
@@ -45,18 +42,13 @@ ncclResult_t SendComm::take_cts() {
     bool got = false;
     if (link_->poll_cts(&p.cts, &got) != ncclSuccess) return check_link();
     if (!got) return ncclSuccess;
-    // Pieces continue a placement of the same receive: never the first one, always its tag.
-    for (uint32_t i = 0; i < p.cts.n; ++i)
-      if (p.cts.p[i].continues && (i == 0 || p.cts.p[i].tag != p.cts.p[i - 1].tag))
-        return fail(ncclRemoteError, "protocol error: clear-to-send seq " + std::to_string(p.cts.seq) +
-                                         " continues a placement that is not its receive's");
     mark(Timeline::kCts, p.cts.seq, 0, p.cts.n);
     pending_.push_back(p);
   }
   return ncclSuccess;
 }
 
-ncclResult_t SendComm::finish_job(Part* r) {
+ncclResult_t SendComm::finish_job(Req* r) {
   const CodecJob& j = r->job;
   r->state = kReady;
   end_lease(r);
@@ -103,7 +95,7 @@ ncclResult_t SendComm::progress() {
   while (!pending_.empty()) {
     Pending& p = pending_.front();
     while (posted_subs_ < p.cts.n) {
-      Part* r = p.part[posted_subs_];
+      Req* r = p.req[posted_subs_];
       if (!r) return ncclSuccess;  // its isend has not come yet
       if (r->state == kCoding) {
         if (!r->job.done()) return ncclSuccess;
@@ -144,47 +136,6 @@ ncclResult_t SendComm::defer(size_t size, int tag) {
   return ncclSuccess;
 }
 
-void SendComm::start_part(Part* q, const char* data, size_t bytes, uint32_t seq, uint32_t sub, const Placement& to,
-                          CodecEngine* engine, const Mr* mr) {
-  bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(bytes, *engine);
-  // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
-  // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
-  // the next message: the lease asked the kernel to start); forced compression takes the CPU.
-  const bool leased = compress && engine->lease();
-  if (compress && !leased && zip_mode() != ZipMode::kAlways) {
-    policy_.unmeasured();
-    compress = false;
-  }
-  q->data = data;
-  q->size = bytes;
-  q->h = MessageHeader{};
-  q->h.seq = seq;
-  q->h.sub = sub;
-  q->h.wire_bytes = q->h.orig_bytes = bytes;
-  q->wire = data;
-  q->staging_cap = to.staging_bytes;
-  q->leased = leased ? engine : nullptr;
-  if (compress) {
-    q->stage = staging_.take(zipccl::max_compressed_bytes(bytes));
-    CodecJob& j = q->job;
-    j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
-    j.cancelled.store(false, std::memory_order_relaxed);
-    j.op = CodecJob::kEncode;
-    j.src = data;
-    j.src_bytes = bytes;
-    j.dst = q->stage.p;
-    j.dst_cap = q->stage.cap;
-    j.checksum = checksum() != 0;
-    j.max_ratio = max_ratio();
-    j.gpu_ok = mr->gpu_mapped && q->stage.gpu_mapped;
-    q->state = kCoding;
-    engine->submit(&j);
-  } else {
-    q->state = kReady;
-  }
-  mark(Timeline::kPost, seq, sub, bytes, compress ? Timeline::kCompressed : 0);
-}
-
 ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** request) {
   *request = nullptr;
   if (ncclResult_t e = progress()) return e;
@@ -195,40 +146,61 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   }
   Pending& p = pending_[matching_];
   uint32_t sub = 0;
-  while (sub < p.cts.n && (p.cts.p[sub].tag != tag || p.cts.p[sub].continues || (p.matched >> sub & 1))) ++sub;
-  if (sub == p.cts.n) return defer(size, tag);
-  // The receive's pieces: its placement and the ones that continue it.
-  uint32_t end = sub + 1;
-  uint64_t capacity = p.cts.p[sub].capacity;
-  while (end < p.cts.n && p.cts.p[end].continues) capacity += p.cts.p[end++].capacity;
-  if (free_.empty() || free_parts_.size() < end - sub) return defer(size, tag);
+  while (sub < p.cts.n && (p.cts.p[sub].tag != tag || (p.matched >> sub & 1))) ++sub;
+  if (sub == p.cts.n || free_.empty()) return defer(size, tag);
   deferred_.posted_ms = 0;
-  if (size > capacity)
+  const Placement& to = p.cts.p[sub];
+  if (size > to.capacity)
     return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
-                                      std::to_string(capacity) + " bytes");
+                                      std::to_string(to.capacity) + " bytes");
   CodecEngine* engine = engine_for(mr);
   // The receiver takes compressed bytes (its kernel runs): a cold kernel here is worth a short wait.
-  if (p.cts.p[sub].staging_bytes > 0 && wait_for_kernel(engine)) return defer(size, tag);
+  if (to.staging_bytes > 0 && wait_for_kernel(engine)) return defer(size, tag);
+  bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine);
+  // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
+  // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
+  // the next message: the lease asked the kernel to start); forced compression takes the CPU.
+  const bool leased = compress && engine->lease();
+  if (compress && !leased && zip_mode() != ZipMode::kAlways) {
+    policy_.unmeasured();
+    compress = false;
+  }
   Req* r = free_.back();
   free_.pop_back();
+  r->data = static_cast<const char*>(data);
   r->size = size;
   r->kind = mr ? mr->kind : MemKind::kHost;
-  r->nparts = end - sub;
-  // The bytes fill the pieces in order; pieces past the end of a short message carry none.
-  size_t off = 0;
-  for (uint32_t k = sub; k < end; ++k) {
-    const size_t bytes = std::min<size_t>(p.cts.p[k].capacity, size - off);
-    Part* q = free_parts_.back();
-    free_parts_.pop_back();
-    start_part(q, static_cast<const char*>(data) + off, bytes, p.cts.seq, k, p.cts.p[k], engine, mr);
-    off += bytes;
-    r->parts[k - sub] = q;
-    p.part[k] = q;
-    p.matched |= 1u << k;
+  r->h = MessageHeader{};
+  r->h.seq = p.cts.seq;
+  r->h.sub = sub;
+  r->h.wire_bytes = r->h.orig_bytes = size;
+  r->wire = r->data;
+  r->staging_cap = to.staging_bytes;
+  r->leased = leased ? engine : nullptr;
+  if (compress) {
+    r->stage = staging_.take(zipccl::max_compressed_bytes(size));
+    CodecJob& j = r->job;
+    j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
+    j.cancelled.store(false, std::memory_order_relaxed);
+    j.op = CodecJob::kEncode;
+    j.src = data;
+    j.src_bytes = size;
+    j.dst = r->stage.p;
+    j.dst_cap = r->stage.cap;
+    j.checksum = checksum() != 0;
+    j.max_ratio = max_ratio();
+    j.gpu_ok = mr->gpu_mapped && r->stage.gpu_mapped;
+    r->state = kCoding;
+    engine->submit(&j);
+  } else {
+    r->state = kReady;
   }
+  p.req[sub] = r;
+  p.matched |= 1u << sub;
   if (p.matched == (1u << p.cts.n) - 1) ++matching_;
   r->posted_ms = now_ms();
   r->stall_logged = false;
+  mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);
   *request = r;
   return progress();
 }
@@ -238,28 +210,22 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   *done = 0;
   if (ncclResult_t e = progress()) return e;
   // NCCL reuses its buffer as soon as we say done: every byte must be the network's.
-  for (uint32_t i = 0; i < r->nparts; ++i) {
-    const Part* q = r->parts[i];
-    if (q->state == kPosted && q->xfer.done()) continue;
+  if (r->state != kPosted || !r->xfer.done()) {
     log_if_stalled(r, [&] {
       static const char* const names[] = {"free", "in the codec engine", "waiting for its turn", "posted"};
-      return "seq " + std::to_string(q->h.seq) + " sub " + std::to_string(q->h.sub) + ", " + std::to_string(q->size) +
-             " bytes, " + names[q->state] + (r->kind == MemKind::kDevice ? " (device buffer)" : "") +
-             ", engine job state " + std::to_string(q->job.state.load()) + ", transfer pieces left " +
-             std::to_string(q->xfer.pending.load());
+      return "seq " + std::to_string(r->h.seq) + " sub " + std::to_string(r->h.sub) + ", " + std::to_string(r->size) +
+             " bytes, " + names[r->state] + (r->kind == MemKind::kDevice ? " (device buffer)" : "") +
+             ", engine job state " + std::to_string(r->job.state.load()) + ", transfer pieces left " +
+             std::to_string(r->xfer.pending.load());
     });
     return ncclSuccess;
   }
   *done = 1;
   if (sizes) sizes[0] = int(r->size);
-  for (uint32_t i = 0; i < r->nparts; ++i) {
-    Part* q = r->parts[i];
-    mark(Timeline::kDone, q->h.seq, q->h.sub, q->size);
-    meter_->finished(q->h.wire_bytes);
-    staging_.give(std::move(q->stage));
-    q->state = kFree;
-    free_parts_.push_back(q);
-  }
+  mark(Timeline::kDone, r->h.seq, r->h.sub, r->size);
+  meter_->finished(r->h.wire_bytes);
+  staging_.give(std::move(r->stage));
+  r->state = kFree;
   free_.push_back(r);
   return ncclSuccess;
 }

@@ -1,7 +1,6 @@
 // Sending end of a connection. Per message: match the receiver's next clear-to-send by tag, decide
 // raw or compressed, compress on a codec engine into staging, then send it into the placement it
-// matched (split over the pieces the receiver asked for, each decided, coded and sent on its
-// own); done once the link has taken every byte. Messages go to the link in (seq, sub) order,
+// matched; done once the link has taken every byte. Messages go to the link in (seq, sub) order,
 // whatever order their isends and codec jobs came in. Device buffers (GPUDirect RDMA) go raw
 // from where they are.
 #pragma once
@@ -26,11 +25,11 @@ class SendComm : public Comm {
 
  private:
   enum State { kFree, kCoding, kReady, kPosted };  // kCoding: any engine job
-  // One message on the wire: what an isend sends into one placement, the whole isend or a piece.
-  struct Part {
+  struct Req : Request {
     State state = kFree;
     const char* data = nullptr;
     size_t size = 0;
+    MemKind kind = MemKind::kHost;  // for stall reports
     MessageHeader h;
     const char* wire = nullptr;  // what goes on the wire: data or staging
     size_t staging_cap = 0;      // what the receiver takes compressed (its placement's staging_bytes)
@@ -39,36 +38,24 @@ class SendComm : public Comm {
     CodecJob job;
     Xfer xfer;
   };
-  // An isend: the parts of one placement and the ones that continue it.
-  struct Req : Request {
-    size_t size = 0;
-    MemKind kind = MemKind::kHost;  // for stall reports
-    uint32_t nparts = 0;
-    Part* parts[kMaxRecvs] = {};
-  };
   // A clear-to-send until all its messages are with the link.
   struct Pending {
     ClearToSend cts;
     uint32_t matched = 0;  // bit i: placement i has its isend
-    Part* part[kMaxRecvs] = {};
+    Req* req[kMaxRecvs] = {};
   };
   static constexpr size_t kPool = kMaxRequests * kMaxRecvs;
-  static void end_lease(Part* q);
+  static void end_lease(Req* r);
 
   ncclResult_t progress();
   ncclResult_t take_cts();
   ncclResult_t defer(size_t size, int tag);
-  // Decides raw or compressed for one part and starts its encode.
-  void start_part(Part* q, const char* data, size_t bytes, uint32_t seq, uint32_t sub, const Placement& to,
-                  CodecEngine* engine, const Mr* mr);
-  ncclResult_t finish_job(Part* q);
+  ncclResult_t finish_job(Req* r);
 
   LinkMeter* const meter_;  // this device's link, all comms through it
   CompressPolicy policy_;
   std::unique_ptr<Req[]> reqs_;
   std::vector<Req*> free_;
-  std::unique_ptr<Part[]> parts_;
-  std::vector<Part*> free_parts_;
   std::deque<Pending> pending_;  // oldest first
   size_t matching_ = 0;          // pending_[matching_] is the first not fully matched
   uint32_t posted_subs_ = 0;     // messages of pending_.front() with the link

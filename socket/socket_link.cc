@@ -201,7 +201,7 @@ ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
   for (uint32_t i = 0; i < cts.n; ++i) {
     const Placement& p = cts.p[i];
     r.e[i].tag = p.tag;
-    r.e[i].flags = (p.staging_bytes ? uint32_t(kCompressOk) : 0u) | (p.continues ? uint32_t(kContinues) : 0u);
+    r.e[i].flags = p.staging_bytes ? uint32_t(kCompressOk) : 0u;
     r.e[i].capacity = p.capacity;
     r.e[i].staging_bytes = p.staging_bytes;
   }
@@ -262,7 +262,7 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   if (len != sizeof r || r.type != kCts || r.n == 0 || r.n > kMaxRecvs || r.seq != next_cts_seq_)
     return fail(ncclRemoteError, "protocol error: unexpected clear-to-send record");
   bool unknown = r.reserved != 0;
-  for (uint32_t i = 0; i < r.n; ++i) unknown |= (r.e[i].flags & ~uint32_t(kCompressOk | kContinues)) != 0;
+  for (uint32_t i = 0; i < r.n; ++i) unknown |= (r.e[i].flags & ~uint32_t(kCompressOk)) != 0;
   if (unknown)
     return fail(ncclRemoteError, "protocol error: clear-to-send (seq " + std::to_string(r.seq) +
                                      ") with unknown flags or a non-zero reserved field");
@@ -275,7 +275,6 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
     p.tag = r.e[i].tag;
     p.capacity = r.e[i].capacity;
     p.staging_bytes = (r.e[i].flags & kCompressOk) ? r.e[i].staging_bytes : 0;
-    p.continues = r.e[i].flags & kContinues;
   }
   *got = true;
   return ncclSuccess;

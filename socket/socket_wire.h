@@ -12,7 +12,7 @@ namespace zipccl::tcp {
 
 constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
 constexpr uint32_t kHelloMagic = 0x5A49484Cu;
-constexpr uint16_t kVersion = 2;
+constexpr uint16_t kVersion = 1;
 constexpr size_t kMaxRecord = 4096;
 
 struct Hello {
@@ -30,7 +30,6 @@ static_assert(sizeof(Hello) == 32, "hello is 32 bytes");
 enum RecordType : uint32_t { kCts = 0x5A435453u /* "STCZ" */, kHeader = 0x5A444154u };
 enum RecordFlags : uint32_t {
   kCompressOk = 0x1,  // CtsEntry: the receive takes compressed bytes (staging_bytes of them)
-  kContinues = 0x2,   // CtsEntry: Placement::continues
   kCompressed = 0x1,  // HeaderRecord: the bytes that follow are a compressed message
 };
 

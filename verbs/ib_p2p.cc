@@ -156,7 +156,6 @@ ncclResult_t IbLink::post_cts(const ClearToSend& cts) {
     e.target_addr = p.target;
     e.staging_addr = p.staging;
     e.staging_bytes = p.staging_bytes;
-    e.flags = p.continues ? kEntryContinues : 0u;
     for (auto [addr, bytes, key] : {std::tuple{p.target, p.capacity, &e.target_rkey},
                                     std::tuple{p.staging, p.staging_bytes, &e.staging_rkey}}) {
       if (bytes == 0) continue;
@@ -260,10 +259,6 @@ ncclResult_t IbLink::poll_cts(ClearToSend* cts, bool* got) {
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
   const auto* end = reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(&s) + end_stamp_offset(n));
   if (__atomic_load_n(end, __ATOMIC_RELAXED) != want) return ncclSuccess;  // not all of it has landed
-  for (uint32_t i = 0; i < n; ++i)
-    if (e[i].flags & ~kEntryContinues)  // a peer speaking a protocol this one does not know
-      return fail_with(ncclRemoteError, "protocol error: clear-to-send (seq " + std::to_string(cts_taken_) +
-                                            ") with unknown flags");
   cts->seq = cts_taken_;
   cts->n = n;
   for (uint32_t i = 0; i < n; ++i) {
@@ -275,7 +270,6 @@ ncclResult_t IbLink::poll_cts(ClearToSend* cts, bool* got) {
     p.staging = e[i].staging_addr;
     p.target_key = e[i].target_rkey;
     p.staging_key = e[i].staging_rkey;
-    p.continues = e[i].flags & kEntryContinues;
   }
   cts_n_[cts_taken_ % kFifoSlots] = n;
   ++cts_taken_;

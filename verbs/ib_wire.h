@@ -14,7 +14,7 @@ namespace zipccl::verbs {
 constexpr uint32_t kHandleMagic = 0x5A494249u;  // "IBIZ"
 constexpr uint32_t kInfoMagic = 0x5A49514Fu;
 constexpr uint32_t kReadyMagic = 0x5A495244u;
-constexpr uint16_t kWireVersion = 3;
+constexpr uint16_t kWireVersion = 2;
 
 // The handle is a TcpHandle (common/tcp_bootstrap.h) with kHandleMagic: the bootstrap
 // listener's address and the nonce a connector must present.
@@ -53,9 +53,8 @@ struct CtsEntry {
   uint64_t staging_addr;
   uint64_t staging_bytes;  // 0: raw only
   uint32_t staging_rkey;
-  uint32_t flags;  // kEntryContinues: Placement::continues
+  uint32_t reserved;
 };
-constexpr uint32_t kEntryContinues = 0x1;
 static_assert(sizeof(CtsEntry) == 48, "a placement is 48 bytes");
 
 // A clear-to-send, written by one RDMA write of its first cts_bytes(n) bytes: stamp, n, the n

@@ -129,8 +129,7 @@ TEST_P(LinkContract, RawMessagesLandInTheirTargets) {
 }
 
 // A grouped clear-to-send: messages go out in sub order, compressed ones into staging, raw ones
-// into their targets, and nothing lands anywhere else; which placements continue the one before
-// travels with them.
+// into their targets, and nothing lands anywhere else.
 TEST_P(LinkContract, GroupedPlacementsRawAndCompressed) {
   constexpr uint32_t kN = kMaxRecvs;
   constexpr size_t kCap = 100000;
@@ -140,7 +139,6 @@ TEST_P(LinkContract, GroupedPlacementsRawAndCompressed) {
   for (uint32_t i = 0; i < kN; ++i) {
     Placement& p = cts.p[i];
     p.tag = int32_t(100 + i);
-    p.continues = i % 3 == 2;
     p.capacity = kCap;
     p.target = reinterpret_cast<uintptr_t>(recv_arena_.data() + i * kCap);
     if (i % 2) {
@@ -156,7 +154,6 @@ TEST_P(LinkContract, GroupedPlacementsRawAndCompressed) {
   for (uint32_t i = 0; i < kN; ++i) {
     EXPECT_EQ(got.p[i].tag, int32_t(100 + i));
     EXPECT_EQ(got.p[i].staging_bytes, i % 2 ? kCap : 0u);
-    EXPECT_EQ(got.p[i].continues, i % 3 == 2) << i;
     MessageHeader h;
     h.sub = i;
     h.compressed = i % 2;

@@ -94,23 +94,6 @@ TEST(ExchangeData, LLLikeLinesSurviveCompression) {
 
 // ---- Host buffers through the resident GPU codec, its kernel played by a CPU thread ----------
 
-// Receives split into pieces (NCCL_ZIP_PIECE_KB=16: up to 8 placements per clear-to-send, fewer
-// per receive when grouped), filled in order, short messages leaving the last pieces empty; the
-// plugin counts pieces as messages, so more compressed ones than NCCL messages means they were
-// split.
-TEST(ExchangePieces, SmallPiecesEveryByteChecked) {
-  for (const char* group : {"1", "3"}) {
-    Env env = base_env("2");
-    env["NCCL_ZIP_PIECE_KB"] = "16";
-    const std::vector<std::string> args = {"--msgs=150", "--max=262144", std::string("--group=") + group,
-                                           "--kind=mix", "--seed=21"};
-    Pair p = run_pair(11, env, args, args);
-    SCOPED_TRACE(std::string("group ") + group);
-    expect_ok(p);
-    EXPECT_GT(field(p.recv_result, "compressed"), field(p.recv_result, "msgs")) << p.recv_result;
-  }
-}
-
 // NCCL_ZIP_GPU=1 with the emulated kernel (NCCL_ZIP_GPU_EMULATE=1): the whole data path of the
 // resident codec (leases, staging arena, posts and polls, idle exits between bursts, the CPU
 // when no kernel runs) through the real plugin; every byte checked.
@@ -189,7 +172,7 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
     compressed[wait] = field(p.recv_result, "compressed");
   }
   EXPECT_GT(compressed[1], compressed[0]);
-  printf("compressed pieces: %ld without waiting, %ld waiting\n", compressed[0], compressed[1]);
+  printf("compressed messages: %ld without waiting, %ld waiting\n", compressed[0], compressed[1]);
 }
 
 // NCCL_ZIP_GPU=0: the CPU codes everything.
@@ -679,9 +662,6 @@ struct EvilCase {
   const char* expect;  // in the WARN
   bool empty_record = false;  // send a control record of length 0 instead of the header
   size_t trailing = 0;        // the payload: a real message of orig bytes, then this many more
-  // A 1 MiB receive (four pieces of NCCL_ZIP_PIECE_KB's default 256 KiB) and raw messages of orig,
-  // orig, 0 and 0 bytes into them: bytes after a short piece.
-  bool short_piece = false;
 };
 
 class EvilPeer : public ::testing::TestWithParam<EvilCase> {};
@@ -706,7 +686,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
       uint16_t version, index, nsocks, r0;
       uint32_t r1;
       uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 2, i, 2, 0, 0, nonce, 77};
+    } hello{0x5A49484Cu, 1, i, 2, 0, 0, nonce, 77};
     fds[i] = stranger(addr, &hello, sizeof hello);
   }
   const double end = now_s() + 5;
@@ -714,7 +694,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
     ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
   }
   ASSERT_NE(rc, nullptr) << "a hello with the right nonce must be accepted";
-  std::vector<char> rbuf(c.short_piece ? 1 << 20 : 65536, 0x5A);
+  std::vector<char> rbuf(65536, 0x5A);
   void* data = rbuf.data();
   void* mh = nullptr;
   ASSERT_EQ(net.reg_mr(rc, data, rbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
@@ -742,14 +722,6 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   if (c.empty_record) {
     const uint32_t zero = 0;
     ASSERT_EQ(send(fds[0], &zero, sizeof zero, MSG_NOSIGNAL), ssize_t(sizeof zero));
-  } else if (c.short_piece) {
-    for (uint32_t sub = 0; sub < 4; ++sub) {
-      rec.sub = sub;
-      rec.orig = rec.wire = sub < 2 ? c.orig : 0;
-      ASSERT_EQ(send(fds[0], &rec, sizeof rec, MSG_NOSIGNAL), ssize_t(sizeof rec));
-      ASSERT_EQ(send(fds[1], garbage.data(), rec.wire, MSG_NOSIGNAL), ssize_t(rec.wire));
-    }
-    garbage.clear();
   } else {
     ASSERT_EQ(send(fds[0], &rec, sizeof rec, MSG_NOSIGNAL), ssize_t(sizeof rec));
   }
@@ -779,9 +751,7 @@ INSTANTIATE_TEST_SUITE_P(
                       EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"},
                       EvilCase{"UnknownHeaderFlags", false, 0, 4, 10, 10, "with unknown flags 4"},
                       EvilCase{"EmptyControlRecord", false, 0, 0, 0, 0, "control record of 0 bytes", true},
-                      EvilCase{"BytesAfterTheMessage", false, 0, 1, 4096, 0, "its header says", false, 16},
-                      EvilCase{"BytesAfterAShortPiece", false, 0, 0, 100, 100, "in a piece after a short one", false,
-                               0, true}),
+                      EvilCase{"BytesAfterTheMessage", false, 0, 1, 4096, 0, "its header says", false, 16}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Several communicators (v11 contexts) at once, each progressed by its own thread as NCCL's
