@@ -39,6 +39,8 @@ ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 200, 0, 1000000)
 // A CPU thread plays the resident kernel (CPU codec; tests without a GPU). 2: its launches hang
 // until the codec closes, as a launcher stuck in a CUDA call.
 ZIP_PARAM(gpu_emulate, "NCCL_ZIP_GPU_EMULATE", 0, 0, 2)
+// Tests: the emulated kernel starts running this long after its launch (a GPU busy with work).
+ZIP_PARAM(gpu_emulate_start_us, "NCCL_ZIP_GPU_EMULATE_START_US", 0, 0, 10000000)
 // A request still not done after this many seconds is logged once (0: never).
 ZIP_PARAM(stall_warn_s, "NCCL_ZIP_STALL_WARN_S", 60, 0, 24 * 3600)
 // Device buffers moved by the HCA itself (GPUDirect RDMA, always raw): -1 auto, 0 off, 1 on.

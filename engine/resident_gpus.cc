@@ -28,6 +28,7 @@ ResidentGpu* make(int device) {
   if (emulate) {
     emulation = std::make_shared<EmulatedServiceDevice::Control>();
     emulation->block_launch = gpu_emulate() == 2;
+    emulation->start_delay_us = gpu_emulate_start_us();
     dev = std::make_unique<EmulatedServiceDevice>(emulation);
     mem = new char[arena_bytes];
     free_mem = [](char* p) { delete[] p; };
