@@ -1,6 +1,6 @@
 // The measured rate of each plugin device's link, all its send comms together as they share the
 // NIC: wire bytes per second of busy time, from when a message goes to the link until its send
-// is seen complete. The policy trusts it over the speed a device reports when it is higher (a
+// is seen complete. The policy trusts it over the speed a device reports when it is far higher (a
 // loopback interface says 10 Gb/s and moves far more).
 #pragma once
 

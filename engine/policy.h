@@ -1,8 +1,8 @@
 // Per-connection decision: compress this message or send it raw. Compression pays when the codec
 // keeps up with the link (then the wire carries ratio x the bytes) and the data has recently
 // compressed below NCCL_ZIP_MAX_RATIO. Both rates are sustained ones, measured while busy: the
-// codec's from its jobs, the link's from its messages (where that is above the speed the device
-// reports; NCCL_ZIP_LINK_MBPS fixes it instead).
+// codec's from its jobs, the link's from its messages (where that is far above the speed the
+// device reports; NCCL_ZIP_LINK_MBPS fixes it instead).
 #pragma once
 
 #include <cstddef>
@@ -37,6 +37,7 @@ class CompressPolicy {
 
  private:
   static constexpr double kCodecMargin = 1.2;  // the codec must beat the link by this factor
+  static constexpr double kMisreported = 2.0;  // a link measured this much faster than it says
   static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
   // Measure a codec that was slower than the link again every Nth message: one measurement can
   // be a cold or a crowded one (a GPU codec's rate depends on what else the GPU runs), and a
