@@ -113,10 +113,17 @@ ncclResult_t IbLinkector::progress(std::unique_ptr<Link>* out) {
       ZIP_WARN("connect to %s: socket options failed: %s", peer.c_str(), std::strerror(errno));
       return ncclSystemError;
     }
+    if (socket_timeout_ms() > 0) answer_deadline_ms_ = now_ms() + socket_timeout_ms();
   }
-  // The listener answers only once NCCL calls its accept, which may take a while: no deadline
-  // here, but a listener that goes away closes the socket.
+  // The listener answers once NCCL calls its accept, which its peer's NCCL does while it sets up
+  // the same communicator: a listener silent for NCCL_ZIP_SOCKET_TIMEOUT_MS is one that never
+  // will (one that goes away closes the socket).
   Io io = recv_some(fd_, &reply_, sizeof reply_, &got_);
+  if (io == Io::kAgain && !qps_ready_ && answer_deadline_ms_ && now_ms() > answer_deadline_ms_) {
+    ZIP_WARN("connect to %s: no answer from the listener after %lld ms (%zu of %zu bytes; "
+             "NCCL_ZIP_SOCKET_TIMEOUT_MS)", peer.c_str(), (long long)socket_timeout_ms(), got_, sizeof reply_);
+    return ncclRemoteError;
+  }
   if (io == Io::kDone && !qps_ready_) {
     if (const char* why = invalid(reply_, nonce_)) {
       ZIP_WARN("connect to %s: bad answer: %s", peer.c_str(), why);

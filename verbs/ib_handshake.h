@@ -59,6 +59,7 @@ class IbLinkector : public Connector {
   QpInfo reply_{};
   size_t got_ = 0;
   bool qps_ready_ = false;
+  int64_t answer_deadline_ms_ = 0;  // the listener must have answered by then (0: no deadline)
   uint32_t ready_ = kReadyMagic;
   size_t sent_ = 0;
 };

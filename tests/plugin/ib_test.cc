@@ -307,4 +307,32 @@ INSTANTIATE_TEST_SUITE_P(Emulated, IbFault,
                            return n.substr(0, n.find(':'));
                          });
 
+// A listener whose NCCL never calls accept: the connector gives up after NCCL_ZIP_SOCKET_TIMEOUT_MS
+// with a remote error and a WARN, instead of waiting for its answer forever.
+TEST(IbConnect, SilentListenerTimesOut) {
+  IB_ONLY();
+  PluginNet net(ZIP_PLUGIN_PATH, 11);
+  ASSERT_EQ(net.init(), ncclSuccess);
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* lc = nullptr;
+  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
+  std::string hex;
+  for (unsigned char b : handle) {
+    char h[3];
+    snprintf(h, sizeof h, "%02x", b);
+    hex += h;
+  }
+  const double t0 = now_s();
+  Proc send(peer_args("send", 11, {"--handle=" + hex, "--expect-error"}),
+            Env{{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ZIP_SOCKET_TIMEOUT_MS", "500"}});
+  ASSERT_EQ(send.wait(30), 0);
+  const std::string r = result_line(send);
+  EXPECT_EQ(field(r, "ok"), 1) << r;
+  EXPECT_EQ(field(r, "error"), ncclRemoteError) << r;
+  EXPECT_NE(r.find("call=net_.connect("), std::string::npos) << r;
+  EXPECT_LT(now_s() - t0, 10.0);
+  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
+  EXPECT_EQ(net.finalize(), ncclSuccess);
+}
+
 }  // namespace
