@@ -150,9 +150,11 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (sub == p.cts.n || free_.empty()) return defer(size, tag);
   deferred_.posted_ms = 0;
   const Placement& to = p.cts.p[sub];
+  // As NCCL's IB transport: the two ends disagree on the collective, a usage error.
   if (size > to.capacity)
-    return fail(ncclInvalidUsage, "isend of " + std::to_string(size) + " bytes to a receive of " +
-                                      std::to_string(to.capacity) + " bytes");
+    return fail(ncclInvalidUsage, "collective mismatch: isend of " + std::to_string(size) + " bytes (tag " +
+                                      std::to_string(tag) + ") into a receive of " + std::to_string(to.capacity) +
+                                      " bytes posted by the peer");
   CodecEngine* engine = engine_for(mr);
   // The receiver takes compressed bytes (its kernel runs): a cold kernel here is worth a short wait.
   if (to.staging_bytes > 0 && wait_for_kernel(engine)) return defer(size, tag);

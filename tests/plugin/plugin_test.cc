@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -493,6 +494,39 @@ TEST(InProcess, ForeignHandleIsRefused) {
   void* sc = nullptr;
   EXPECT_NE(net.connect(0, handle, &sc), ncclSuccess);
   EXPECT_EQ(sc, nullptr);
+  EXPECT_EQ(net.finalize(), ncclSuccess);
+}
+
+// A send larger than the receive the peer posted: ncclInvalidUsage with both sizes (NCCL's IB
+// transport reports a collective mismatch so), nothing sent.
+TEST(InProcess, SendLargerThanTheReceiveIsAMismatch) {
+  clear_log();
+  PluginNet net(ZIP_PLUGIN_PATH, 11);
+  ASSERT_EQ(net.init(), ncclSuccess);
+  void *lc, *sc, *rc;
+  ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
+  std::vector<char> sbuf(8192, 1), rbuf(4096, 0);
+  void *smh = nullptr, *rmh = nullptr;
+  ASSERT_EQ(net.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
+  ASSERT_EQ(net.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  void* data = rbuf.data();
+  size_t size = rbuf.size();
+  int tag = 7;
+  void* rreq = nullptr;
+  ASSERT_EQ(net.irecv(rc, 1, &data, &size, &tag, &rmh, false, &rreq), ncclSuccess);
+  ncclResult_t r = ncclSuccess;
+  void* sreq = nullptr;
+  const double end = now_s() + 10;
+  while (r == ncclSuccess && !sreq && now_s() < end) r = net.isend(sc, sbuf.data(), sbuf.size(), 7, smh, &sreq);
+  EXPECT_EQ(r, ncclInvalidUsage);
+  EXPECT_EQ(sreq, nullptr);
+  EXPECT_EQ(count_log("collective mismatch: isend of 8192 bytes (tag 7) into a receive of 4096 bytes"), 1);
+  EXPECT_EQ(std::count(rbuf.begin(), rbuf.end(), 0), 4096) << "nothing landed";
+  EXPECT_EQ(net.dereg_mr(sc, smh), ncclSuccess);
+  EXPECT_EQ(net.dereg_mr(rc, rmh), ncclSuccess);
+  EXPECT_EQ(net.close_send(sc), ncclSuccess);
+  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
+  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
   EXPECT_EQ(net.finalize(), ncclSuccess);
 }
 
