@@ -1,0 +1,487 @@
+// The control path against a hostile peer, driven through the plugin's ABI: a fake peer speaks
+// the socket transport's wire format (socket/socket_wire.h) with random, mostly plausible records
+// (headers for receives that exist and do not, sizes around the capacities, flags, truncated and
+// corrupt payloads, compressed messages the codec made, garbage, early closes) to a receiving
+// plugin, and random clear-to-sends to a sending one. Whatever arrives, the plugin must answer with
+// success or a remote/system error that stays, never write outside the receive buffers, never
+// report more bytes than a receive takes, and close without hanging. Seeds are fixed (the
+// iteration number); ZIP_FUZZ_ITERATIONS runs more of them.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net_client.h"
+#include "pair.h"
+#include "zipccl/codec.h"
+
+using namespace zipccl::client;
+using namespace zipccl::test;
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x5A49484Cu, kHandleMagic = 0x5A495053u, kCts = 0x5A435453u,
+                   kHeader = 0x5A444154u;
+constexpr uint16_t kVersion = 1;
+constexpr size_t kGuard = 64;
+constexpr char kGuardByte = 0x5A;
+
+#pragma pack(push, 1)
+struct Hello {
+  uint32_t magic;
+  uint16_t version, index, nsocks, reserved;
+  uint32_t reserved2;
+  uint64_t nonce, conn_id;
+};
+struct HeaderRecord {
+  uint32_t type, seq, sub, flags;
+  uint64_t orig_bytes, wire_bytes;
+};
+struct CtsEntry {
+  int32_t tag;
+  uint32_t flags;
+  uint64_t capacity, target_addr, target_key, staging_addr, staging_key, staging_bytes;
+};
+struct CtsRecord {
+  uint32_t type, seq, n, reserved;
+  CtsEntry e[8];
+};
+#pragma pack(pop)
+
+int iterations() {
+  const char* s = getenv("ZIP_FUZZ_ITERATIONS");
+  return s ? atoi(s) : 60;
+}
+
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool ok_or_remote(ncclResult_t r) { return r == ncclSuccess || r == ncclRemoteError || r == ncclSystemError; }
+
+// Writes all of it unless the socket fails (the plugin closed it): the fake peer does not care.
+void put(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n) {
+    const ssize_t k = send(fd, c, n, MSG_NOSIGNAL);
+    if (k <= 0) return;
+    c += k;
+    n -= size_t(k);
+  }
+}
+
+int dial(const sockaddr_in& a) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t seed) : g(seed) {}
+  uint64_t below(uint64_t n) { return n ? g() % n : 0; }
+  bool one_in(uint64_t n) { return below(n) == 0; }
+  template <class T>
+  T pick(std::initializer_list<T> xs) {
+    return *(xs.begin() + below(xs.size()));
+  }
+};
+
+// A size near the interesting edges of `cap`.
+uint64_t size_near(Rng& r, uint64_t cap) {
+  switch (r.below(8)) {
+    case 0: return 0;
+    case 1: return cap;
+    case 2: return cap + 1;
+    case 3: return cap ? cap - 1 : 0;
+    case 4: return r.below(cap + 1);
+    case 5: return r.below(1 << 20);
+    case 6: return uint64_t(1) << (32 + r.below(31));
+    default: return r.below(256);
+  }
+}
+
+class FakePeerFuzz : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (ib_run()) GTEST_SKIP() << "speaks the socket transport's wire format";
+    ASSERT_EQ(net_.init(), ncclSuccess);
+  }
+  void TearDown() override {
+    if (!ib_run()) {
+      EXPECT_EQ(net_.finalize(), ncclSuccess);
+    }
+  }
+  PluginNet net_{ZIP_PLUGIN_PATH, 11};
+};
+
+// ---- a receiving plugin ---------------------------------------------------------------------
+
+struct PostedRecv {
+  void* req = nullptr;
+  int n = 0;
+  size_t caps[3] = {};
+  char* data[3] = {};
+  bool done = false;
+};
+
+TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
+  const int n_iter = iterations();
+  int errors = 0, completions = 0;
+  for (int it = 0; it < n_iter; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    Rng r(0xF00D + uint64_t(it));
+    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void *lc = nullptr, *rc = nullptr;
+    ASSERT_EQ(net_.listen(0, handle, &lc), ncclSuccess);
+    sockaddr_in addr;
+    std::memcpy(&addr, handle + 8, sizeof addr);
+    uint64_t nonce;
+    std::memcpy(&nonce, handle + 40, sizeof nonce);
+    int fds[2];
+    for (uint16_t i = 0; i < 2; ++i) {
+      fds[i] = dial(addr);
+      ASSERT_GE(fds[i], 0);
+      const Hello h{kHelloMagic, kVersion, i, 2, 0, 0, nonce, 1000 + uint64_t(it)};
+      put(fds[i], &h, sizeof h);
+    }
+    for (const double end = seconds() + 5; !rc && seconds() < end;) ASSERT_EQ(net_.accept(lc, &rc), ncclSuccess);
+    ASSERT_NE(rc, nullptr);
+
+    // Receives with guard bytes around every buffer.
+    const int n_recv = 1 + int(r.below(4));
+    std::vector<PostedRecv> recvs(static_cast<size_t>(n_recv));
+    size_t arena_bytes = 0;
+    for (auto& p : recvs) {
+      p.n = 1 + int(r.below(3));
+      for (int j = 0; j < p.n; ++j) {
+        p.caps[j] = r.pick<size_t>({0, 1, 100, 4096, 65536, 300000});
+        arena_bytes += p.caps[j] + 2 * kGuard;
+      }
+    }
+    std::vector<char> arena(arena_bytes, kGuardByte);
+    void* mh = nullptr;
+    ASSERT_EQ(net_.reg_mr(rc, arena.data(), arena.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+    size_t off = 0;
+    ncclResult_t sticky = ncclSuccess;
+    for (auto& p : recvs) {
+      void* data[3];
+      size_t sizes[3];
+      int tags[3];
+      void* mhs[3];
+      for (int j = 0; j < p.n; ++j) {
+        p.data[j] = arena.data() + off + kGuard;
+        std::memset(p.data[j], 0, p.caps[j]);
+        off += p.caps[j] + 2 * kGuard;
+        data[j] = p.data[j];
+        sizes[j] = p.caps[j];
+        tags[j] = j;
+        mhs[j] = mh;
+      }
+      const ncclResult_t e = net_.irecv(rc, p.n, data, sizes, tags, mhs, r.one_in(6), &p.req);
+      ASSERT_TRUE(ok_or_remote(e)) << e;
+      if (e != ncclSuccess) sticky = e;
+    }
+
+    // What the plugin offered: its clear-to-sends, read from the control socket.
+    std::vector<CtsRecord> offered;
+    for (int i = 0; i < n_recv && sticky == ncclSuccess; ++i) {
+      uint32_t len = 0;
+      CtsRecord c{};
+      timeval tv{2, 0};
+      setsockopt(fds[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ASSERT_EQ(recv(fds[0], &len, 4, MSG_WAITALL), 4);
+      ASSERT_EQ(len, sizeof c);
+      ASSERT_EQ(recv(fds[0], &c, sizeof c, MSG_WAITALL), ssize_t(sizeof c));
+      offered.push_back(c);
+    }
+
+    // The fake sender's messages, mostly right (raw, or compressed where staging is offered),
+    // now and then one of the faults; written by a thread while this one polls the plugin.
+    std::vector<char> ctrl, payload;
+    const uint64_t fault_odds = 2 + r.below(12);
+    for (const CtsRecord& c : offered) {
+      for (uint32_t sub = 0; sub < c.n; ++sub) {
+        if (r.one_in(10)) continue;  // never sent: the receive stays open
+        const CtsEntry& e = c.e[sub];
+        const uint64_t cap = e.capacity;
+        HeaderRecord h{kHeader, c.seq, sub, 0, 0, 0};
+        std::vector<char> body;
+        if (e.staging_bytes && r.one_in(2)) {  // a compressed message the codec made
+          std::vector<char> src(r.below(cap + 1) & ~uint64_t(1));
+          for (auto& x : src) x = char(r.below(4) == 0 ? r.below(256) : 0x3C);
+          body.resize(zipccl::max_compressed_bytes(src.size()));
+          size_t len = 0;
+          if (zipccl::encode(zipccl::Codec::BF16, src.data(), src.size(), body.data(), body.size(), &len) !=
+              zipccl::Status::kOk)
+            len = 0;
+          body.resize(len);
+          h.flags = 1;
+          h.orig_bytes = src.size();
+          h.wire_bytes = body.size();
+        } else {
+          h.orig_bytes = h.wire_bytes = r.below(cap + 1);
+          body.resize(h.wire_bytes);
+          for (auto& x : body) x = char(r.below(256));
+        }
+        uint32_t len = sizeof h;
+        if (r.one_in(fault_odds)) {
+          switch (r.below(9)) {
+            case 0: h.seq = uint32_t(r.below(40)); break;          // a receive that may not exist
+            case 1: h.sub = uint32_t(r.below(9)); break;
+            case 2: h.orig_bytes = size_near(r, cap); break;       // sizes that disagree
+            case 3: h.wire_bytes = size_near(r, cap); break;
+            case 4: h.flags = uint32_t(r.below(8)); break;
+            case 5: h.type = uint32_t(r.g()); break;
+            case 6: len = uint32_t(r.pick<uint64_t>({0, 3, sizeof h - 1, sizeof h + 4, 5000})); break;
+            case 7:  // damaged payload
+              if (!body.empty()) body[r.below(body.size())] ^= char(1 + r.below(255));
+              break;
+            default:  // less or more payload than announced
+              if (r.one_in(2)) body.resize(r.below(body.size() + 1));
+              else body.insert(body.end(), 1 + r.below(100), 'x');
+              break;
+          }
+        }
+        const char* lp = reinterpret_cast<const char*>(&len);
+        ctrl.insert(ctrl.end(), lp, lp + 4);
+        const char* hp = reinterpret_cast<const char*>(&h);
+        ctrl.insert(ctrl.end(), hp, hp + std::min<size_t>(len, sizeof h));
+        if (len > sizeof h) ctrl.insert(ctrl.end(), std::min<size_t>(len - sizeof h, 64), char(r.below(256)));
+        payload.insert(payload.end(), body.begin(), body.end());
+      }
+    }
+    const bool close_early = r.one_in(8);
+    std::thread peer([&] {
+      put(fds[0], ctrl.data(), close_early ? ctrl.size() / 2 : ctrl.size());
+      put(fds[1], payload.data(), payload.size());
+      if (close_early) shutdown(fds[0], SHUT_RDWR);
+    });
+
+    // Poll every receive for a while; everything it says must hold.
+    const double end = seconds() + 0.25;
+    auto open_recvs = [&] { return std::count_if(recvs.begin(), recvs.end(), [](const PostedRecv& p) { return p.req && !p.done; }); };
+    while (seconds() < end && sticky == ncclSuccess && open_recvs() > 0) {
+      for (auto& p : recvs) {
+        if (!p.req || p.done) continue;
+        int done = 0, sizes[3] = {-1, -1, -1};
+        const ncclResult_t e = net_.test(p.req, &done, sizes);
+        ASSERT_TRUE(ok_or_remote(e)) << e;
+        if (e != ncclSuccess) {
+          sticky = e;
+          break;
+        }
+        if (done) {
+          p.done = true;
+          ++completions;
+          for (int j = 0; j < p.n; ++j) {
+            EXPECT_GE(sizes[j], 0);
+            EXPECT_LE(size_t(sizes[j]), p.caps[j]) << "more bytes reported than the receive takes";
+          }
+        }
+      }
+    }
+    if (sticky != ncclSuccess) {
+      ++errors;
+      for (auto& p : recvs) {  // a failed comm fails every later call
+        if (!p.req || p.done) continue;
+        int done = 0;
+        EXPECT_EQ(net_.test(p.req, &done, nullptr), sticky);
+        EXPECT_EQ(done, 0);
+      }
+    }
+    for (int fd : fds) shutdown(fd, SHUT_RDWR);
+    peer.join();
+    for (int fd : fds) close(fd);
+    const double t0 = seconds();
+    EXPECT_EQ(net_.dereg_mr(rc, mh), ncclSuccess);
+    EXPECT_EQ(net_.close_recv(rc), ncclSuccess);
+    EXPECT_LT(seconds() - t0, 5.0) << "close waited on the hostile peer";
+    for (size_t i = 0, o = 0; i < recvs.size(); ++i)
+      for (int j = 0; j < recvs[i].n; ++j) {
+        for (size_t g = 0; g < kGuard; ++g) {
+          ASSERT_EQ(arena[o + g], kGuardByte) << "wrote before receive " << i << "." << j;
+          ASSERT_EQ(arena[o + kGuard + recvs[i].caps[j] + g], kGuardByte) << "wrote after receive " << i << "." << j;
+        }
+        o += recvs[i].caps[j] + 2 * kGuard;
+      }
+    EXPECT_EQ(net_.close_listen(lc), ncclSuccess);
+  }
+  printf("%d iterations: %d failed the link, %d receives completed\n", n_iter, errors, completions);
+  EXPECT_GT(errors, 0) << "the fake peer never broke the protocol";
+  EXPECT_GT(completions, 0) << "the fake peer never sent a valid message";
+}
+
+// ---- a sending plugin -----------------------------------------------------------------------
+
+TEST_F(FakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
+  const int n_iter = iterations();
+  int errors = 0, completions = 0;
+  for (int it = 0; it < n_iter; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    Rng r(0xBEEF + uint64_t(it));
+    // A fake listener and a handle for it in the transport's format.
+    const int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ASSERT_EQ(listen(lfd, 16), 0);
+    socklen_t alen = sizeof a;
+    ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen), 0);
+    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    const uint32_t magic = kHandleMagic;
+    std::memcpy(handle, &magic, 4);
+    std::memcpy(handle + 4, &kVersion, 2);
+    std::memcpy(handle + 8, &a, sizeof a);
+    const uint64_t nonce = 0x1234 + uint64_t(it);
+    std::memcpy(handle + 40, &nonce, 8);
+    void* sc = nullptr;
+    std::vector<int> fds;
+    std::atomic<bool> stop{false};
+    std::thread acceptor([&] {  // takes the plugin's sockets; reads their hellos
+      while (!stop && fds.size() < 2) {
+        const int fd = accept(lfd, nullptr, nullptr);
+        if (fd < 0) return;
+        Hello h;
+        if (recv(fd, &h, sizeof h, MSG_WAITALL) != ssize_t(sizeof h)) {
+          close(fd);
+          continue;
+        }
+        fds.push_back(fd);
+      }
+    });
+    for (const double end = seconds() + 5; !sc && seconds() < end;) ASSERT_EQ(net_.connect(0, handle, &sc), ncclSuccess);
+    acceptor.join();
+    ASSERT_NE(sc, nullptr);
+    ASSERT_EQ(fds.size(), 2u);
+
+    // Clear-to-sends, mostly well formed (now and then one of the faults), and the isends NCCL
+    // would make against them: one per placement, by tag, mostly within its capacity.
+    std::vector<char> ctrl;
+    struct Send {
+      size_t size;
+      int tag;
+    };
+    std::vector<Send> sends;
+    const int n_cts = 1 + int(r.below(4));
+    const uint64_t fault_odds = 2 + r.below(12);
+    for (int c = 0; c < n_cts; ++c) {
+      CtsRecord rec{};
+      rec.type = kCts;
+      rec.seq = uint32_t(c);
+      rec.n = 1 + uint32_t(r.below(3));
+      for (uint32_t i = 0; i < 8; ++i) {
+        CtsEntry& e = rec.e[i];
+        e.tag = int32_t(i);
+        e.capacity = r.below(70000);
+        e.flags = uint32_t(r.below(2));
+        e.staging_bytes = e.flags ? zipccl::max_compressed_bytes(e.capacity) : 0;
+        if (i < rec.n) sends.push_back({r.one_in(20) ? size_t(e.capacity + 1) : size_t(r.below(e.capacity + 1)), e.tag});
+      }
+      uint32_t len = sizeof rec;
+      if (r.one_in(fault_odds)) {
+        switch (r.below(7)) {
+          case 0: rec.type = uint32_t(r.g()); break;
+          case 1: rec.seq = uint32_t(r.below(10)); break;
+          case 2: rec.n = uint32_t(r.below(12)); break;
+          case 3: rec.reserved = 1; break;
+          case 4: rec.e[r.below(rec.n)].flags = uint32_t(r.g()); break;
+          case 5: rec.e[r.below(rec.n)].staging_bytes = size_near(r, 70000); break;
+          default: len = uint32_t(r.pick<uint64_t>({0, 8, sizeof rec - 1, sizeof rec + 8})); break;
+        }
+      }
+      const char* lp = reinterpret_cast<const char*>(&len);
+      ctrl.insert(ctrl.end(), lp, lp + 4);
+      const char* rp = reinterpret_cast<const char*>(&rec);
+      ctrl.insert(ctrl.end(), rp, rp + std::min<size_t>(len, sizeof rec));
+      if (len > sizeof rec) ctrl.insert(ctrl.end(), len - sizeof rec, 0);
+    }
+    std::thread peer([&] {  // sends the records, then drains what the plugin sends
+      put(fds[0], ctrl.data(), ctrl.size());
+      char sink[65536];
+      while (!stop) {
+        bool any = false;
+        for (int fd : fds) {
+          const ssize_t k = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+          any |= k > 0;
+          if (k == 0) return;
+        }
+        if (!any) usleep(200);
+      }
+    });
+
+    std::vector<char> src(200000);
+    for (auto& c : src) c = char(r.below(4) ? 0x3C : r.below(256));
+    void* mh = nullptr;
+    ASSERT_EQ(net_.reg_mr(sc, src.data(), src.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+    std::vector<void*> reqs;
+    ncclResult_t sticky = ncclSuccess;
+    const double end = seconds() + 0.25;
+    size_t posted = 0, finished = 0;
+    while (seconds() < end && sticky == ncclSuccess && finished < sends.size()) {
+      if (posted < sends.size()) {
+        void* req = nullptr;
+        const Send& m = sends[posted];
+        const ncclResult_t e = net_.isend(sc, src.data(), m.size, m.tag, mh, &req);
+        ASSERT_TRUE(ok_or_remote(e) || e == ncclInvalidUsage) << e;  // a send larger than the receive
+        if (e != ncclSuccess) {
+          sticky = e;
+          break;
+        }
+        if (req) {
+          reqs.push_back(req);
+          ++posted;
+        }
+      }
+      for (auto& q : reqs) {
+        if (!q) continue;
+        int done = 0, size = -1;
+        const ncclResult_t e = net_.test(q, &done, &size);
+        ASSERT_TRUE(ok_or_remote(e)) << e;
+        if (e != ncclSuccess) {
+          sticky = e;
+          break;
+        }
+        if (done) {
+          q = nullptr;
+          ++completions;
+          ++finished;
+        }
+      }
+    }
+    if (sticky != ncclSuccess) {
+      ++errors;
+      void* req = nullptr;
+      EXPECT_EQ(net_.isend(sc, src.data(), 10, 0, mh, &req), sticky) << "a failed comm fails every later call";
+    }
+    stop = true;
+    for (int fd : fds) shutdown(fd, SHUT_RDWR);
+    peer.join();
+    const double t0 = seconds();
+    EXPECT_EQ(net_.dereg_mr(sc, mh), ncclSuccess);
+    EXPECT_EQ(net_.close_send(sc), ncclSuccess);
+    EXPECT_LT(seconds() - t0, 5.0) << "close waited on the hostile peer";
+    for (int fd : fds) close(fd);
+    close(lfd);
+  }
+  printf("%d iterations: %d failed the link, %d sends completed\n", n_iter, errors, completions);
+  EXPECT_GT(errors, 0) << "the fake receiver never broke the protocol";
+  EXPECT_GT(completions, 0) << "the fake receiver never let a send through";
+}
+
+}  // namespace
