@@ -18,11 +18,6 @@ namespace {
 constexpr size_t kMaxPending = 256;  // unauthenticated inbound sockets kept at once
 }  // namespace
 
-int64_t now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
 uint64_t random64() {
   uint64_t v = 0;
   ssize_t r;

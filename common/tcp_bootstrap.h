@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "clock.h"
 #include "sockets.h"
 #include "status.h"
 
 namespace zipccl {
 
-int64_t now_ms();
 uint64_t random64();
 
 // A listening socket on `addr` (port 0: any), non-blocking; *addr gets the bound address. -1 on

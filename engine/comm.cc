@@ -19,11 +19,6 @@ Comm::Comm(Kind kind, int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link
       timeline_(Timeline::create(kind == kSend, link_->peer())),
       stall_warn_ms_(stall_warn_s() * 1000) {}
 
-int64_t Comm::now_ms() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
-
 void Comm::log_stall(const std::string& state) {
   ZIP_WARN("%s comm %s %s: request not done after %lld s (NCCL_ZIP_STALL_WARN_S): %s",
            kind_ == kSend ? "send" : "recv", kind_ == kSend ? "to" : "from", link_->peer().c_str(),
@@ -44,8 +39,7 @@ bool Comm::wait_for_kernel(CodecEngine* engine) {
     return false;
   }
   if (cold_waited_) return false;
-  const int64_t now =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const int64_t now = now_ns();
   if (cold_since_ns_ == 0) cold_since_ns_ = now;
   if (now - cold_since_ns_ < gpu_wait_us() * 1000) return true;
   cold_waited_ = true;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "clock.h"
 #include "codec_engine.h"
 #include "net_context.h"
 #include "registration.h"
@@ -60,7 +61,6 @@ class Comm {
     r->stall_logged = true;
     log_stall(describe());
   }
-  static int64_t now_ms();
   void log_stall(const std::string& state);
 
   // The codec engine for a registered host buffer; none for unregistered memory or device memory

@@ -1,18 +1,11 @@
 #include "link_meter.h"
 
-#include <chrono>
 #include <map>
 #include <memory>
 
+#include "clock.h"
+
 namespace zipccl {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 void LinkMeter::started() {
   std::lock_guard<std::mutex> g(mu_);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "clock.h"
 #include "log.h"
 
 namespace zipccl {
@@ -37,11 +38,6 @@ bool ResidentCodec::shutdown() {
   if (cv_.wait_for(lk, limit, [this] { return launcher_done_; })) return true;
   ZIP_WARN("GPU codec: its launcher is still inside a CUDA call after %lld ms; leaving it", (long long)limit.count());
   return false;
-}
-
-int64_t ResidentCodec::now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 bool ResidentCodec::acquire() {

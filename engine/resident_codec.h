@@ -71,7 +71,6 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
  private:
   ResidentCodec(std::unique_ptr<ServiceDevice> device, const Options& options);
   static constexpr uint64_t kStateMask = 3, kLease = 4;
-  static int64_t now_ns();
   void run();
   // The launcher's steps, each returning when its transition is done or abandoned.
   void start();

@@ -1,18 +1,9 @@
 #include "resident_engine.h"
 
-#include <chrono>
-
+#include "clock.h"
 #include "log.h"
 
 namespace zipccl {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 ResidentEngine::~ResidentEngine() {
   // The kernel finishes every job posted; until then it may write the jobs' buffers.

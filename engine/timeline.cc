@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <ctime>
 
 #include "log.h"
 #include "param.h"
@@ -15,13 +14,6 @@ namespace {
 ZIP_STR_PARAM(timeline_dir, "NCCL_ZIP_TIMELINE")
 
 }  // namespace
-
-int64_t Timeline::now_ns() {
-  // CLOCK_MONOTONIC: one time base for every process of the machine, so ranks line up.
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 std::unique_ptr<Timeline> Timeline::create(bool send, const std::string& peer) {
   if (timeline_dir().empty()) return nullptr;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "clock.h"
+
 namespace zipccl {
 
 class Timeline {
@@ -39,7 +41,6 @@ class Timeline {
     uint8_t flags;
   };
   Timeline(std::string path, bool send, std::string peer);
-  static int64_t now_ns();
 
   const std::string path_;
   const bool send_;

@@ -1,17 +1,10 @@
 #include "pacer.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "clock.h"
 
 namespace zipccl::tcp {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 Pacer::Pacer(double bytes_per_s)
     : rate_(bytes_per_s * 1e-9), burst_(std::max(65536.0, bytes_per_s * 5e-4)), tokens_(burst_), last_ns_(now_ns()) {}
