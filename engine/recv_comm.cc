@@ -41,10 +41,15 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   if (r.in_use) return ncclSuccess;  // kMaxRequests in flight already: NCCL retries
   const bool zip_on = zip_mode() != ZipMode::kOff;
   const bool attr_flag_polled = ctx_->attr_flag_polled.load(std::memory_order_relaxed);
+  // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
+  // memory a codec engine can decode into.
+  auto may_compress = [&](const Mr* mr, size_t capacity) {
+    return zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && engine_for(mr) && capacity > 0;
+  };
   // The first receive that could take compressed bytes: a cold kernel is worth a short wait.
   for (int i = 0; i < n; ++i) {
     const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
-    if (!zip_on || flag_polled || attr_flag_polled || !mr || mr->flag_polled || sizes[i] == 0) continue;
+    if (!may_compress(mr, sizes[i])) continue;
     if (wait_for_kernel(engine_for(mr))) return ncclSuccess;
     break;
   }
@@ -62,10 +67,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.kind = mr ? mr->kind : MemKind::kHost;
     s.gpu_mapped = mr && mr->gpu_mapped;
     s.engine = engine_for(mr);
-    // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
-    // memory a codec engine can decode into.
-    bool compress_ok =
-        zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && s.engine && s.capacity > 0;
+    bool compress_ok = may_compress(mr, s.capacity);
     // In auto mode only where the decode will be fast: a resident GPU codec that is not running
     // now would leave it to the CPU, slower than the link. Forced compression takes the CPU.
     if (compress_ok) {
