@@ -112,4 +112,33 @@ std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::
   return ports;
 }
 
+bool reopen_port(const std::shared_ptr<IbvLibrary>& lib, IbPort* port, std::string* why) {
+  const IbvFunctions& fn = lib->fn();
+  int n = 0;
+  ibv_device** list = fn.get_device_list(&n);
+  if (!list) {
+    *why = std::string("ibv_get_device_list failed: ") + std::strerror(errno);
+    return false;
+  }
+  std::shared_ptr<IbHca> hca;
+  for (int d = 0; d < n && !hca && why->empty(); ++d)
+    if (port->info.name == fn.get_device_name(list[d])) hca = IbHca::open(lib, list[d], why);
+  fn.free_device_list(list);
+  if (!hca) {
+    if (why->empty()) *why = "no such device";
+    return false;
+  }
+  ibv_port_attr a;
+  std::memset(&a, 0, sizeof a);
+  if (fn.query_port(hca->context(), uint8_t(port->port), &a) != 0 || a.state != IBV_PORT_ACTIVE) {
+    *why = "port " + std::to_string(port->port) + " not active";
+    return false;
+  }
+  port->mrs = std::make_shared<MrCache>(hca, fn, hca->pd(), hca->name(), port->mrs->relaxed_ordering());
+  port->hca = hca;
+  port->attr = a;
+  hca->start_events();
+  return true;
+}
+
 }  // namespace zipccl::verbs

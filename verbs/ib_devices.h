@@ -27,4 +27,9 @@ struct IbPort {
 // *why, when there is none.
 std::vector<IbPort> discover_ports(const std::shared_ptr<IbvLibrary>& lib, std::string* why);
 
+// After a fatal device event: opens port's HCA again (by name, as a reset device comes back) with
+// a fresh protection domain and registration cache, its event thread started. False, with the
+// reason in *why, while it is gone or its port is not active; *port is then unchanged.
+bool reopen_port(const std::shared_ptr<IbvLibrary>& lib, IbPort* port, std::string* why);
+
 }  // namespace zipccl::verbs

@@ -1,5 +1,8 @@
 #include "ib_transport.h"
 
+#include <unistd.h>
+
+#include <mutex>
 #include <vector>
 
 #include "ib_handshake.h"
@@ -15,7 +18,8 @@ namespace {
 
 class IbTransport : public Transport {
  public:
-  IbTransport(std::vector<IbPort> ports, Iface bootstrap) : ports_(std::move(ports)), bootstrap_(std::move(bootstrap)) {}
+  IbTransport(std::shared_ptr<IbvLibrary> lib, std::vector<IbPort> ports, Iface bootstrap)
+      : lib_(std::move(lib)), ports_(std::move(ports)), bootstrap_(std::move(bootstrap)) {}
 
   const char* name() const override { return "ib"; }
   std::string settings() const override {
@@ -32,7 +36,11 @@ class IbTransport : public Transport {
     uint64_t nonce;
     const int fd = listen_for_handle(bootstrap_.addr, bootstrap_.name, kHandleMagic, kWireVersion, handle, &a, &nonce);
     if (fd < 0) return ncclSystemError;
-    const IbPort& port = ports_[size_t(dev)];
+    IbPort port;
+    if (ncclResult_t e = live_port(dev, &port)) {
+      close(fd);
+      return e;
+    }
     const std::string where = port.info.name + ":" + std::to_string(port.port) + " via " + addr_str(a);
     ZIP_INFO(NCCL_NET, "listening on %s", where.c_str());
     *out = std::make_unique<IbListener>(port, fd, nonce, where);
@@ -43,13 +51,36 @@ class IbTransport : public Transport {
     SockAddr a;
     uint64_t nonce;
     ZIP_CHECK(parse_handle(handle, kHandleMagic, kWireVersion, "verbs", &a, &nonce));
+    IbPort port;
+    ZIP_CHECK(live_port(dev, &port));
     std::unique_ptr<IbLink> conn;
-    ZIP_CHECK(IbLink::create(ports_[size_t(dev)], ib_qps_per_conn(), traffic_class, &conn));
+    ZIP_CHECK(IbLink::create(port, ib_qps_per_conn(), traffic_class, &conn));
     *out = std::make_unique<IbLinkector>(std::move(conn), a, nonce);
     return ncclSuccess;
   }
 
  private:
+  // Device dev's port for a new connection. A fatal device event (a reset) killed its HCA for
+  // good: it is opened again, so that new communicators work once the device is back; the
+  // connections it failed stay failed.
+  ncclResult_t live_port(int dev, IbPort* out) {
+    std::lock_guard<std::mutex> g(mu_);
+    IbPort& p = ports_[size_t(dev)];
+    if (p.hca->fatal()) {
+      std::string why;
+      if (!reopen_port(lib_, &p, &why)) {
+        ZIP_WARN("%s: lost to a fatal event and not back (%s): no new connection on it", p.info.name.c_str(),
+                 why.c_str());
+        return ncclSystemError;
+      }
+      ZIP_INFO(NCCL_NET | NCCL_INIT, "%s: opened again after a fatal device event", p.info.name.c_str());
+    }
+    *out = p;
+    return ncclSuccess;
+  }
+
+  std::shared_ptr<IbvLibrary> lib_;
+  std::mutex mu_;  // NCCL's threads of several communicators connect at once
   std::vector<IbPort> ports_;
   Iface bootstrap_;
 };
@@ -71,7 +102,7 @@ std::unique_ptr<Transport> make_ib_transport(std::string* why) {
     *why = "no network interface for the bootstrap connection (NCCL_SOCKET_IFNAME=" + socket_ifname() + ")";
     return nullptr;
   }
-  return std::make_unique<IbTransport>(std::move(ports), ifs[0]);
+  return std::make_unique<IbTransport>(std::move(lib), std::move(ports), ifs[0]);
 }
 
 }  // namespace zipccl::verbs

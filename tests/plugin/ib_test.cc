@@ -307,6 +307,25 @@ INSTANTIATE_TEST_SUITE_P(Emulated, IbFault,
                            return n.substr(0, n.find(':'));
                          });
 
+// A fatal device event (the emulated HCA dies after 40 work requests) fails the connections on
+// it; a new one, made once the device is back (a new communicator after the job restarts its
+// step), works: the plugin opens the device again instead of failing every connect with EIO.
+TEST(IbDeviceLoss, NewConnectionsWorkOnceTheDeviceIsBack) {
+  IB_ONLY();
+  Env env = base_env("0");
+  env["NCCL_ZIP_EMU_FAULT"] = "device_lost:40";
+  Proc p(peer_args("loop", 11, {"--rounds=2", "--msgs=100", "--max=65536", "--kind=bf16"}), env);
+  ASSERT_EQ(p.wait(60), 0);
+  const std::string r = result_line(p);
+  EXPECT_EQ(field(r, "ok"), 1) << r;
+  const size_t at = r.find("errors=");
+  ASSERT_NE(at, std::string::npos) << r;
+  const std::string errors = r.substr(at + 7, r.find(' ', at) - at - 7);
+  EXPECT_NE(errors.rfind("0,", 0), 0u) << "the first round must fail: " << r;
+  EXPECT_EQ(errors.substr(errors.find(',')), ",0") << "the second round must work: " << r;
+  EXPECT_EQ(field(r, "msgs"), 100) << r;
+}
+
 // A listener whose NCCL never calls accept: the connector gives up after NCCL_ZIP_SOCKET_TIMEOUT_MS
 // with a remote error and a WARN, instead of waiting for its answer forever.
 TEST(IbConnect, SilentListenerTimesOut) {

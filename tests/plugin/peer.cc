@@ -8,6 +8,10 @@
 //            [--dmabuf] [--flush] [--tc=N]
 //   zip_peer send ... --handle=HEX
 //   zip_peer probe --plugin=P --version=V   init only: the log, then the devices
+//   zip_peer loop --plugin=P --version=V [--rounds=R --msgs=N --max=B --kind=K --seed=S]
+//            one process at both ends: R rounds of connecting to itself, sending N messages
+//            (each checked) and closing; RESULT's errors= has each round's first error (0: none)
+//            and msgs= the last round's messages
 // --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
 // checked in a host copy, moved to and from the device around the plugin's calls. --dmabuf:
 // registered by regMrDmaBuf with an fd CUDA exports. --flush (recv): iflush after every
@@ -37,7 +41,7 @@ namespace {
 
 struct Args {
   std::string role, plugin, handle;
-  int version = 11, group = 1, tc = -1;
+  int version = 11, group = 1, tc = -1, rounds = 1;
   long msgs = 200, die_after = -1;
   size_t max = 256 << 10;
   Kind kind = Kind::kMix;
@@ -60,6 +64,7 @@ Args parse(int argc, char** argv) {
     else if (auto v = val("--version=")) a.version = atoi(v);
     else if (auto v = val("--group=")) a.group = atoi(v);
     else if (auto v = val("--tc=")) a.tc = atoi(v);
+    else if (auto v = val("--rounds=")) a.rounds = atoi(v);
     else if (auto v = val("--msgs=")) a.msgs = atol(v);
     else if (auto v = val("--max=")) a.max = size_t(atol(v));
     else if (auto v = val("--kind=")) {
@@ -188,6 +193,21 @@ class Peer {
     return 0;
   }
 
+  int loop() {
+    if (net_.init() != ncclSuccess) return finish(false, "init", 0);
+    std::string errors;
+    long done = 0;
+    for (int round = 0; round < a_.rounds; ++round) {
+      if (round) usleep(300 * 1000);  // as a job that failed starts again: the device's events are in
+      const ncclResult_t e = loop_round(&done);
+      if (e == ncclInternalError) return finish(false, "a wrong byte or size", done);
+      errors += (round ? "," : "") + std::to_string(int(e));
+    }
+    CHECK_NCCL(net_.finalize());
+    printf("RESULT ok=1 errors=%s msgs=%ld\n", errors.c_str(), done);
+    return 0;
+  }
+
   int run() {
     if (net_.init() != ncclSuccess) return finish(false, "init", 0);
     int ndev = 0;
@@ -197,6 +217,44 @@ class Peer {
   }
 
  private:
+  // One round of loop(): the first error, ncclInternalError for a wrong byte or size.
+  ncclResult_t loop_round(long* done) {
+    *done = 0;
+    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void *lc = nullptr, *sc = nullptr, *rc = nullptr, *smh = nullptr, *rmh = nullptr;
+    std::vector<char> sbuf(a_.max), rbuf(a_.max);
+    ncclResult_t e = net_.listen(0, handle, &lc);
+    while (e == ncclSuccess && (!sc || !rc)) {
+      if (!sc) e = net_.connect(0, handle, &sc);
+      if (e == ncclSuccess && !rc) e = net_.accept(lc, &rc);
+    }
+    if (e == ncclSuccess) e = net_.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh);
+    if (e == ncclSuccess) e = net_.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh);
+    for (long m = 0; e == ncclSuccess && m < a_.msgs; ++m) {
+      const size_t n = msg_size(a_.seed, uint64_t(m), 0, a_.max);
+      fill(a_.kind, a_.seed, uint64_t(m), 0, sbuf.data(), n);
+      void* data = rbuf.data();
+      size_t cap = rbuf.size();
+      int tag = 0;
+      void *rreq = nullptr, *sreq = nullptr;
+      e = net_.irecv(rc, 1, &data, &cap, &tag, &rmh, false, &rreq);
+      while (e == ncclSuccess && !sreq) e = net_.isend(sc, sbuf.data(), n, 0, smh, &sreq);
+      int sdone = 0, rdone = 0, ssize = 0, rsize = 0;
+      while (e == ncclSuccess && (!sdone || !rdone)) {
+        if (!sdone) e = net_.test(sreq, &sdone, &ssize);
+        if (e == ncclSuccess && !rdone) e = net_.test(rreq, &rdone, &rsize);
+      }
+      if (e == ncclSuccess && (size_t(rsize) != n || memcmp(rbuf.data(), sbuf.data(), n) != 0)) return ncclInternalError;
+      if (e == ncclSuccess) ++*done;
+    }
+    if (smh) net_.dereg_mr(sc, smh);
+    if (rmh) net_.dereg_mr(rc, rmh);
+    if (sc) net_.close_send(sc);
+    if (rc) net_.close_recv(rc);
+    if (lc) net_.close_listen(lc);
+    return e;
+  }
+
   int on_error(const char* call, ncclResult_t r) {
     if (a_.expect_error) {
       printf("RESULT ok=1 error=%d call=%s msgs=%ld\n", int(r), call, done_);
@@ -394,12 +452,12 @@ class Peer {
 
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
-  if ((a.role != "recv" && a.role != "send" && a.role != "probe") || a.plugin.empty() || a.group < 1 ||
+  if ((a.role != "recv" && a.role != "send" && a.role != "probe" && a.role != "loop") || a.plugin.empty() || a.group < 1 ||
       a.group > 8) {
-    fprintf(stderr, "usage: zip_peer recv|send|probe --plugin=PATH [options]\n");
+    fprintf(stderr, "usage: zip_peer recv|send|probe|loop --plugin=PATH [options]\n");
     return 2;
   }
   alarm(120);  // a hang is a failure, not a stuck CI job
   Peer p(a);
-  return a.role == "probe" ? p.probe() : p.run();
+  return a.role == "probe" ? p.probe() : a.role == "loop" ? p.loop() : p.run();
 }

@@ -338,7 +338,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     if (is_rdma(w->opcode)) s.fault_rkey = ++ctx->rdma_posted == f.rkey;
     s.fault_lost = n == f.retry;
     s.fault_qp_error = n == f.qp_error;
-    s.fault_device_lost = n == f.device_lost;
+    s.fault_device_lost = ++e.posted == f.device_lost;
     s.eligible = now;
     if (f.delay_us) s.eligible += std::chrono::microseconds(e.rng() % (f.delay_us + 1));
     s.eligible = std::max(s.eligible, q->last_eligible);

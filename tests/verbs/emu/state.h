@@ -180,6 +180,9 @@ struct Emu {
   std::unordered_map<uint32_t, Qp*> qpns;
   uint32_t next_qpn = 0;
   uint32_t next_handle = 1;
+  // Send WRs posted on every context: device_lost counts these, so that a device opened again
+  // after its loss (a reset that came back) does not die again.
+  uint64_t posted = 0;
 
   // Fabric (fabric.cc).
   int wake_fd = -1;
