@@ -34,6 +34,7 @@ const char* invalid(const QpInfo& i, uint64_t nonce) {
   if (i.nonce != nonce) return "wrong nonce (not the peer this handle was given to)";
   if (i.nqps < 1 || i.nqps > kMaxQpsPerConn) return "bad queue pair count";
   if (i.traffic_class > 256) return "bad traffic class";
+  if (i.mtu < IBV_MTU_256 || i.mtu > IBV_MTU_4096) return "bad path MTU";
   return nullptr;
 }
 

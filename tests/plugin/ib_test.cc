@@ -4,14 +4,18 @@
 // test of plugin_test.cc over the verbs transport; elsewhere they are skipped.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "ib_wire.h"
 #include "net_client.h"  // ncclResult_t
 #include "pair.h"
 
@@ -324,6 +328,56 @@ TEST(IbDeviceLoss, NewConnectionsWorkOnceTheDeviceIsBack) {
   EXPECT_NE(errors.rfind("0,", 0), 0u) << "the first round must fail: " << r;
   EXPECT_EQ(errors.substr(errors.find(',')), ",0") << "the second round must work: " << r;
   EXPECT_EQ(field(r, "msgs"), 100) << r;
+}
+
+// A connector with the handle's nonce whose handshake fields are out of range is rejected by
+// name before any of them is used (no queue pair is set up for it).
+TEST(IbConnect, HandshakeFieldsAreChecked) {
+  IB_ONLY();
+  PluginNet net(ZIP_PLUGIN_PATH, 11);
+  ASSERT_EQ(net.init(), ncclSuccess);
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* lc = nullptr;
+  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
+  sockaddr_in addr;
+  std::memcpy(&addr, handle + 8, sizeof addr);
+  uint64_t nonce;
+  std::memcpy(&nonce, handle + 40, sizeof nonce);
+  const struct {
+    const char* why;
+    void (*spoil)(zipccl::verbs::QpInfo*);
+  } cases[] = {
+      {"bad path MTU", [](zipccl::verbs::QpInfo* i) { i->mtu = 0; }},
+      {"bad path MTU", [](zipccl::verbs::QpInfo* i) { i->mtu = 9; }},
+      {"bad queue pair count", [](zipccl::verbs::QpInfo* i) { i->nqps = 0; }},
+      {"bad queue pair count", [](zipccl::verbs::QpInfo* i) { i->nqps = 99; }},
+      {"bad traffic class", [](zipccl::verbs::QpInfo* i) { i->traffic_class = 1000; }},
+      {"wrong nonce", [](zipccl::verbs::QpInfo* i) { i->nonce ^= 1; }},
+  };
+  for (const auto& c : cases) {
+    clear_log();
+    zipccl::verbs::QpInfo info;
+    std::memset(&info, 0, sizeof info);
+    info.magic = zipccl::verbs::kInfoMagic;
+    info.version = zipccl::verbs::kWireVersion;
+    info.nqps = 1;
+    info.nonce = nonce;
+    info.link_layer = 1;
+    info.mtu = 3;
+    c.spoil(&info);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    ASSERT_EQ(send(fd, &info, sizeof info, MSG_NOSIGNAL), ssize_t(sizeof info));
+    void* rc = nullptr;
+    for (const double end = now_s() + 2; !rc && count_log(c.why) == 0 && now_s() < end;)
+      ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
+    EXPECT_EQ(rc, nullptr) << c.why;
+    EXPECT_EQ(count_log(std::string("rejected connection from 127.0.0.1")), 1) << c.why;
+    EXPECT_EQ(count_log(c.why), 1) << c.why;
+    close(fd);
+  }
+  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
+  EXPECT_EQ(net.finalize(), ncclSuccess);
 }
 
 // A listener whose NCCL never calls accept: the connector gives up after NCCL_ZIP_SOCKET_TIMEOUT_MS
