@@ -1,14 +1,9 @@
-// BusyRate (a server's sustained rate while busy) and the link meter the policy reads.
+// BusyRate (a server's sustained rate while busy) and the per-device link meters built on it.
 #include "busy_rate.h"
 
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <thread>
-
-#include "codec_engine.h"
 #include "link_meter.h"
-#include "policy.h"
 
 namespace zipccl {
 namespace {
@@ -42,42 +37,8 @@ TEST(BusyRate, IdleTimeDoesNotCount) {
   EXPECT_DOUBLE_EQ(r.bytes_per_s(), 100e6);
 }
 
-class FixedCodec : public CodecEngine {
- public:
-  explicit FixedCodec(double bps) : bps_(bps) {}
-  const char* name() const override { return "fixed"; }
-  void submit(CodecJob*) override {}
-  void poll() override {}
-  double throughput(CodecJob::Op) const override { return bps_; }
-
- private:
-  double bps_;
-};
-
-// A device that says 10 Gb/s but moved a gigabyte in well under a second: the codec that beats
-// the reported speed does not beat the measured one. A device measured at less than twice its
-// speed keeps it (sends complete into socket buffers in bursts).
-TEST(LinkMeter, PolicyTrustsAFasterMeasuredLink) {
-  constexpr double kReported = 1.25e9;
-  FixedCodec codec(5e9);
-  LinkMeter meter;
-  CompressPolicy measured(ZipMode::kAuto, kReported, &meter), reported(ZipMode::kAuto, kReported);
-  EXPECT_TRUE(measured.should_compress(1 << 20, codec)) << "nothing measured yet: the reported speed";
-  meter.started();
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  meter.finished(uint64_t(1e9));
-  EXPECT_GT(meter.bytes_per_s(), 5e9);
-  EXPECT_FALSE(measured.should_compress(1 << 20, codec));
-  EXPECT_TRUE(reported.should_compress(1 << 20, codec)) << "without a meter the reported speed stands";
-  LinkMeter bursty;
-  CompressPolicy near(ZipMode::kAuto, 1e9 / 0.4 / 1.9, &bursty);  // the gigabyte below in 400 ms: 1.9x
-  bursty.started();
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  bursty.finished(uint64_t(1e9));
-  ASSERT_LT(bursty.bytes_per_s(), 2 * 1e9 / 0.4 / 1.9);
-  FixedCodec fast(1.2 * 1e9 / 0.4 / 1.9 * 1.01);  // just beats the reported speed by the margin
-  EXPECT_TRUE(near.should_compress(1 << 20, fast)) << "measured below twice the reported speed";
-  EXPECT_EQ(link_meter(3), link_meter(3)) << "one meter per device";
+TEST(LinkMeter, OnePerDevice) {
+  EXPECT_EQ(link_meter(3), link_meter(3));
   EXPECT_NE(link_meter(3), link_meter(4));
 }
 

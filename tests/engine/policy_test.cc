@@ -2,7 +2,11 @@
 // measured throughput against the link's, and the ratio recently achieved.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "codec_engine.h"
+#include "link_meter.h"
 #include "policy.h"
 
 namespace zipccl {
@@ -78,6 +82,31 @@ TEST(CompressPolicy, IncompressibleDataIsProbedNowAndThen) {
   EXPECT_EQ(tries, 4) << "one probe every 16 messages";
   for (int i = 0; i < 20; ++i) p.record(kBig, kBig / 2);  // compressible again
   EXPECT_TRUE(p.should_compress(kBig, fast));
+}
+
+// A device that says 10 Gb/s but moved a gigabyte in well under a second: the codec that beats
+// the reported speed does not beat the measured one. A device measured at less than twice its
+// speed keeps it (sends complete into socket buffers in bursts).
+TEST(CompressPolicy, AMeasuredLinkReplacesTheReportedSpeedOnlyFarAboveIt) {
+  FakeEngine codec(4 * kLink);
+  LinkMeter meter;
+  CompressPolicy measured(ZipMode::kAuto, kLink, &meter), reported(ZipMode::kAuto, kLink);
+  EXPECT_TRUE(measured.should_compress(kBig, codec)) << "nothing measured yet: the reported speed";
+  meter.started();
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  meter.finished(uint64_t(1e9));
+  EXPECT_GT(meter.bytes_per_s(), 4 * kLink);
+  EXPECT_FALSE(measured.should_compress(kBig, codec));
+  EXPECT_TRUE(reported.should_compress(kBig, codec)) << "without a meter the reported speed stands";
+  const double speed = 1e9 / 0.4 / 1.9;  // the gigabyte below in 400 ms: at most 1.9x this
+  LinkMeter bursty;
+  CompressPolicy near(ZipMode::kAuto, speed, &bursty);
+  bursty.started();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  bursty.finished(uint64_t(1e9));
+  ASSERT_LT(bursty.bytes_per_s(), 2 * speed);
+  FakeEngine fast(1.2 * speed * 1.01);  // beats the reported speed by the margin, just
+  EXPECT_TRUE(near.should_compress(kBig, fast)) << "measured below twice the reported speed";
 }
 
 }  // namespace

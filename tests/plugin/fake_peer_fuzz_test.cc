@@ -148,10 +148,7 @@ TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
     unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
     void *lc = nullptr, *rc = nullptr;
     ASSERT_EQ(net_.listen(0, handle, &lc), ncclSuccess);
-    sockaddr_in addr;
-    std::memcpy(&addr, handle + 8, sizeof addr);
-    uint64_t nonce;
-    std::memcpy(&nonce, handle + 40, sizeof nonce);
+    const auto [addr, nonce] = handle_info(handle);
     int fds[2];
     for (uint16_t i = 0; i < 2; ++i) {
       fds[i] = dial(addr);

@@ -330,19 +330,28 @@ TEST(IbDeviceLoss, NewConnectionsWorkOnceTheDeviceIsBack) {
   EXPECT_EQ(field(r, "msgs"), 100) << r;
 }
 
-// A connector with the handle's nonce whose handshake fields are out of range is rejected by
-// name before any of them is used (no queue pair is set up for it).
-TEST(IbConnect, HandshakeFieldsAreChecked) {
-  IB_ONLY();
-  PluginNet net(ZIP_PLUGIN_PATH, 11);
-  ASSERT_EQ(net.init(), ncclSuccess);
+// A listening plugin over the emulated HCA, for fake connectors.
+class IbConnect : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    IB_ONLY();
+    ASSERT_EQ(net.init(), ncclSuccess);
+    ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
+  }
+  void TearDown() override {
+    if (!lc) return;
+    EXPECT_EQ(net.close_listen(lc), ncclSuccess);
+    EXPECT_EQ(net.finalize(), ncclSuccess);
+  }
+  PluginNet net{ZIP_PLUGIN_PATH, 11};
   unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   void* lc = nullptr;
-  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
-  sockaddr_in addr;
-  std::memcpy(&addr, handle + 8, sizeof addr);
-  uint64_t nonce;
-  std::memcpy(&nonce, handle + 40, sizeof nonce);
+};
+
+// A connector with the handle's nonce whose handshake fields are out of range is rejected by
+// name before any of them is used (no queue pair is set up for it).
+TEST_F(IbConnect, HandshakeFieldsAreChecked) {
+  const auto [addr, nonce] = handle_info(handle);
   const struct {
     const char* why;
     void (*spoil)(zipccl::verbs::QpInfo*);
@@ -376,27 +385,13 @@ TEST(IbConnect, HandshakeFieldsAreChecked) {
     EXPECT_EQ(count_log(c.why), 1) << c.why;
     close(fd);
   }
-  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
-  EXPECT_EQ(net.finalize(), ncclSuccess);
 }
 
 // A listener whose NCCL never calls accept: the connector gives up after NCCL_ZIP_SOCKET_TIMEOUT_MS
 // with a remote error and a WARN, instead of waiting for its answer forever.
-TEST(IbConnect, SilentListenerTimesOut) {
-  IB_ONLY();
-  PluginNet net(ZIP_PLUGIN_PATH, 11);
-  ASSERT_EQ(net.init(), ncclSuccess);
-  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-  void* lc = nullptr;
-  ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
-  std::string hex;
-  for (unsigned char b : handle) {
-    char h[3];
-    snprintf(h, sizeof h, "%02x", b);
-    hex += h;
-  }
+TEST_F(IbConnect, SilentListenerTimesOut) {
   const double t0 = now_s();
-  Proc send(peer_args("send", 11, {"--handle=" + hex, "--expect-error"}),
+  Proc send(peer_args("send", 11, {"--handle=" + handle_hex(handle, sizeof handle), "--expect-error"}),
             Env{{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ZIP_SOCKET_TIMEOUT_MS", "500"}});
   ASSERT_EQ(send.wait(30), 0);
   const std::string r = result_line(send);
@@ -404,8 +399,6 @@ TEST(IbConnect, SilentListenerTimesOut) {
   EXPECT_EQ(field(r, "error"), ncclRemoteError) << r;
   EXPECT_NE(r.find("call=net_.connect("), std::string::npos) << r;
   EXPECT_LT(now_s() - t0, 10.0);
-  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
-  EXPECT_EQ(net.finalize(), ncclSuccess);
 }
 
 }  // namespace

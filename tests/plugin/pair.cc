@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace zipccl::test {
 
@@ -16,6 +18,29 @@ double now_s() {
 long field(const std::string& line, const std::string& key) {
   size_t p = line.find(" " + key + "=");
   return p == std::string::npos ? -999 : atol(line.c_str() + p + key.size() + 2);
+}
+
+HandleInfo handle_info(const unsigned char* handle) {
+  HandleInfo h;
+  std::memcpy(&h.addr, handle + 8, sizeof h.addr);
+  std::memcpy(&h.nonce, handle + 40, sizeof h.nonce);
+  return h;
+}
+
+std::string handle_hex(const unsigned char* handle, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    char h[3];
+    snprintf(h, sizeof h, "%02x", handle[i]);
+    s += h;
+  }
+  return s;
+}
+
+std::vector<unsigned char> handle_bytes(const std::string& hex) {
+  std::vector<unsigned char> b(hex.size() / 2);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = (unsigned char)std::stoi(hex.substr(2 * i, 2), nullptr, 16);
+  return b;
 }
 
 bool ib_run() {

@@ -2,6 +2,9 @@
 // plugin, or one probe that only initialises it, and reading their RESULT lines.
 #pragma once
 
+#include <netinet/in.h>
+
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -24,6 +27,17 @@ double now_s();
 // The integer after " key=" in a RESULT line, -999 when absent.
 long field(const std::string& line, const std::string& key);
 std::string result_line(const Proc& p);
+
+// What a fake peer needs from a listener's handle: both transports begin it with their TCP
+// bootstrap handle (magic, version, 2 bytes, the listen address, the nonce).
+struct HandleInfo {
+  sockaddr_in addr;
+  uint64_t nonce;
+};
+HandleInfo handle_info(const unsigned char* handle);
+// The handle as zip_peer takes it (--handle=HEX) and prints it (HANDLE HEX).
+std::string handle_hex(const unsigned char* handle, size_t n);
+std::vector<unsigned char> handle_bytes(const std::string& hex);
 
 // Whether this run tests the verbs transport (NCCL_ZIP_TRANSPORT=ib; main() sets the library).
 bool ib_run();

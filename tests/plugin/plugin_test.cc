@@ -387,17 +387,6 @@ TEST(PeerDeath, SenderKilledMidTransferFailsReceiverQuickly) {
   EXPECT_LT(p.recv_exit_s - p.send_exit_s, 10.0) << "the receiver noticed the dead sender too late";
 }
 
-// The listen address sits at the start of the transport part of the handle (after a 4-byte
-// magic, 2-byte version, 2 reserved bytes): a stranger only needs the port, which a port scan
-// would find anyway.
-sockaddr_in listen_addr(const std::string& hex) {
-  unsigned char h[64];
-  for (size_t i = 0; i < sizeof h; ++i) h[i] = (unsigned char)std::stoi(hex.substr(2 * i, 2), nullptr, 16);
-  sockaddr_in a;
-  std::memcpy(&a, h + 8, sizeof a);
-  return a;
-}
-
 int stranger(const sockaddr_in& a, const void* bytes, size_t n) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   EXPECT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
@@ -412,7 +401,8 @@ TEST(Strangers, RejectedAndLoggedWhileTheRealConnectionWorks) {
   env["NCCL_ZIP_HANDSHAKE_TIMEOUT_MS"] = "300";
   std::vector<int> fds;
   auto attack = [&](const std::string& handle) {
-    const sockaddr_in a = listen_addr(handle);
+    // A stranger only needs the listen address, which a port scan would find anyway.
+    const sockaddr_in a = handle_info(handle_bytes(handle).data()).addr;
     char garbage[64];
     for (size_t i = 0; i < sizeof garbage; ++i) garbage[i] = char(i * 37 + 11);
     fds.push_back(stranger(a, garbage, sizeof garbage));          // not a handshake
@@ -711,10 +701,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
   void *lc = nullptr, *rc = nullptr;
   ASSERT_EQ(net.listen(0, handle, &lc), ncclSuccess);
-  sockaddr_in addr;
-  std::memcpy(&addr, handle + 8, sizeof addr);
-  uint64_t nonce;
-  std::memcpy(&nonce, handle + 40, sizeof nonce);
+  const auto [addr, nonce] = handle_info(handle);
   int fds[2];
   for (uint16_t i = 0; i < 2; ++i) {
     struct {
