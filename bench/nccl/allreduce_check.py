@@ -3,10 +3,8 @@
 
     python bench/nccl/allreduce_check.py --label NAME [--bench REPEATS]
 
-Two processes (torch.multiprocessing), NCCL backend, one GPU each where there are two; on a
-one-GPU machine both share it, each with its own NCCL_HOSTID so that NCCL counts two nodes and
-takes the network between them (run it under MPS: otherwise every round trip waits for a time
-slice). The transport is whatever the environment selects (scripts/device-plugin.sh sets
+Two ranks as ranks.py starts them (one GPU each, or sharing one under MPS with an NCCL_HOSTID
+each). The transport is whatever the environment selects (scripts/device-plugin.sh sets
 NCCL_NET_PLUGIN / NCCL_NET / NCCL_P2P_DISABLE / NCCL_SHM_DISABLE so that the ranks talk over the
 network). Checks, for bf16 and fp32 and sizes from
 1 element to 16 Mi elements (odd ones included):
@@ -23,23 +21,16 @@ mismatch.
 """
 import argparse
 import os
-import socket
 import statistics
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-WORLD = 2
+from ranks import WORLD, gaussian, join, launch
 SIZES = [1, 7, 1023, 4099, 65536, 131071, (1 << 20) + 5, 4 << 20, (16 << 20) + 3]
 DTYPES = [torch.bfloat16, torch.float32]
-
-
-def gaussian(rank, n, dtype, salt):
-    g = torch.Generator().manual_seed(1000 * rank + salt)
-    return (torch.randn(n, generator=g) * 0.02).to(dtype)
 
 
 def small_ints(rank, n, dtype):
@@ -75,10 +66,10 @@ def checks(rank, dev, sync):
             want = sum(small_ints(r, n, torch.float32) for r in range(WORLD)).to(dtype)
             cases.append(("all_reduce", same_bits(host(x), want)))
             # all_gather
-            mine = gaussian(rank, n, dtype, salt).to(dev)
+            mine = gaussian(rank, n, salt, dtype).to(dev)
             outs = [torch.empty(n, dtype=dtype, device=dev) for _ in range(WORLD)]
             dist.all_gather(outs, mine)
-            cases.append(("all_gather", all(same_bits(host(outs[r]), gaussian(r, n, dtype, salt)) for r in range(WORLD))))
+            cases.append(("all_gather", all(same_bits(host(outs[r]), gaussian(r, n, salt, dtype)) for r in range(WORLD))))
             # reduce_scatter: rank r keeps block r of the sum
             inp = small_ints(rank, n * WORLD, dtype).to(dev)
             out = torch.empty(n, dtype=dtype, device=dev)
@@ -87,12 +78,12 @@ def checks(rank, dev, sync):
             cases.append(("reduce_scatter", same_bits(host(out), full[rank * n:(rank + 1) * n])))
             # send/recv both ways at once
             peer = 1 - rank
-            s = gaussian(rank, n, dtype, salt + 1).to(dev)
+            s = gaussian(rank, n, salt + 1, dtype).to(dev)
             r = torch.empty(n, dtype=dtype, device=dev)
             reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer), dist.P2POp(dist.irecv, r, peer)])
             for q in reqs:
                 q.wait()
-            cases.append(("send_recv", same_bits(host(r), gaussian(peer, n, dtype, salt + 1))))
+            cases.append(("send_recv", same_bits(host(r), gaussian(peer, n, salt + 1, dtype))))
             torch.cuda.synchronize(dev)
             for name, ok in cases:
                 total += 1
@@ -104,7 +95,7 @@ def checks(rank, dev, sync):
 
 def bench(rank, dev, repeats):
     n = 32 << 20  # 64 MiB of bf16
-    x = gaussian(rank, n, torch.bfloat16, 77).to(dev)
+    x = gaussian(rank, n, 77, torch.bfloat16).to(dev)
     times = []
     for i in range(repeats + 3):
         y = x.clone()
@@ -120,12 +111,7 @@ def bench(rank, dev, repeats):
 
 
 def worker(rank, port, args):
-    if torch.cuda.device_count() < WORLD:
-        os.environ["NCCL_HOSTID"] = f"zip-host-{rank}"
-    dev = torch.device("cuda", rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                            device_id=dev)
+    dev = join(rank, port)
     bad, total = checks(rank, dev, args.sync)
     print(f"RESULT label={args.label} rank={rank} ok={int(bad == 0)} cases={total} mismatches={bad}", flush=True)
     if args.bench:
@@ -148,14 +134,11 @@ def main():
     if torch.cuda.device_count() == 0:
         print(f"RESULT label={args.label} ok=0 no CUDA device")
         sys.exit(1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     v = torch.cuda.nccl.version()
     print(f"torch {torch.__version__}, NCCL {'.'.join(map(str, v)) if isinstance(v, tuple) else v}, "
           f"NCCL_NET={os.environ.get('NCCL_NET', '')} NCCL_NET_PLUGIN={os.environ.get('NCCL_NET_PLUGIN', '')} "
           f"NCCL_ZIP_ENABLE={os.environ.get('NCCL_ZIP_ENABLE', '')}", flush=True)
-    mp.start_processes(worker, args=(port, args), nprocs=WORLD, start_method="spawn")
+    launch(worker, args)
 
 
 if __name__ == "__main__":

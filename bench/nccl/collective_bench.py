@@ -4,7 +4,7 @@
     python bench/nccl/collective_bench.py --label NAME [--sizes-mib 64,128,256] [--repeats 10]
                                           [--collectives all_gather,reduce_scatter,all_reduce]
 
-Ranks, NCCL_HOSTID and MPS as in allreduce_check.py (scripts/device-nccl-bench.sh runs it).
+Ranks, NCCL_HOSTID and MPS as in ranks.py (scripts/device-nccl-bench.sh runs it).
 Data: bf16 N(0, 0.02^2), different per rank. SIZE is the collective's total buffer: all_gather's
 output, reduce_scatter's input, all_reduce's tensor. Each timing is one collective between two
 barriers and stream synchronizations (warm-up 3); prints "BENCH label=... coll=... mib=...
@@ -12,22 +12,14 @@ median_ms=... p90_ms=... algbw=..." per collective and size from rank 0 (algbw: 
 After the timings, one all_gather of the largest size is checked bit for bit ("CHECK ok=1|0").
 """
 import argparse
-import os
-import socket
 import statistics
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
-WORLD = 2
-
-
-def gaussian(rank, n, salt):
-    g = torch.Generator().manual_seed(1000 * rank + salt)
-    return (torch.randn(n, generator=g) * 0.02).to(torch.bfloat16)
+from ranks import WORLD, gaussian, join, launch
 
 
 def run(coll, rank, dev, n):
@@ -50,12 +42,7 @@ def run(coll, rank, dev, n):
 
 
 def worker(rank, port, args):
-    if torch.cuda.device_count() < WORLD:
-        os.environ["NCCL_HOSTID"] = f"zip-host-{rank}"
-    dev = torch.device("cuda", rank % torch.cuda.device_count())
-    torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                            device_id=dev)
+    dev = join(rank, port)
     for coll in args.collectives.split(","):
         for mib in [int(s) for s in args.sizes_mib.split(",")]:
             n = mib << 19  # bf16 elements
@@ -101,10 +88,7 @@ def main():
     if torch.cuda.device_count() == 0:
         print(f"BENCH label={args.label} no CUDA device, nothing measured")
         sys.exit(1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    mp.spawn(worker, args=(port, args), nprocs=WORLD, join=True)
+    launch(worker, args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,37 @@
+"""What the NCCL jobs here share: WORLD ranks on this host, one process each (torch.multiprocessing,
+spawned), one GPU each where there are enough; on a one-GPU machine they share it, each with its own
+NCCL_HOSTID so that NCCL counts separate nodes and takes the network between them (run under MPS:
+otherwise every round trip waits for a time slice)."""
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+WORLD = 2
+
+
+def gaussian(rank, n, salt, dtype=torch.bfloat16):
+    """n values of N(0, 0.02^2), what gradients look like, the same for the same rank and salt."""
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    return (torch.randn(n, generator=g) * 0.02).to(dtype)
+
+
+def join(rank, port):
+    """Joins this rank's process group (NCCL backend) on its device, which it returns."""
+    if torch.cuda.device_count() < WORLD:
+        os.environ["NCCL_HOSTID"] = f"zip-host-{rank}"
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+                            device_id=dev)
+    return dev
+
+
+def launch(worker, args):
+    """Runs worker(rank, port, args) in WORLD processes, port a free one for their rendezvous."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.start_processes(worker, args=(port, args), nprocs=WORLD, start_method="spawn")
