@@ -1,33 +1,18 @@
-// Test data of the GPU codec's suites: values of each codec's type, Gaussian or escape-free, and
-// random bytes.
+// Test data of the GPU codec's suites: values of each codec's type, Gaussian with escapes or
+// escape-free; random bytes and the float conversions are the codec tests' (tests/codec).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <random>
-#include <vector>
 
+#include "test_util.h"
 #include "zipccl/format.h"
 
 namespace zipccl::gputest {
 
-using Bytes = std::vector<uint8_t>;
-
-inline uint16_t bf16_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-inline uint16_t fp16_of(float f) {  // round-toward-zero conversion, enough for test data
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t s = (u >> 16) & 0x8000;
-  const int e = int((u >> 23) & 0xFF) - 127 + 15;
-  if (e <= 0) return static_cast<uint16_t>(s);
-  if (e >= 31) return static_cast<uint16_t>(s | 0x7C00);
-  return static_cast<uint16_t>(s | (e << 10) | ((u >> 13) & 0x3FF));
-}
+using test::Bytes;
+using test::random_bytes;
 
 // Gaussian values of the codec's type with a fraction of exact zeros (escapes), as bytes.
 inline Bytes gaussian(Codec c, size_t nbytes, uint32_t seed, float sigma = 0.02f, double zeros = 0.02) {
@@ -41,7 +26,7 @@ inline Bytes gaussian(Codec c, size_t nbytes, uint32_t seed, float sigma = 0.02f
     if (c == Codec::FP32) {
       std::memcpy(&b[i], &f, 4);
     } else {
-      const uint16_t h = c == Codec::FP16 ? fp16_of(f) : bf16_of(f);
+      const uint16_t h = uint16_t(test::float_to_elem(c, f));
       std::memcpy(&b[i], &h, 2);
     }
   }
@@ -62,13 +47,6 @@ inline Bytes escape_free(Codec c, size_t nbytes, uint32_t seed) {
     std::memcpy(&b[i], &v, eb);
   }
   for (size_t i = nbytes / eb * eb; i < nbytes; ++i) b[i] = static_cast<uint8_t>(g());
-  return b;
-}
-
-inline Bytes random_bytes(size_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  Bytes b(n);
-  for (auto& x : b) x = static_cast<uint8_t>(g());
   return b;
 }
 
