@@ -359,33 +359,27 @@ TEST(FlagPolled, SetNetAttrLLKeepsV11Raw) { expect_ll_kept_raw(11, "--max=65536"
 
 // ---- Failures ---------------------------------------------------------------------------------
 
-TEST(PeerDeath, ReceiverKilledMidTransferFailsSenderQuickly) {
+// One end killed after 20 messages: the other fails with an error within 10 s.
+void expect_death_noticed(bool receiver_dies, int version) {
   const std::vector<std::string> args = {"--msgs=100000", "--max=1048576", "--kind=bf16"};
-  auto recv_args = args;
-  recv_args.push_back("--die-after=20");
-  auto send_args = args;
-  send_args.push_back("--expect-error");
-  Pair p = run_pair(11, base_env("2"), recv_args, send_args, 60);
-  EXPECT_EQ(p.recv_rc, 128 + SIGKILL);
-  EXPECT_EQ(p.send_rc, 0) << p.send_result;
-  EXPECT_EQ(field(p.send_result, "ok"), 1) << p.send_result;
-  EXPECT_GT(p.send_exit_s, 0);
-  EXPECT_LT(p.send_exit_s - p.recv_exit_s, 10.0) << "the sender noticed the dead receiver too late";
+  auto victim = args, survivor = args;
+  victim.push_back("--die-after=20");
+  survivor.push_back("--expect-error");
+  Pair p = receiver_dies ? run_pair(version, base_env("2"), victim, survivor, 60)
+                         : run_pair(version, base_env("2"), survivor, victim, 60);
+  const int victim_rc = receiver_dies ? p.recv_rc : p.send_rc, survivor_rc = receiver_dies ? p.send_rc : p.recv_rc;
+  const std::string& result = receiver_dies ? p.send_result : p.recv_result;
+  const double died = receiver_dies ? p.recv_exit_s : p.send_exit_s, noticed = receiver_dies ? p.send_exit_s : p.recv_exit_s;
+  EXPECT_EQ(victim_rc, 128 + SIGKILL);
+  EXPECT_EQ(survivor_rc, 0) << result;
+  EXPECT_EQ(field(result, "ok"), 1) << result;
+  EXPECT_GT(noticed, 0);
+  EXPECT_LT(noticed - died, 10.0) << "the survivor noticed too late";
 }
 
-TEST(PeerDeath, SenderKilledMidTransferFailsReceiverQuickly) {
-  const std::vector<std::string> args = {"--msgs=100000", "--max=1048576", "--kind=bf16"};
-  auto recv_args = args;
-  recv_args.push_back("--expect-error");
-  auto send_args = args;
-  send_args.push_back("--die-after=20");
-  Pair p = run_pair(9, base_env("2"), recv_args, send_args, 60);
-  EXPECT_EQ(p.send_rc, 128 + SIGKILL);
-  EXPECT_EQ(p.recv_rc, 0) << p.recv_result;
-  EXPECT_EQ(field(p.recv_result, "ok"), 1) << p.recv_result;
-  EXPECT_GT(p.recv_exit_s, 0);
-  EXPECT_LT(p.recv_exit_s - p.send_exit_s, 10.0) << "the receiver noticed the dead sender too late";
-}
+TEST(PeerDeath, ReceiverKilledMidTransferFailsSenderQuickly) { expect_death_noticed(true, 11); }
+
+TEST(PeerDeath, SenderKilledMidTransferFailsReceiverQuickly) { expect_death_noticed(false, 9); }
 
 int stranger(const sockaddr_in& a, const void* bytes, size_t n) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
