@@ -68,5 +68,7 @@ class CodecEngine {
 // connection, release() stops it (joining its threads) with the last.
 CodecEngine* acquire_cpu_codec();
 void release_cpu_codec();
+// The CPU engine's measured encode rate (bytes/s, all workers), 0 without one or a measure.
+double cpu_encode_rate();
 
 }  // namespace zipccl

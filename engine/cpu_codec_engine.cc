@@ -116,6 +116,11 @@ CodecEngine* acquire_cpu_codec() {
   return g_engine;
 }
 
+double cpu_encode_rate() {
+  std::lock_guard<std::mutex> g(g_mu);
+  return g_engine ? g_engine->throughput(CodecJob::kEncode) : 0;
+}
+
 void release_cpu_codec() {
   std::lock_guard<std::mutex> g(g_mu);
   if (--g_refs == 0) {

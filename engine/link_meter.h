@@ -25,4 +25,12 @@ class LinkMeter {
 // Device dev's meter, for the life of the process.
 LinkMeter* link_meter(int dev);
 
+// The link rate to plan with: the measured one where it is over twice the reported speed (the
+// device misreports it: a virtual interface such as lo says 10 Gb/s); short of that the reported
+// speed, since sends complete into socket buffers in bursts above the line rate.
+inline double planning_link_bps(double reported, const LinkMeter* meter) {
+  const double measured = meter ? meter->bytes_per_s() : 0;
+  return measured > 2 * reported ? measured : reported;
+}
+
 }  // namespace zipccl

@@ -1,19 +1,11 @@
 #include "policy.h"
 
-#include <algorithm>
-
 #include "codec_engine.h"
 #include "link_meter.h"
 
 namespace zipccl {
 
-// A device measured at over twice the speed it reports misreports it (a virtual interface: lo says
-// 10 Gb/s): the measure replaces it. Short of that the reported speed stands, since sends complete
-// into socket buffers in bursts above the line rate.
-double CompressPolicy::link_bps() const {
-  const double measured = link_ ? link_->bytes_per_s() : 0;
-  return measured > kMisreported * link_bps_ ? measured : link_bps_;
-}
+double CompressPolicy::link_bps() const { return planning_link_bps(link_bps_, link_); }
 
 bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
   if (mode_ == ZipMode::kOff || bytes == 0) return false;

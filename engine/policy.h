@@ -37,7 +37,6 @@ class CompressPolicy {
 
  private:
   static constexpr double kCodecMargin = 1.2;  // the codec must beat the link by this factor
-  static constexpr double kMisreported = 2.0;  // a link measured this much faster than it says
   static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
   // Measure a codec that was slower than the link again every Nth message: one measurement can
   // be a cold or a crowded one (a GPU codec's rate depends on what else the GPU runs), and a

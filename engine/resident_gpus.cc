@@ -1,5 +1,7 @@
 #include "resident_gpus.h"
 
+#include <algorithm>
+
 #include <map>
 #include <mutex>
 
@@ -89,6 +91,13 @@ ResidentGpu* acquire_resident(int device) {
   if (!gpu) return nullptr;
   g_gpus[device] = Entry{std::unique_ptr<ResidentGpu>(gpu), 1};
   return gpu;
+}
+
+double resident_encode_rate() {
+  std::lock_guard<std::mutex> g(g_mu);
+  double best = 0;
+  for (const auto& kv : g_gpus) best = std::max(best, kv.second.gpu->engine->throughput(CodecJob::kEncode));
+  return best;
 }
 
 void release_resident(int device) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -12,9 +13,11 @@
 #include <set>
 
 #include "engine_params.h"
+#include "link_meter.h"
 #include "log.h"
 #include "recv_comm.h"
 #include "registration.h"
+#include "resident_gpus.h"
 #include "send_comm.h"
 #include "transport_select.h"
 
@@ -47,6 +50,7 @@ std::unique_ptr<Transport> g_transport;  // created by the first init, kept for 
 std::shared_ptr<NetCtx> g_process_ctx;
 DevicePath g_device_path;                // decided by the first init
 std::set<const Connector*> g_connecting;  // under g_mu
+std::map<uint64_t, std::weak_ptr<NetCtx>> g_ctxs;  // v11 contexts by comm id, for the tuner; under g_mu
 
 std::shared_ptr<NetCtx> ctx_of(void* ctx) {
   return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
@@ -119,6 +123,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
       auto* ref = new CtxRef{std::make_shared<NetCtx>()};
       ref->ctx->comm_id = comm_id;
       ref->ctx->traffic_class = traffic_class;
+      if (comm_id) g_ctxs[comm_id] = ref->ctx;
       *ctx = ref;
     }
     return ncclSuccess;
@@ -131,9 +136,33 @@ ncclResult_t finalize(void* ctx) {
     if (!ref) return ncclSuccess;
     ZIP_INFO(NCCL_NET, "communicator %016llx: %s", (unsigned long long)ref->ctx->comm_id,
              ref->ctx->totals.summary().c_str());
+    {
+      std::lock_guard<std::mutex> g(g_mu);
+      auto it = g_ctxs.find(ref->ctx->comm_id);
+      if (it != g_ctxs.end() && it->second.lock() == ref->ctx) g_ctxs.erase(it);
+    }
     delete ref;
     return ncclSuccess;
   });
+}
+
+PathView path_view(uint64_t comm_id) {
+  PathView v;
+  std::shared_ptr<NetCtx> ctx;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    if (!g_transport || g_transport->num_devices() == 0) return v;
+    const double reported = double(link_mbps() > 0 ? link_mbps() : g_transport->device(0).speed_mbps) * 1e6 / 8;
+    v.link_bps = link_mbps() > 0 ? reported : planning_link_bps(reported, link_meter(0));
+    auto it = g_ctxs.find(comm_id);
+    ctx = it != g_ctxs.end() ? it->second.lock() : nullptr;
+    if (!ctx) ctx = g_process_ctx;
+  }
+  v.enabled = zip_mode() != ZipMode::kOff;
+  v.codec_bps = gpu_enabled() ? resident_encode_rate() : cpu_encode_rate();
+  const uint64_t in = ctx ? ctx->tried_in.load(std::memory_order_relaxed) : 0;
+  if (in > 0) v.ratio = double(ctx->tried_wire.load(std::memory_order_relaxed)) / double(in);
+  return v;
 }
 
 ncclResult_t devices(int* ndev) {

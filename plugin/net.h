@@ -48,6 +48,16 @@ ncclResult_t close_recv(void* recv_comm);
 ncclResult_t close_listen(void* listen_comm);
 ncclResult_t set_net_attr(void* ctx, ncclNetAttr_t* attr);
 
+// What the tuner (tuner/) plans with: the network path of communicator comm_id as this plugin
+// sees it (comm_id 0, or one it does not know: the process's traffic).
+struct PathView {
+  bool enabled = false;   // compression not off
+  double link_bps = 0;    // device 0's planning rate (engine/link_meter.h), bytes/s
+  double codec_bps = 0;   // the encode rate of the codec host buffers get, bytes/s; 0 unmeasured
+  double ratio = 0.7;     // what the communicator's compression attempts gave; bf16's until then
+};
+PathView path_view(uint64_t comm_id);
+
 // The forms of v8-v10, which have no context and no device offload.
 ncclResult_t listen_noctx(int dev, void* handle, void** listen_comm);
 ncclResult_t connect_noctx(int dev, void* handle, void** send_comm, ncclNetDeviceHandle_t** dev_comm);
