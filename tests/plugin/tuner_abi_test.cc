@@ -1,0 +1,69 @@
+// The tuner's exported tables through the real .so, as NCCL finds them in the net plugin's
+// library: every version's name, init, getCollInfo and finalize; a communicator on one node (no
+// network to compress) keeps NCCL's table and choices. The model itself: tests/tuner.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "net_client.h"
+#include "tuner_abi.h"
+
+using namespace zipccl::client;
+using namespace zipccl::tuner;
+
+namespace {
+
+struct CostTable {
+  float rows[7][3];
+  float* ptr[7];
+  CostTable() {
+    for (int a = 0; a < 7; ++a) {
+      ptr[a] = rows[a];
+      for (int p = 0; p < 3; ++p) rows[a][p] = float(10 * a + p + 1);
+    }
+  }
+  bool same(const CostTable& o) const { return std::memcmp(rows, o.rows, sizeof rows) == 0; }
+};
+
+TEST(TunerAbi, EveryVersionAndOneNodeKeepsNcclsChoice) {
+  PluginNet net(ZIP_PLUGIN_PATH, 11);  // NCCL initialises its net plugin first
+  ASSERT_EQ(net.init(), ncclSuccess);
+  void* lib = dlopen(ZIP_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(lib, nullptr) << dlerror();
+  const CostTable before;
+  int nch = 0;
+
+  auto* v5 = static_cast<ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5"));
+  ASSERT_NE(v5, nullptr);
+  EXPECT_STREQ(v5->name, "Zip");
+  void* ctx = nullptr;
+  ASSERT_EQ(v5->init(&ctx, 0x5eed, 8, 1, nullptr, nullptr, nullptr), ncclSuccess);
+  CostTable t;
+  for (int f : {kAllGather, kReduceScatter, kAllReduce, kBroadcast})
+    ASSERT_EQ(v5->getCollInfo(ctx, f, size_t(1) << 28, 1, t.ptr, 7, 3, 0, &nch), ncclSuccess);
+  EXPECT_TRUE(t.same(before)) << "one node: the table is NCCL's";
+  EXPECT_EQ(v5->finalize(ctx), ncclSuccess);
+
+  auto* v4 = static_cast<ncclTuner_v4_t*>(dlsym(lib, "ncclTunerPlugin_v4"));
+  auto* v3 = static_cast<ncclTuner_v3_t*>(dlsym(lib, "ncclTunerPlugin_v3"));
+  auto* v2 = static_cast<ncclTuner_v2_t*>(dlsym(lib, "ncclTunerPlugin_v2"));
+  ASSERT_TRUE(v4 && v3 && v2);
+  ASSERT_EQ(v4->init(8, 1, nullptr, &ctx), ncclSuccess);
+  ASSERT_EQ(v4->getCollInfo(ctx, kAllGather, size_t(1) << 28, 1, t.ptr, 7, 3, 1, &nch), ncclSuccess);
+  EXPECT_EQ(v4->destroy(ctx), ncclSuccess);
+  ASSERT_EQ(v3->init(8, 1, nullptr, &ctx), ncclSuccess);
+  ASSERT_EQ(v3->getCollInfo(ctx, kAllGather, size_t(1) << 28, 1, t.ptr, 7, 3, &nch), ncclSuccess);
+  EXPECT_EQ(v3->destroy(ctx), ncclSuccess);
+  EXPECT_TRUE(t.same(before));
+  ASSERT_EQ(v2->init(8, 1, nullptr, &ctx), ncclSuccess);
+  int algo = -1, proto = -1;
+  ASSERT_EQ(v2->getCollInfo(ctx, kAllGather, size_t(1) << 28, 0, 0, 1, &algo, &proto, &nch), ncclSuccess);
+  EXPECT_EQ(algo, -1) << "v2: NCCL's choice stands";
+  EXPECT_EQ(proto, -1);
+  EXPECT_EQ(v2->destroy(ctx), ncclSuccess);
+  dlclose(lib);
+  EXPECT_EQ(net.finalize(), ncclSuccess);
+}
+
+}  // namespace

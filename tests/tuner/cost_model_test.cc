@@ -1,0 +1,99 @@
+// The tuner's model on synthetic paths and NCCL-like cost tables: a slow link with a fast codec
+// takes the compressed ring, a fast link, incompressible data, small sizes, one node or an
+// unmeasured codec keep NCCL's choice, and only the ring collectives are considered.
+#include "cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "tuner_abi.h"
+
+namespace zipccl::tuner {
+namespace {
+
+constexpr double kMiB = 1 << 20;
+
+// NCCL-like estimates for 2 ranks on a link of link_bps: LL and LL128 slow for big sizes,
+// Simple close to the wire time, tree and PAT where they apply.
+struct Table {
+  float rows[7][3];
+  float* ptr[7];
+  Table(double nbytes, double link_bps, int func) {
+    for (int a = 0; a < 7; ++a) {
+      ptr[a] = rows[a];
+      for (int p = 0; p < 3; ++p) rows[a][p] = kIgnore;
+    }
+    const double sent_us = nbytes / 2 * (func == kAllReduce ? 2 : 1) / link_bps * 1e6;
+    rows[kAlgoRing][kProtoLL] = float(20 + sent_us * 4);
+    rows[kAlgoRing][kProtoLL128] = float(25 + sent_us * 1.3);
+    rows[kAlgoRing][kProtoSimple] = float(60 + sent_us);
+    if (func == kAllReduce) rows[kAlgoTree][kProtoSimple] = float(70 + sent_us * 1.1);
+  }
+};
+
+Path path(double link_bps, double codec_bps, double ratio, int nodes = 2) {
+  Path p;
+  p.nranks = 2;
+  p.nnodes = nodes;
+  p.enabled = true;
+  p.link_bps = link_bps;
+  p.codec_bps = codec_bps;
+  p.ratio = ratio;
+  return p;
+}
+
+TEST(CostModel, SlowLinkFastCodecCompresses) {
+  for (int func : {kAllGather, kReduceScatter, kAllReduce}) {
+    Table t(256 * kMiB, 4e9, func);
+    const Choice c = choose(func, size_t(256 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+    EXPECT_TRUE(c.compressed) << func;
+    EXPECT_LT(c.compressed_us, c.native_us / 1.3) << "ratio 0.7 on a slow link: about 1/0.7 faster";
+    EXPECT_GT(c.compressed_us, c.native_us * 0.7 * 0.95) << "never better than the ratio";
+  }
+}
+
+TEST(CostModel, FastLinkOrSlowCodecStaysNative) {
+  Table t(256 * kMiB, 50e9, kAllGather);
+  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), t.ptr, 7, 3, path(50e9, 20e9, 0.7)).compressed)
+      << "a codec slower than the link";
+  Table u(256 * kMiB, 4e9, kAllGather);
+  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), u.ptr, 7, 3, path(4e9, 3e9, 0.7)).compressed)
+      << "a codec slower than the link, slow link";
+}
+
+TEST(CostModel, IncompressibleDataStaysNative) {
+  Table t(256 * kMiB, 4e9, kAllGather);
+  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.99)).compressed);
+}
+
+TEST(CostModel, SmallSizesStayNative) {
+  for (double bytes : {4096.0, 65536.0, 256 * 1024.0}) {
+    Table t(bytes, 4e9, kAllGather);
+    const Choice c = choose(kAllGather, size_t(bytes), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+    EXPECT_FALSE(c.compressed) << bytes << ": LL wins where latency dominates";
+  }
+}
+
+TEST(CostModel, WhereItDoesNotApply) {
+  Table t(256 * kMiB, 4e9, kAllGather);
+  const size_t n = size_t(256 * kMiB);
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7, 1)).compressed) << "one node";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 0, 0.7)).compressed) << "codec unmeasured";
+  EXPECT_FALSE(choose(kBroadcast, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7)).compressed) << "not a ring collective";
+  Path off = path(4e9, 40e9, 0.7);
+  off.enabled = false;
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, off).compressed) << "NCCL_ZIP_ENABLE=0";
+  t.rows[kAlgoRing][kProtoSimple] = kIgnore;
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7)).compressed) << "no Simple ring";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 1, 3, path(4e9, 40e9, 0.7)).compressed) << "a table without rings";
+}
+
+TEST(CostModel, NativeIsNcclsCheapestEntry) {
+  Table t(64 * kMiB, 4e9, kAllReduce);
+  t.rows[kAlgoTree][kProtoSimple] = 1;  // NCCL's tree is far cheaper than anything compression gives
+  const Choice c = choose(kAllReduce, size_t(64 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+  EXPECT_EQ(c.native_us, 1.0f);
+  EXPECT_FALSE(c.compressed);
+}
+
+}  // namespace
+}  // namespace zipccl::tuner

@@ -1,0 +1,34 @@
+#include "cost_model.h"
+
+#include <algorithm>
+
+#include "tuner_abi.h"
+
+namespace zipccl::tuner {
+
+Choice choose(int func, size_t nbytes, const float* const* table, int nalgo, int nproto, const Path& p) {
+  Choice c;
+  float best = -1;
+  for (int a = 0; a < nalgo; ++a)
+    for (int q = 0; q < nproto; ++q)
+      if (table[a][q] >= 0 && (best < 0 || table[a][q] < best)) best = table[a][q];
+  c.native_us = best;
+  // Only what crosses the network compresses, only Simple may carry it, and only the ring
+  // collectives are modelled.
+  const bool ring_coll = func == kAllGather || func == kReduceScatter || func == kAllReduce;
+  if (!ring_coll || !p.enabled || p.nnodes < 2 || p.nranks < 2 || best < 0) return c;
+  if (nalgo <= kAlgoRing || nproto <= kProtoSimple || table[kAlgoRing][kProtoSimple] < 0) return c;
+  if (p.link_bps <= 0 || p.codec_bps <= 0 || p.ratio > kMaxRatio) return c;
+  // Bytes each rank sends: (n-1)/n of the buffer, twice for all_reduce (reduce-scatter, then all-gather).
+  const double n = p.nranks;
+  const double sent = double(nbytes) * (n - 1) / n * (func == kAllReduce ? 2 : 1);
+  const double wire_s = sent / p.link_bps;
+  const double simple_s = table[kAlgoRing][kProtoSimple] * 1e-6;
+  const double coded_s = std::max(simple_s - wire_s * (1 - p.ratio), sent / p.codec_bps);
+  const double latency_s = 2 * std::min(sent, kSliceBytes) / p.codec_bps;
+  c.compressed_us = float((coded_s + latency_s) * 1e6);
+  c.compressed = c.compressed_us * kMargin < best;
+  return c;
+}
+
+}  // namespace zipccl::tuner

@@ -1,0 +1,32 @@
+// The tuner's model: for one collective, NCCL's own predicted times (its cost table) against the
+// Simple ring with compression on the path the net plugin measures. NCCL's Simple ring estimate
+// is taken as given; compression replaces its wire time by ratio x the wire time, bounded below by
+// the codec's throughput, and adds the codec's latency on the first and last message.
+#pragma once
+
+#include <cstddef>
+
+namespace zipccl::tuner {
+
+struct Path {
+  int nranks = 0, nnodes = 0;
+  bool enabled = false;   // compression not off (NCCL_ZIP_ENABLE)
+  double link_bps = 0;    // one NIC's rate, bytes/s
+  double codec_bps = 0;   // the encoder's sustained rate, bytes/s; 0 while unmeasured
+  double ratio = 1;       // wire / input bytes of what this communicator's senders compress
+};
+
+struct Choice {
+  bool compressed = false;
+  float compressed_us = 0;  // predicted time of the Simple ring with compression
+  float native_us = 0;      // NCCL's cheapest entry
+};
+
+constexpr double kMargin = 1.05;          // compression must win by this factor
+constexpr double kMaxRatio = 0.95;        // data that compresses less stays native
+constexpr double kSliceBytes = 1 << 20;   // one message: its encode and decode are not hidden
+
+// table[algo][proto]: NCCL's times in us, kIgnore where an entry does not apply.
+Choice choose(int func, size_t nbytes, const float* const* table, int nalgo, int nproto, const Path& p);
+
+}  // namespace zipccl::tuner
