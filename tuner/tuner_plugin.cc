@@ -2,9 +2,14 @@
 // collective's cost table against the compressed Simple ring on the path the net plugin sees
 // (net::path_view: the same communicator's ratio by its commId for v5, the process's otherwise).
 // Where compression wins, the Simple ring's entry gets the compressed time and so becomes the
-// cheapest; elsewhere NCCL's table is left as it is. One INFO line per change of decision.
+// cheapest; elsewhere NCCL's table is left as it is. One INFO line per change of decision. An
+// operator's override (NCCL_ZIP_TUNER_FILE) comes first.
 #include <cmath>
+#include <fstream>
 #include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -13,6 +18,7 @@
 #include "log.h"
 #include "adapter.h"
 #include "net.h"
+#include "overrides.h"
 #include "param.h"
 #include "tuner_abi.h"
 
@@ -42,11 +48,46 @@ ncclResult_t init(uint64_t comm_id, size_t nranks, size_t nnodes, ncclDebugLogge
   return ncclSuccess;
 }
 
-// The decision for one collective; *compressed says whether it took the compressed ring.
-ncclResult_t tune(void* ctx, int func, size_t nbytes, float** table, int nalgo, int nproto, bool* compressed) {
-  *compressed = false;
-  auto* c = static_cast<Context*>(ctx);
-  if (!c || !table || !tuner_enabled()) return ncclSuccess;
+ZIP_STR_PARAM(tuner_file, "NCCL_ZIP_TUNER_FILE")
+
+// NCCL_ZIP_TUNER_FILE's overrides, read once per process; what does not parse is said and skipped.
+const std::vector<Override>& overrides() {
+  static const std::vector<Override> list = [] {
+    std::vector<Override> v;
+    if (tuner_file().empty()) return v;
+    std::ifstream f(tuner_file());
+    if (!f) {
+      ZIP_WARN("tuner: cannot read NCCL_ZIP_TUNER_FILE=%s; no overrides", tuner_file().c_str());
+      return v;
+    }
+    std::stringstream text;
+    text << f.rdbuf();
+    std::vector<std::string> errors;
+    v = parse_overrides(text.str(), &errors);
+    for (const std::string& e : errors) ZIP_WARN("tuner: %s, %s: skipped", tuner_file().c_str(), e.c_str());
+    ZIP_INFO(NCCL_INIT, "tuner: %zu override(s) from %s", v.size(), tuner_file().c_str());
+    return v;
+  }();
+  return list;
+}
+
+// What the tuner does with one collective.
+struct Pick {
+  enum Kind { kNative, kOverride, kCompressed } kind = kNative;
+  int algo = -1, proto = -1, channels = -1;
+  float us = 0;  // kCompressed: the predicted time
+};
+
+Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const float* const* table, int nalgo,
+          int nproto) {
+  Pick k;
+  if (const Override* o = find_override(overrides(), func, nbytes, c->nnodes, c->nranks, pipe_ops, reg_buff)) {
+    k.kind = Pick::kOverride;
+    k.algo = o->algo;
+    k.proto = o->proto;
+    k.channels = o->channels;
+    return k;
+  }
   const net::PathView v = net::path_view(c->comm_id);
   Path p;
   p.nranks = c->nranks;
@@ -56,20 +97,38 @@ ncclResult_t tune(void* ctx, int func, size_t nbytes, float** table, int nalgo, 
   p.codec_bps = v.codec_bps;
   p.ratio = v.ratio;
   const Choice ch = choose(func, nbytes, table, nalgo, nproto, p);
-  if (ch.compressed) table[kAlgoRing][kProtoSimple] = ch.compressed_us;
-  *compressed = ch.compressed;
   std::lock_guard<std::mutex> g(c->mu);
   const auto key = std::make_pair(func, nbytes ? int(std::log2(double(nbytes))) : 0);
   auto it = c->last.find(key);
-  if (it != c->last.end() && it->second == ch.compressed) return ncclSuccess;
-  c->last[key] = ch.compressed;
-  if (ch.compressed)
-    ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: ring/Simple compressed, predicted %.1f us against NCCL's %.1f us "
-             "(link %.2f GB/s, codec %.2f GB/s, ratio %.3f)", func_name(func), nbytes, ch.compressed_us, ch.native_us,
-             p.link_bps / 1e9, p.codec_bps / 1e9, p.ratio);
-  else
-    ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: NCCL's choice (%.1f us; compressed %s)", func_name(func), nbytes,
-             ch.native_us, ch.compressed_us > 0 ? "slower" : "does not apply");
+  if (it == c->last.end() || it->second != ch.compressed) {
+    c->last[key] = ch.compressed;
+    if (ch.compressed)
+      ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: ring/Simple compressed, predicted %.1f us against NCCL's %.1f us "
+               "(link %.2f GB/s, codec %.2f GB/s, ratio %.3f)", func_name(func), nbytes, ch.compressed_us,
+               ch.native_us, p.link_bps / 1e9, p.codec_bps / 1e9, p.ratio);
+    else
+      ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: NCCL's choice (%.1f us; compressed %s)", func_name(func), nbytes,
+               ch.native_us, ch.compressed_us > 0 ? "slower" : "does not apply");
+  }
+  if (!ch.compressed) return k;
+  k.kind = Pick::kCompressed;
+  k.algo = kAlgoRing;
+  k.proto = kProtoSimple;
+  k.us = ch.compressed_us;
+  return k;
+}
+
+// The versions with a cost table: the pick becomes its cheapest entry (an override's: 0, NCCL's
+// "prefer"), where the entry applies.
+ncclResult_t tune(void* ctx, int func, size_t nbytes, int pipe_ops, int reg_buff, float** table, int nalgo,
+                  int nproto, int* nchannels) {
+  auto* c = static_cast<Context*>(ctx);
+  if (!c || !table || !tuner_enabled()) return ncclSuccess;
+  const Pick k = pick(c, func, nbytes, pipe_ops, reg_buff, table, nalgo, nproto);
+  if (k.kind == Pick::kNative || k.algo >= nalgo || k.proto >= nproto || table[k.algo][k.proto] < 0)
+    return ncclSuccess;
+  table[k.algo][k.proto] = k.kind == Pick::kOverride ? 0.0f : k.us;
+  if (k.channels > 0 && nchannels) *nchannels = k.channels;
   return ncclSuccess;
 }
 
@@ -85,34 +144,30 @@ ncclResult_t init_v5(void** ctx, uint64_t comm_id, size_t nranks, size_t nnodes,
 ncclResult_t init_v4(size_t nranks, size_t nnodes, ncclDebugLogger_t logger, void** ctx) {
   return init(0, nranks, nnodes, logger, ctx);
 }
-ncclResult_t coll_info_v5(void* ctx, int func, size_t nbytes, int, float** table, int nalgo, int nproto, int,
-                          int*) {
-  bool compressed;
-  return tune(ctx, func, nbytes, table, nalgo, nproto, &compressed);
+ncclResult_t coll_info_v5(void* ctx, int func, size_t nbytes, int pipe_ops, float** table, int nalgo, int nproto,
+                          int reg_buff, int* nchannels) {
+  return tune(ctx, func, nbytes, pipe_ops, reg_buff, table, nalgo, nproto, nchannels);
 }
-ncclResult_t coll_info_v3(void* ctx, int func, size_t nbytes, int, float** table, int nalgo, int nproto, int*) {
-  bool compressed;
-  return tune(ctx, func, nbytes, table, nalgo, nproto, &compressed);
+ncclResult_t coll_info_v3(void* ctx, int func, size_t nbytes, int pipe_ops, float** table, int nalgo, int nproto,
+                          int* nchannels) {
+  return tune(ctx, func, nbytes, pipe_ops, -1, table, nalgo, nproto, nchannels);
 }
-// v2 has no cost table: NCCL's estimates are unknown, so the ring/Simple time stands in for them
-// all (compression then wins where the wire time it saves exceeds the codec's cost).
-ncclResult_t coll_info_v2(void* ctx, int func, size_t nbytes, int, int, int, int* algorithm, int* protocol, int*) {
-  float row[3] = {kIgnore, kIgnore, kIgnore};
-  float ring[3] = {kIgnore, kIgnore, 0};
-  float* table[2] = {row, ring};
+// v2 has no cost table: NCCL's estimates are unknown, so the plain ring/Simple wire time stands in
+// for them (compression then wins where the wire time it saves exceeds the codec's cost).
+ncclResult_t coll_info_v2(void* ctx, int func, size_t nbytes, int, int, int pipe_ops, int* algorithm, int* protocol,
+                          int* nchannels) {
   auto* c = static_cast<Context*>(ctx);
-  if (!c) return ncclSuccess;
-  const net::PathView v = net::path_view(c->comm_id);
-  if (v.link_bps <= 0) return ncclSuccess;
-  const double n = c->nranks > 1 ? c->nranks : 2;
-  ring[kProtoSimple] = float(double(nbytes) * (n - 1) / n * (func == kAllReduce ? 2 : 1) / v.link_bps * 1e6);
-  bool compressed;
-  ncclResult_t r = tune(ctx, func, nbytes, table, 2, 3, &compressed);
-  if (r == ncclSuccess && compressed) {
-    *algorithm = kAlgoRing;
-    *protocol = kProtoSimple;
-  }
-  return r;
+  if (!c || !tuner_enabled()) return ncclSuccess;
+  float none[3] = {kIgnore, kIgnore, kIgnore}, ring[3] = {kIgnore, kIgnore, kIgnore};
+  const float* table[2] = {none, ring};
+  const double link = net::path_view(c->comm_id).link_bps, n = c->nranks > 1 ? c->nranks : 2;
+  if (link > 0) ring[kProtoSimple] = float(double(nbytes) * (n - 1) / n * (func == kAllReduce ? 2 : 1) / link * 1e6);
+  const Pick k = pick(c, func, nbytes, pipe_ops, -1, table, 2, 3);
+  if (k.kind == Pick::kNative) return ncclSuccess;
+  *algorithm = k.algo;
+  *protocol = k.proto;
+  if (k.channels > 0 && nchannels) *nchannels = k.channels;
+  return ncclSuccess;
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 //            one process at both ends: R rounds of connecting to itself, sending N messages
 //            (each checked) and closing; RESULT's errors= has each round's first error (0: none)
 //            and msgs= the last round's messages
+//   zip_peer tune --plugin=P   the tuner's v5 table on a 2-rank, 2-node communicator: one
+//            all_gather of 1 MiB over a cost table of 100s; RESULT has its ring/Simple and
+//            tree/Simple entries after the call and the channels it asked for
 // --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
 // checked in a host copy, moved to and from the device around the plugin's calls. --dmabuf:
 // registered by regMrDmaBuf with an fd CUDA exports. --flush (recv): iflush after every
@@ -20,6 +23,7 @@
 // logged for its connection (-1 if nothing).
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
+#include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +38,7 @@
 #include "device_mem.h"
 #include "net_client.h"
 #include "traffic.h"
+#include "tuner_abi.h"
 
 using namespace zipccl::client;
 
@@ -205,6 +210,29 @@ class Peer {
     }
     CHECK_NCCL(net_.finalize());
     printf("RESULT ok=1 errors=%s msgs=%ld\n", errors.c_str(), done);
+    return 0;
+  }
+
+  int tune() {
+    if (net_.init() != ncclSuccess) return finish(false, "init", 0);
+    void* lib = dlopen(a_.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+    auto* t = lib ? static_cast<ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5")) : nullptr;
+    if (!t) return finish(false, "no ncclTunerPlugin_v5", 0);
+    float rows[7][3];
+    float* table[7];
+    for (int a = 0; a < 7; ++a) {
+      table[a] = rows[a];
+      for (float& x : rows[a]) x = 100;
+    }
+    void* ctx = nullptr;
+    int channels = 0;
+    if (t->init(&ctx, 0x7e57, 2, 2, nullptr, nullptr, nullptr) != ncclSuccess ||
+        t->getCollInfo(ctx, zipccl::tuner::kAllGather, 1 << 20, 1, table, 7, 3, 0, &channels) != ncclSuccess ||
+        t->finalize(ctx) != ncclSuccess)
+      return finish(false, "tuner call failed", 0);
+    printf("RESULT ok=1 ring_simple=%g tree_simple=%g channels=%d\n", double(rows[1][2]), double(rows[0][2]), channels);
+    dlclose(lib);
+    CHECK_NCCL(net_.finalize());
     return 0;
   }
 
@@ -452,12 +480,14 @@ class Peer {
 
 int main(int argc, char** argv) {
   Args a = parse(argc, argv);
-  if ((a.role != "recv" && a.role != "send" && a.role != "probe" && a.role != "loop") || a.plugin.empty() || a.group < 1 ||
+  if ((a.role != "recv" && a.role != "send" && a.role != "probe" && a.role != "loop" && a.role != "tune") ||
+      a.plugin.empty() || a.group < 1 ||
       a.group > 8) {
-    fprintf(stderr, "usage: zip_peer recv|send|probe|loop --plugin=PATH [options]\n");
+    fprintf(stderr, "usage: zip_peer recv|send|probe|loop|tune --plugin=PATH [options]\n");
     return 2;
   }
   alarm(120);  // a hang is a failure, not a stuck CI job
   Peer p(a);
+  if (a.role == "tune") return p.tune();
   return a.role == "probe" ? p.probe() : a.role == "loop" ? p.loop() : p.run();
 }

@@ -4,12 +4,18 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "net_client.h"
+#include "pair.h"
 #include "tuner_abi.h"
 
 using namespace zipccl::client;
+using namespace zipccl::test;
 using namespace zipccl::tuner;
 
 namespace {
@@ -64,6 +70,37 @@ TEST(TunerAbi, EveryVersionAndOneNodeKeepsNcclsChoice) {
   EXPECT_EQ(v2->destroy(ctx), ncclSuccess);
   dlclose(lib);
   EXPECT_EQ(net.finalize(), ncclSuccess);
+}
+
+// NCCL_ZIP_TUNER_FILE's first matching line is NCCL's pick with its channels; NCCL_ZIP_TUNER=0
+// leaves the table and channels alone (zip_peer tune: a 2-node communicator, all_gather of 1 MiB).
+TEST(TunerAbi, OverridesAndTheOffSwitch) {
+  char path[] = "/tmp/zip_tuner_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string csv = "# ours\nallreduce,0,4294967295,ring,ll,-1,-1,-1\nallgather,0,4294967295,tree,simple,3,2,-1\n";
+  ASSERT_EQ(write(fd, csv.data(), csv.size()), ssize_t(csv.size()));
+  close(fd);
+  const struct {
+    Env env;
+    double tree, ring;
+    long channels;
+  } cases[] = {
+      {{{"NCCL_ZIP_TUNER_FILE", path}}, 0, 100, 3},
+      {{{"NCCL_ZIP_TUNER_FILE", path}, {"NCCL_ZIP_TUNER", "0"}}, 100, 100, 0},
+  };
+  for (const auto& c : cases) {
+    Env env = c.env;
+    env["NCCL_SOCKET_IFNAME"] = "lo";
+    Proc p({ZIP_PEER_PATH, "tune", std::string("--plugin=") + ZIP_PLUGIN_PATH}, env);
+    ASSERT_EQ(p.wait(30), 0);
+    const std::string r = result_line(p);
+    EXPECT_EQ(field(r, "ok"), 1) << r;
+    EXPECT_NE(r.find(" tree_simple=" + std::to_string(int(c.tree)) + " "), std::string::npos) << r;
+    EXPECT_NE(r.find(" ring_simple=" + std::to_string(int(c.ring)) + " "), std::string::npos) << r;
+    EXPECT_EQ(field(r, "channels"), c.channels) << r;
+  }
+  unlink(path);
 }
 
 }  // namespace
