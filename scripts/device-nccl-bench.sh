@@ -10,7 +10,8 @@
 # same channels with compression off and on.
 #   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000 GPU=1 CHANNELS=8
 #                                              COLLECTIVES=all_gather,reduce_scatter; EXTRA_CTAS=N
-#                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N; TIMELINE=1
+#                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N; TUNER_AB=1
+#                                              adds paced auto without the tuner; TIMELINE=1
 #                                              writes each run's per-stage times, scripts/timeline.py,
 #                                              to $OUT/timeline.txt)
 set -u
@@ -52,6 +53,8 @@ run paced_auto NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU=
 run paced_always NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
 [ -n "${EXTRA_CTAS:-}" ] && run paced_auto${EXTRA_CTAS}ctas NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" \
   NCCL_ZIP_GPU_CTAS="$EXTRA_CTAS"
+[ -n "${TUNER_AB:-}" ] && run paced_autonotuner NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" \
+  NCCL_ZIP_TUNER=0
 run lo_off NCCL_ZIP_ENABLE=0
 run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
 if [ -n "${TIMELINE:-}" ]; then
@@ -78,7 +81,10 @@ for f in sorted(glob.glob(os.path.join(out, "*.log"))):
             m, c, g = m + int(x[1]), c + int(x[2]), g + int(x[4])
             ratios.append(x[3])
     if m:
-        print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}")
+        text = open(f).read()
+        tuned = f", tuner decisions: {text.count('ring/Simple compressed')} compressed, {text.count(chr(39).join(['NCCL', 's choice']))} NCCL's"
+        print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}"
+              f"{tuned if 'tuner: ' in text else ''}")
 keys = sorted({(c, s) for (_, c, s) in t})
 labels = [l for l in LABELS if any(k[0] == l for k in t)]
 base = lambda l: l.split("_")[0] + "_off"  # the same pacing, compression off

@@ -14,7 +14,7 @@
 #      compressed (NCCL_ZIP_ENABLE=2), then device buffers by GPUDirect RDMA (NCCL_ZIP_GDR=1, the
 #      emulation's DMA-BUF and peermem; --sync, since the emulation moves GPU bytes with CUDA
 #      copies, which a thread blocked in a copy to the host would hold up);
-#   6. the log lines that show what NCCL used.
+#   6. the log lines that show what NCCL used (net plugin, tuner and its decisions).
 # Usage: scripts/device-plugin.sh        (logs under $OUT, default /tmp/device-plugin)
 #        NCCL_JOB=0 scripts/device-plugin.sh   steps 1-2 only
 set -u
@@ -105,7 +105,8 @@ for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2 nccl_gpu2 nccl_gpu1 nccl_ib_z
   log="$OUT/$f.log"
   say ""
   say "---- $f"
-  grep -E "Loaded net plugin|Using network|NET/Zip : (socket|ib transport|device buffers|host buffers|GPU codec)" "$log" | sort | uniq -c | head -8 | tee -a "$SUMMARY"
+  grep -E "Loaded net plugin|TUNER/Plugin|tuner plugin|Using network|NET/Zip : (socket|ib transport|device buffers|host buffers|GPU codec)" "$log" | sort | uniq -c | head -10 | tee -a "$SUMMARY"
+  grep -E "NET/Zip : tuner: " "$log" | sed 's/.*tuner: //' | sort | uniq -c | head -6 | tee -a "$SUMMARY"
   grep -oE "via NET/[A-Za-z]+/[0-9]+(/GDRDMA)?" "$log" | sort | uniq -c | tee -a "$SUMMARY"
   grep -E "NET/Zip : (communicator|(send|recv) comm .* closed)" "$log" | head -4 | tee -a "$SUMMARY"
   grep -E "WARN" "$log" | head -6 | tee -a "$SUMMARY"
