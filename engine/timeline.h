@@ -14,9 +14,9 @@ namespace zipccl {
 
 class Timeline {
  public:
-  // Send side: kPost isend, kCts a clear-to-send taken, kCoded encode finished, kWire handed to
-  // the link, kDone test() said done. Receive side: kPost irecv, kWire arrived, kCoded decoded,
-  // kDone test() said done.
+  // Send side: kPost isend, kCts a clear-to-send taken (bytes: its placements), kCoded encode
+  // finished, kWire handed to the link, kDone test() said done. Receive side: kPost irecv, kWire
+  // arrived, kCoded decoded, kDone test() said done.
   enum Event : uint8_t { kPost, kCts, kCoded, kWire, kDone };
   enum Flag : uint8_t { kCompressed = 1, kOnGpu = 2 };
 
