@@ -12,6 +12,9 @@ say_fail() { echo "FAIL: $*"; fail=1; }
 cmake --install "$build" --prefix "$tmp/usr" >"$tmp/install.log" 2>&1 || { cat "$tmp/install.log"; say_fail "cmake --install"; }
 lib=$(find "$tmp/usr" -name libnccl-net-zip.so | head -1)
 [ -n "$lib" ] || say_fail "no libnccl-net-zip.so installed"
+tuner=$(find "$tmp/usr" -name libnccl-tuner-zip.so | head -1)
+[ -n "$tuner" ] || say_fail "no libnccl-tuner-zip.so installed"
+[ -z "$tuner" ] || nm -D --defined-only "$tuner" | grep -q ncclTunerPlugin_v5 || say_fail "installed tuner lacks ncclTunerPlugin_v5"
 for t in zipccl-inspect zipccl-demo zipccl-net-bench zipccl-doctor; do
   [ -x "$tmp/usr/bin/$t" ] || say_fail "no bin/$t"
 done
@@ -31,7 +34,7 @@ if command -v dpkg-deb >/dev/null; then
     say_fail "no .deb"
   else
     dpkg-deb -c "$deb" >"$tmp/deb.txt"
-    for f in libnccl-net-zip.so bin/zipccl-demo bin/zipccl-inspect bin/zipccl-net-bench bin/zipccl-doctor; do
+    for f in libnccl-net-zip.so libnccl-tuner-zip.so bin/zipccl-demo bin/zipccl-inspect bin/zipccl-net-bench bin/zipccl-doctor; do
       grep -q "$f" "$tmp/deb.txt" || say_fail "$deb lacks $f"
     done
   fi

@@ -12,7 +12,8 @@
 //            one process at both ends: R rounds of connecting to itself, sending N messages
 //            (each checked) and closing; RESULT's errors= has each round's first error (0: none)
 //            and msgs= the last round's messages
-//   zip_peer tune --plugin=P   the tuner's v5 table on a 2-rank, 2-node communicator: one
+//   zip_peer tune --plugin=P [--tuner=T]   the v5 tuner table of T (default P) on a 2-rank, 2-node
+//            communicator, P's net plugin initialised first as NCCL does: one
 //            all_gather of 1 MiB over a cost table of 100s; RESULT has its ring/Simple and
 //            tree/Simple entries after the call and the channels it asked for
 // --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
@@ -45,7 +46,7 @@ using namespace zipccl::client;
 namespace {
 
 struct Args {
-  std::string role, plugin, handle;
+  std::string role, plugin, handle, tuner;
   int version = 11, group = 1, tc = -1, rounds = 1;
   long msgs = 200, die_after = -1;
   size_t max = 256 << 10;
@@ -65,6 +66,7 @@ Args parse(int argc, char** argv) {
       return s.compare(0, l, k) == 0 ? s.c_str() + l : nullptr;
     };
     if (auto v = val("--plugin=")) a.plugin = v;
+    else if (auto v = val("--tuner=")) a.tuner = v;
     else if (auto v = val("--handle=")) a.handle = v;
     else if (auto v = val("--version=")) a.version = atoi(v);
     else if (auto v = val("--group=")) a.group = atoi(v);
@@ -215,7 +217,7 @@ class Peer {
 
   int tune() {
     if (net_.init() != ncclSuccess) return finish(false, "init", 0);
-    void* lib = dlopen(a_.plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* lib = dlopen((a_.tuner.empty() ? a_.plugin : a_.tuner).c_str(), RTLD_NOW | RTLD_LOCAL);
     auto* t = lib ? static_cast<ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5")) : nullptr;
     if (!t) return finish(false, "no ncclTunerPlugin_v5", 0);
     float rows[7][3];

@@ -73,7 +73,8 @@ TEST(TunerAbi, EveryVersionAndOneNodeKeepsNcclsChoice) {
 }
 
 // NCCL_ZIP_TUNER_FILE's first matching line is NCCL's pick with its channels; NCCL_ZIP_TUNER=0
-// leaves the table and channels alone (zip_peer tune: a 2-node communicator, all_gather of 1 MiB).
+// leaves the table and channels alone (zip_peer tune: a 2-node communicator, all_gather of 1 MiB),
+// and so does libnccl-tuner-zip.so without overrides.
 TEST(TunerAbi, OverridesAndTheOffSwitch) {
   char path[] = "/tmp/zip_tuner_XXXXXX";
   const int fd = mkstemp(path);
@@ -81,18 +82,24 @@ TEST(TunerAbi, OverridesAndTheOffSwitch) {
   const std::string csv = "# ours\nallreduce,0,4294967295,ring,ll,-1,-1,-1\nallgather,0,4294967295,tree,simple,3,2,-1\n";
   ASSERT_EQ(write(fd, csv.data(), csv.size()), ssize_t(csv.size()));
   close(fd);
+  // The tables in the net plugin's library, and alone in libnccl-tuner-zip.so (beside any net
+  // plugin: overrides only).
   const struct {
     Env env;
+    const char* tuner;
     double tree, ring;
     long channels;
   } cases[] = {
-      {{{"NCCL_ZIP_TUNER_FILE", path}}, 0, 100, 3},
-      {{{"NCCL_ZIP_TUNER_FILE", path}, {"NCCL_ZIP_TUNER", "0"}}, 100, 100, 0},
+      {{{"NCCL_ZIP_TUNER_FILE", path}}, ZIP_PLUGIN_PATH, 0, 100, 3},
+      {{{"NCCL_ZIP_TUNER_FILE", path}, {"NCCL_ZIP_TUNER", "0"}}, ZIP_PLUGIN_PATH, 100, 100, 0},
+      {{{"NCCL_ZIP_TUNER_FILE", path}}, ZIP_TUNER_PATH, 0, 100, 3},
+      {{}, ZIP_TUNER_PATH, 100, 100, 0},
   };
   for (const auto& c : cases) {
     Env env = c.env;
     env["NCCL_SOCKET_IFNAME"] = "lo";
-    Proc p({ZIP_PEER_PATH, "tune", std::string("--plugin=") + ZIP_PLUGIN_PATH}, env);
+    Proc p({ZIP_PEER_PATH, "tune", std::string("--plugin=") + ZIP_PLUGIN_PATH, std::string("--tuner=") + c.tuner},
+           env);
     ASSERT_EQ(p.wait(30), 0);
     const std::string r = result_line(p);
     EXPECT_EQ(field(r, "ok"), 1) << r;

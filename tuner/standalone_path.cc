@@ -1,0 +1,9 @@
+// libnccl-tuner-zip.so beside another net plugin: no path and no codec are known there, so the
+// model never picks compression and only the operator's overrides (NCCL_ZIP_TUNER_FILE) apply.
+#include "net.h"
+
+namespace zipccl::net {
+
+PathView path_view(uint64_t) { return PathView{}; }
+
+}  // namespace zipccl::net
