@@ -105,7 +105,7 @@ for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2 nccl_gpu2 nccl_gpu1 nccl_ib_z
   log="$OUT/$f.log"
   say ""
   say "---- $f"
-  grep -E "Loaded net plugin|TUNER/Plugin|tuner plugin|Using network|NET/Zip : (socket|ib transport|device buffers|host buffers|GPU codec)" "$log" | sort | uniq -c | head -10 | tee -a "$SUMMARY"
+  grep -E "Loaded net plugin|TUNER/Plugin|tuner plugin|coll channels|NCCL_MIN_NCHANNELS|Using network|NET/Zip : (socket|ib transport|device buffers|host buffers|GPU codec)" "$log" | sort | uniq -c | head -10 | tee -a "$SUMMARY"
   grep -E "NET/Zip : tuner: " "$log" | sed 's/.*tuner: //' | sort | uniq -c | head -6 | tee -a "$SUMMARY"
   grep -oE "via NET/[A-Za-z]+/[0-9]+(/GDRDMA)?" "$log" | sort | uniq -c | tee -a "$SUMMARY"
   grep -E "NET/Zip : (communicator|(send|recv) comm .* closed)" "$log" | head -4 | tee -a "$SUMMARY"
