@@ -1,18 +1,15 @@
 #include "net.h"
 
-#include <atomic>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <new>
 
 #include <set>
 
 #include "engine_params.h"
+#include "guarded.h"
 #include "link_meter.h"
 #include "log.h"
 #include "recv_comm.h"
@@ -56,29 +53,13 @@ std::shared_ptr<NetCtx> ctx_of(void* ctx) {
   return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
 }
 
-const char* mode_name(ZipMode m) {
-  return m == ZipMode::kOff ? "off (plain transport)" : m == ZipMode::kAuto ? "auto" : "always";
+// Device dev's speed as configured, bytes/s: NCCL_ZIP_LINK_MBPS, else what the device reports.
+double reported_link_bps(int dev) {
+  return double(link_mbps() > 0 ? link_mbps() : g_transport->device(dev).speed_mbps) * 1e6 / 8;
 }
 
-// Every entry point turns an exception (an allocation that failed, ...) into an error NCCL sees:
-// nothing may unwind into NCCL. Out of memory is said at most once a second.
-template <class F>
-ncclResult_t guarded(const char* entry, F&& f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    static std::atomic<int64_t> last_s{-1};
-    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                            std::chrono::steady_clock::now().time_since_epoch()).count();
-    if (last_s.exchange(now) != now) ZIP_WARN("%s: out of memory", entry);
-    return ncclSystemError;
-  } catch (const std::exception& e) {
-    ZIP_WARN("%s: %s", entry, e.what());
-    return ncclInternalError;
-  } catch (...) {
-    ZIP_WARN("%s: unknown exception", entry);
-    return ncclInternalError;
-  }
+const char* mode_name(ZipMode m) {
+  return m == ZipMode::kOff ? "off (plain transport)" : m == ZipMode::kAuto ? "auto" : "always";
 }
 
 // NCCL reads NCCL_MIN_NCHANNELS when it builds a communicator's channels, after its net plugin's
@@ -152,8 +133,7 @@ PathView path_view(uint64_t comm_id) {
   {
     std::lock_guard<std::mutex> g(g_mu);
     if (!g_transport || g_transport->num_devices() == 0) return v;
-    const double reported = double(link_mbps() > 0 ? link_mbps() : g_transport->device(0).speed_mbps) * 1e6 / 8;
-    v.link_bps = link_mbps() > 0 ? reported : planning_link_bps(reported, link_meter(0));
+    v.link_bps = planning_link_bps(reported_link_bps(0), link_mbps() > 0 ? nullptr : link_meter(0));
     auto it = g_ctxs.find(comm_id);
     ctx = it != g_ctxs.end() ? it->second.lock() : nullptr;
     if (!ctx) ctx = g_process_ctx;
@@ -238,8 +218,7 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm, int tra
       h->connecting = nullptr;
     }
     if (r != ncclSuccess || !link) return r;
-    const double mbps = link_mbps() > 0 ? double(link_mbps()) : double(g_transport->device(dev).speed_mbps);
-    *send_comm = new SendComm(dev, ctx_of(ctx), std::move(link), mbps * 1e6 / 8);
+    *send_comm = new SendComm(dev, ctx_of(ctx), std::move(link), reported_link_bps(dev));
     return ncclSuccess;
   });
 }

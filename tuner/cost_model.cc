@@ -6,6 +6,11 @@
 
 namespace zipccl::tuner {
 
+double sent_bytes(int func, size_t nbytes, int nranks) {
+  const double n = nranks > 1 ? nranks : 2;
+  return double(nbytes) * (n - 1) / n * (func == kAllReduce ? 2 : 1);
+}
+
 Choice choose(int func, size_t nbytes, const float* const* table, int nalgo, int nproto, const Path& p) {
   Choice c;
   float best = -1;
@@ -19,9 +24,7 @@ Choice choose(int func, size_t nbytes, const float* const* table, int nalgo, int
   if (!ring_coll || !p.enabled || p.nnodes < 2 || p.nranks < 2 || best < 0) return c;
   if (nalgo <= kAlgoRing || nproto <= kProtoSimple || table[kAlgoRing][kProtoSimple] < 0) return c;
   if (p.link_bps <= 0 || p.codec_bps <= 0 || p.ratio > kMaxRatio) return c;
-  // Bytes each rank sends: (n-1)/n of the buffer, twice for all_reduce (reduce-scatter, then all-gather).
-  const double n = p.nranks;
-  const double sent = double(nbytes) * (n - 1) / n * (func == kAllReduce ? 2 : 1);
+  const double sent = sent_bytes(func, nbytes, p.nranks);
   const double wire_s = sent / p.link_bps;
   const double simple_s = table[kAlgoRing][kProtoSimple] * 1e-6;
   const double coded_s = std::max(simple_s - wire_s * (1 - p.ratio), sent / p.codec_bps);

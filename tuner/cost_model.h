@@ -26,6 +26,10 @@ constexpr double kMargin = 1.05;          // compression must win by this factor
 constexpr double kMaxRatio = 0.95;        // data that compresses less stays native
 constexpr double kSliceBytes = 1 << 20;   // one message: its encode and decode are not hidden
 
+// Bytes each of nranks ranks sends for collective func of nbytes on a ring: (n-1)/n of the buffer,
+// twice for all_reduce (a reduce-scatter, then an all-gather).
+double sent_bytes(int func, size_t nbytes, int nranks);
+
 // table[algo][proto]: NCCL's times in us, kIgnore where an entry does not apply.
 Choice choose(int func, size_t nbytes, const float* const* table, int nalgo, int nproto, const Path& p);
 

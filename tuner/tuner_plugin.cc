@@ -7,16 +7,16 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
-#include <vector>
-#include <mutex>
-#include <new>
 #include <utility>
+#include <vector>
 
-#include "cost_model.h"
-#include "log.h"
 #include "adapter.h"
+#include "cost_model.h"
+#include "guarded.h"
+#include "log.h"
 #include "net.h"
 #include "overrides.h"
 #include "param.h"
@@ -40,12 +40,13 @@ struct Context {
 };
 
 ncclResult_t init(uint64_t comm_id, size_t nranks, size_t nnodes, ncclDebugLogger_t logger, void** ctx) {
-  if (logger) set_logger(logger);
-  *ctx = new (std::nothrow) Context{comm_id, int(nranks), int(nnodes), {}, {}};
-  if (!*ctx) return ncclSystemError;
-  ZIP_INFO(NCCL_INIT, "tuner: communicator %016llx, %zu ranks on %zu nodes%s", (unsigned long long)comm_id, nranks,
-           nnodes, tuner_enabled() ? "" : "; NCCL_ZIP_TUNER=0: NCCL's own choices");
-  return ncclSuccess;
+  return guarded("tuner init", [&]() -> ncclResult_t {
+    if (logger) set_logger(logger);
+    *ctx = new Context{comm_id, int(nranks), int(nnodes), {}, {}};
+    ZIP_INFO(NCCL_INIT, "tuner: communicator %016llx, %zu ranks on %zu nodes%s", (unsigned long long)comm_id, nranks,
+             nnodes, tuner_enabled() ? "" : "; NCCL_ZIP_TUNER=0: NCCL's own choices");
+    return ncclSuccess;
+  });
 }
 
 ZIP_STR_PARAM(tuner_file, "NCCL_ZIP_TUNER_FILE")
@@ -122,14 +123,16 @@ Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const
 // "prefer"), where the entry applies.
 ncclResult_t tune(void* ctx, int func, size_t nbytes, int pipe_ops, int reg_buff, float** table, int nalgo,
                   int nproto, int* nchannels) {
-  auto* c = static_cast<Context*>(ctx);
-  if (!c || !table || !tuner_enabled()) return ncclSuccess;
-  const Pick k = pick(c, func, nbytes, pipe_ops, reg_buff, table, nalgo, nproto);
-  if (k.kind == Pick::kNative || k.algo >= nalgo || k.proto >= nproto || table[k.algo][k.proto] < 0)
+  return guarded("tuner getCollInfo", [&]() -> ncclResult_t {
+    auto* c = static_cast<Context*>(ctx);
+    if (!c || !table || !tuner_enabled()) return ncclSuccess;
+    const Pick k = pick(c, func, nbytes, pipe_ops, reg_buff, table, nalgo, nproto);
+    if (k.kind == Pick::kNative || k.algo >= nalgo || k.proto >= nproto || table[k.algo][k.proto] < 0)
+      return ncclSuccess;
+    table[k.algo][k.proto] = k.kind == Pick::kOverride ? 0.0f : k.us;
+    if (k.channels > 0 && nchannels) *nchannels = k.channels;
     return ncclSuccess;
-  table[k.algo][k.proto] = k.kind == Pick::kOverride ? 0.0f : k.us;
-  if (k.channels > 0 && nchannels) *nchannels = k.channels;
-  return ncclSuccess;
+  });
 }
 
 ncclResult_t finalize(void* ctx) {
@@ -156,18 +159,20 @@ ncclResult_t coll_info_v3(void* ctx, int func, size_t nbytes, int pipe_ops, floa
 // for them (compression then wins where the wire time it saves exceeds the codec's cost).
 ncclResult_t coll_info_v2(void* ctx, int func, size_t nbytes, int, int, int pipe_ops, int* algorithm, int* protocol,
                           int* nchannels) {
-  auto* c = static_cast<Context*>(ctx);
-  if (!c || !tuner_enabled()) return ncclSuccess;
-  float none[3] = {kIgnore, kIgnore, kIgnore}, ring[3] = {kIgnore, kIgnore, kIgnore};
-  const float* table[2] = {none, ring};
-  const double link = net::path_view(c->comm_id).link_bps, n = c->nranks > 1 ? c->nranks : 2;
-  if (link > 0) ring[kProtoSimple] = float(double(nbytes) * (n - 1) / n * (func == kAllReduce ? 2 : 1) / link * 1e6);
-  const Pick k = pick(c, func, nbytes, pipe_ops, -1, table, 2, 3);
-  if (k.kind == Pick::kNative) return ncclSuccess;
-  *algorithm = k.algo;
-  *protocol = k.proto;
-  if (k.channels > 0 && nchannels) *nchannels = k.channels;
-  return ncclSuccess;
+  return guarded("tuner getCollInfo", [&]() -> ncclResult_t {
+    auto* c = static_cast<Context*>(ctx);
+    if (!c || !tuner_enabled()) return ncclSuccess;
+    float none[3] = {kIgnore, kIgnore, kIgnore}, ring[3] = {kIgnore, kIgnore, kIgnore};
+    const float* table[2] = {none, ring};
+    const double link = net::path_view(c->comm_id).link_bps;
+    if (link > 0) ring[kProtoSimple] = float(sent_bytes(func, nbytes, c->nranks) / link * 1e6);
+    const Pick k = pick(c, func, nbytes, pipe_ops, -1, table, 2, 3);
+    if (k.kind == Pick::kNative) return ncclSuccess;
+    *algorithm = k.algo;
+    *protocol = k.proto;
+    if (k.channels > 0 && nchannels) *nchannels = k.channels;
+    return ncclSuccess;
+  });
 }
 
 }  // namespace
@@ -176,12 +181,8 @@ ncclResult_t coll_info_v2(void* ctx, int func, size_t nbytes, int, int, int pipe
 using namespace zipccl::tuner;
 
 extern "C" {
-ZIP_EXPORT ncclTuner_v5_t ncclTunerPlugin_v5 = {"Zip", init_v5, coll_info_v5,
-                                                                                   finalize};
-ZIP_EXPORT ncclTuner_v4_t ncclTunerPlugin_v4 = {"Zip", init_v4, coll_info_v5,
-                                                                                   finalize};
-ZIP_EXPORT ncclTuner_v3_t ncclTunerPlugin_v3 = {"Zip", init_v4, coll_info_v3,
-                                                                                   finalize};
-ZIP_EXPORT ncclTuner_v2_t ncclTunerPlugin_v2 = {"Zip", init_v4, coll_info_v2,
-                                                                                   finalize};
+ZIP_EXPORT ncclTuner_v5_t ncclTunerPlugin_v5 = {"Zip", init_v5, coll_info_v5, finalize};
+ZIP_EXPORT ncclTuner_v4_t ncclTunerPlugin_v4 = {"Zip", init_v4, coll_info_v5, finalize};
+ZIP_EXPORT ncclTuner_v3_t ncclTunerPlugin_v3 = {"Zip", init_v4, coll_info_v3, finalize};
+ZIP_EXPORT ncclTuner_v2_t ncclTunerPlugin_v2 = {"Zip", init_v4, coll_info_v2, finalize};
 }
