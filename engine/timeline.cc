@@ -24,9 +24,7 @@ std::unique_ptr<Timeline> Timeline::create(bool send, const std::string& peer) {
 }
 
 Timeline::Timeline(std::string path, bool send, std::string peer)
-    : path_(std::move(path)), send_(send), peer_(std::move(peer)) {
-  events_.reserve(kMaxEvents);
-}
+    : path_(std::move(path)), send_(send), peer_(std::move(peer)) {}
 
 Timeline::~Timeline() {
   FILE* f = fopen(path_.c_str(), "w");
