@@ -104,23 +104,25 @@ ncclResult_t SocketLink::next_record(void* buf, size_t cap, size_t* len) {
     std::memcpy(l, in_.data() + in_off_, 4);
     return in_.size() - in_off_ >= 4 + size_t(*l);
   };
+  // Part of a record and no more bytes for stall_ms_: the peer stopped in its middle.
+  auto stalled = [&] { return stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_; };
+  auto stopped = [&](const std::string& what) {
+    return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of a control record (" + what + ") for " +
+                                     std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
+  };
   uint32_t l = 0;
   if (!whole(&l)) read_socket();
-  if (in_.size() - in_off_ < 4 && in_.size() > in_off_ && stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_)
-    return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of a control record (" +
-                                     std::to_string(in_.size() - in_off_) + " bytes of its length) for " +
-                                     std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
-  if (in_.size() - in_off_ < 4) return ncclSuccess;
+  if (in_.size() - in_off_ < 4) {
+    if (in_.size() > in_off_ && stalled()) return stopped(std::to_string(in_.size() - in_off_) + " bytes of its length");
+    return ncclSuccess;
+  }
   std::memcpy(&l, in_.data() + in_off_, 4);
   // Every record has a type: an empty one is garbage, and a stream of them would keep the
   // receiver busy without end.
   if (l == 0 || l > kMaxRecord || l > cap)
     return fail(ncclRemoteError, "protocol error: control record of " + std::to_string(l) + " bytes from " + peer_);
   if (!whole(&l)) {
-    if (stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_)
-      return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of a control record (" +
-                                       std::to_string(in_.size() - in_off_ - 4) + " of " + std::to_string(l) +
-                                       " bytes) for " + std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
+    if (stalled()) return stopped(std::to_string(in_.size() - in_off_ - 4) + " of " + std::to_string(l) + " bytes");
     return ncclSuccess;
   }
   std::memcpy(buf, in_.data() + in_off_ + 4, l);
