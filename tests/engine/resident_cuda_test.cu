@@ -8,10 +8,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <random>
 #include <thread>
 #include <vector>
 
+#include "bf16_data.h"
 #include "resident_codec.h"
 #include "zipccl/codec.h"
 
@@ -79,15 +79,8 @@ class ResidentCuda : public ::testing::Test {
     ASSERT_EQ(0, std::memcmp(out, ref.data(), len));
   }
   static void fill(uint8_t* p, size_t n, uint32_t seed) {
-    std::mt19937 g(seed);
-    std::normal_distribution<float> d(0, 0.02f);
-    for (size_t i = 0; i + 1 < n; i += 2) {
-      const float f = d(g);
-      uint32_t u;
-      std::memcpy(&u, &f, 4);
-      p[i] = uint8_t(u >> 16);
-      p[i + 1] = uint8_t(u >> 24);
-    }
+    const std::vector<uint8_t> b = enginetest::bf16_data(n, seed);
+    std::memcpy(p, b.data(), n);
   }
 
   std::shared_ptr<ResidentCodec> codec_;

@@ -436,6 +436,25 @@ void self_connect(PluginNet& net, void** lc, void** sc, void** rc) {
   }
 }
 
+// The plugin connected to itself, as above, closed after the test; the captured log cleared.
+class SelfConnected : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    clear_log();
+    ASSERT_EQ(net.init(), ncclSuccess);
+    ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
+  }
+  void TearDown() override {
+    if (!lc) return;
+    EXPECT_EQ(net.close_send(sc), ncclSuccess);
+    EXPECT_EQ(net.close_recv(rc), ncclSuccess);
+    EXPECT_EQ(net.close_listen(lc), ncclSuccess);
+    EXPECT_EQ(net.finalize(), ncclSuccess);
+  }
+  PluginNet net{ZIP_PLUGIN_PATH, 11};
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
+};
+
 TEST(InProcess, PropertiesForEveryVersion) {
   for (int v : {8, 9, 10, 11}) {
     SCOPED_TRACE("version " + std::to_string(v));
@@ -483,12 +502,7 @@ TEST(InProcess, ForeignHandleIsRefused) {
 
 // A send larger than the receive the peer posted: ncclInvalidUsage with both sizes (NCCL's IB
 // transport reports a collective mismatch so), nothing sent.
-TEST(InProcess, SendLargerThanTheReceiveIsAMismatch) {
-  clear_log();
-  PluginNet net(ZIP_PLUGIN_PATH, 11);
-  ASSERT_EQ(net.init(), ncclSuccess);
-  void *lc, *sc, *rc;
-  ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
+TEST_F(SelfConnected, SendLargerThanTheReceiveIsAMismatch) {
   std::vector<char> sbuf(8192, 1), rbuf(4096, 0);
   void *smh = nullptr, *rmh = nullptr;
   ASSERT_EQ(net.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
@@ -508,36 +522,19 @@ TEST(InProcess, SendLargerThanTheReceiveIsAMismatch) {
   EXPECT_EQ(std::count(rbuf.begin(), rbuf.end(), 0), 4096) << "nothing landed";
   EXPECT_EQ(net.dereg_mr(sc, smh), ncclSuccess);
   EXPECT_EQ(net.dereg_mr(rc, rmh), ncclSuccess);
-  EXPECT_EQ(net.close_send(sc), ncclSuccess);
-  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
-  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
-  EXPECT_EQ(net.finalize(), ncclSuccess);
 }
 
-TEST(InProcess, DeviceMemoryRegistrationIsRefused) {
-  PluginNet net(ZIP_PLUGIN_PATH, 11);
-  ASSERT_EQ(net.init(), ncclSuccess);
-  void *lc, *sc, *rc;
-  ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
+TEST_F(SelfConnected, DeviceMemoryRegistrationIsRefused) {
   char buf[64];
   void* mh = nullptr;
   EXPECT_EQ(net.reg_mr(sc, buf, sizeof buf, NCCL_PTR_CUDA, &mh), ncclInvalidUsage);
   EXPECT_EQ(mh, nullptr);
-  EXPECT_EQ(net.close_send(sc), ncclSuccess);
-  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
-  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
-  EXPECT_EQ(net.finalize(), ncclSuccess);
 }
 
 // A request that does not complete is logged once with its state (NCCL_ZIP_STALL_WARN_S, 1 s in
 // this process): a receive whose sender never sends, and an isend deferred for lack of a
 // clear-to-send.
-TEST(InProcess, StalledRequestsAreLogged) {
-  clear_log();
-  PluginNet net(ZIP_PLUGIN_PATH, 11);
-  ASSERT_EQ(net.init(), ncclSuccess);
-  void *lc, *sc, *rc;
-  ASSERT_NO_FATAL_FAILURE(self_connect(net, &lc, &sc, &rc));
+TEST_F(SelfConnected, StalledRequestsAreLogged) {
   std::vector<char> buf(4096);
   void *smh = nullptr, *rmh = nullptr;
   ASSERT_EQ(net.reg_mr(sc, buf.data(), buf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
@@ -563,10 +560,6 @@ TEST(InProcess, StalledRequestsAreLogged) {
   EXPECT_EQ(count_log("isend of 64 bytes, tag 2 deferred: clear-to-send seq 0 has tags 1"), 1);
   EXPECT_EQ(net.dereg_mr(sc, smh), ncclSuccess);
   EXPECT_EQ(net.dereg_mr(rc, rmh), ncclSuccess);
-  EXPECT_EQ(net.close_send(sc), ncclSuccess);
-  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
-  EXPECT_EQ(net.close_listen(lc), ncclSuccess);
-  EXPECT_EQ(net.finalize(), ncclSuccess);
 }
 
 // Out of memory inside an entry point (staging for 8 x 128 MiB compressed receives with the
