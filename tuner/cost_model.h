@@ -30,7 +30,7 @@ constexpr double kSliceBytes = 1 << 20;   // one message: its encode and decode 
 // twice for all_reduce (a reduce-scatter, then an all-gather).
 double sent_bytes(int func, size_t nbytes, int nranks);
 
-// table[algo][proto]: NCCL's times in us, kIgnore where an entry does not apply.
-Choice choose(int func, size_t nbytes, const float* const* table, int nalgo, int nproto, const Path& p);
+// table: NCCL's times in us, row-major [nalgo][nproto], kIgnore where an entry does not apply.
+Choice choose(int func, size_t nbytes, const float* table, int nalgo, int nproto, const Path& p);
 
 }  // namespace zipccl::tuner

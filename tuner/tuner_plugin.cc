@@ -79,7 +79,7 @@ struct Pick {
   float us = 0;  // kCompressed: the predicted time
 };
 
-Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const float* const* table, int nalgo,
+Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const float* table, int nalgo,
           int nproto) {
   Pick k;
   if (const Override* o = find_override(overrides(), func, nbytes, c->nnodes, c->nranks, pipe_ops, reg_buff)) {
@@ -120,16 +120,19 @@ Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const
 }
 
 // The versions with a cost table: the pick becomes its cheapest entry (an override's: 0, NCCL's
-// "prefer"), where the entry applies.
-ncclResult_t tune(void* ctx, int func, size_t nbytes, int pipe_ops, int reg_buff, float** table, int nalgo,
+// "prefer"), where the entry applies. Despite its float** type the table is NCCL's
+// float[nalgo][nproto] array cast (enqueue.cc), so it is read as one row-major block.
+ncclResult_t tune(void* ctx, int func, size_t nbytes, int pipe_ops, int reg_buff, float** cost_table, int nalgo,
                   int nproto, int* nchannels) {
   return guarded("tuner getCollInfo", [&]() -> ncclResult_t {
     auto* c = static_cast<Context*>(ctx);
+    float* table = reinterpret_cast<float*>(cost_table);
     if (!c || !table || !tuner_enabled()) return ncclSuccess;
     const Pick k = pick(c, func, nbytes, pipe_ops, reg_buff, table, nalgo, nproto);
-    if (k.kind == Pick::kNative || k.algo >= nalgo || k.proto >= nproto || table[k.algo][k.proto] < 0)
-      return ncclSuccess;
-    table[k.algo][k.proto] = k.kind == Pick::kOverride ? 0.0f : k.us;
+    if (k.kind == Pick::kNative || k.algo >= nalgo || k.proto >= nproto) return ncclSuccess;
+    float& entry = table[k.algo * nproto + k.proto];
+    if (entry < 0) return ncclSuccess;
+    entry = k.kind == Pick::kOverride ? 0.0f : k.us;
     if (k.channels > 0 && nchannels) *nchannels = k.channels;
     return ncclSuccess;
   });
@@ -162,11 +165,10 @@ ncclResult_t coll_info_v2(void* ctx, int func, size_t nbytes, int, int, int pipe
   return guarded("tuner getCollInfo", [&]() -> ncclResult_t {
     auto* c = static_cast<Context*>(ctx);
     if (!c || !tuner_enabled()) return ncclSuccess;
-    float none[3] = {kIgnore, kIgnore, kIgnore}, ring[3] = {kIgnore, kIgnore, kIgnore};
-    const float* table[2] = {none, ring};
+    float table[2][3] = {{kIgnore, kIgnore, kIgnore}, {kIgnore, kIgnore, kIgnore}};  // tree, ring
     const double link = net::path_view(c->comm_id).link_bps;
-    if (link > 0) ring[kProtoSimple] = float(sent_bytes(func, nbytes, c->nranks) / link * 1e6);
-    const Pick k = pick(c, func, nbytes, pipe_ops, -1, table, 2, 3);
+    if (link > 0) table[kAlgoRing][kProtoSimple] = float(sent_bytes(func, nbytes, c->nranks) / link * 1e6);
+    const Pick k = pick(c, func, nbytes, pipe_ops, -1, &table[0][0], 2, 3);
     if (k.kind == Pick::kNative) return ncclSuccess;
     *algorithm = k.algo;
     *protocol = k.proto;

@@ -220,12 +220,10 @@ class Peer {
     void* lib = dlopen((a_.tuner.empty() ? a_.plugin : a_.tuner).c_str(), RTLD_NOW | RTLD_LOCAL);
     auto* t = lib ? static_cast<ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5")) : nullptr;
     if (!t) return finish(false, "no ncclTunerPlugin_v5", 0);
-    float rows[7][3];
-    float* table[7];
-    for (int a = 0; a < 7; ++a) {
-      table[a] = rows[a];
-      for (float& x : rows[a]) x = 100;
-    }
+    float rows[7][3];  // as NCCL passes it: the array cast to float**
+    for (auto& row : rows)
+      for (float& x : row) x = 100;
+    float** table = reinterpret_cast<float**>(rows);
     void* ctx = nullptr;
     int channels = 0;
     if (t->init(&ctx, 0x7e57, 2, 2, nullptr, nullptr, nullptr) != ncclSuccess ||

@@ -16,12 +16,10 @@ constexpr double kMiB = 1 << 20;
 // Simple close to the wire time, tree and PAT where they apply.
 struct Table {
   float rows[7][3];
-  float* ptr[7];
+  const float* ptr = &rows[0][0];
   Table(double nbytes, double link_bps, int func) {
-    for (int a = 0; a < 7; ++a) {
-      ptr[a] = rows[a];
-      for (int p = 0; p < 3; ++p) rows[a][p] = kIgnore;
-    }
+    for (auto& row : rows)
+      for (float& x : row) x = kIgnore;
     const double sent_us = nbytes / 2 * (func == kAllReduce ? 2 : 1) / link_bps * 1e6;
     rows[kAlgoRing][kProtoLL] = float(20 + sent_us * 4);
     rows[kAlgoRing][kProtoLL128] = float(25 + sent_us * 1.3);
