@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "clock.h"
 #include "status.h"
 
 namespace zipccl {
@@ -29,10 +30,20 @@ constexpr uint32_t kMaxRecvs = 8;      // grouped receives per clear-to-send (pr
 constexpr uint32_t kMaxRequests = 32;  // receives in flight per connection (NCCL's limit)
 
 // One posted transfer. The engine owns it and keeps it alive until done() and until the link is
-// closed; the transport counts its pieces down from its own threads.
+// closed; the transport counts its pieces down from its own threads (piece_done).
 struct Xfer {
   std::atomic<int> pending{0};
+  // When the latest of its pieces went through, on the transport's threads: the link's time, which
+  // a tester that looks at many transfers at once would read as a burst.
+  std::atomic<int64_t> end_ns{0};
   bool done() const { return pending.load(std::memory_order_acquire) == 0; }
+  void piece_done() {
+    const int64_t t = now_ns();
+    int64_t e = end_ns.load(std::memory_order_relaxed);
+    while (e < t && !end_ns.compare_exchange_weak(e, t, std::memory_order_relaxed)) {
+    }
+    pending.fetch_sub(1, std::memory_order_acq_rel);
+  }
 };
 
 // Where the bytes of one receive may land. The receiver fills it with its own buffers; the sender

@@ -22,10 +22,7 @@ SendComm::~SendComm() {
   // Nothing may still read NCCL's buffers or our staging once we return.
   for (size_t i = 0; i < kPool; ++i)
     if (reqs_[i].state == kCoding) cancel_and_wait(&reqs_[i].job);
-  for (size_t i = 0; i < kPool; ++i) {
-    end_lease(&reqs_[i]);
-    if (reqs_[i].state == kPosted) meter_->finished(0);  // NCCL never tested it: no longer out
-  }
+  for (size_t i = 0; i < kPool; ++i) end_lease(&reqs_[i]);
   link_.reset();  // joins the transport's threads, which may still hold posted payloads
 }
 
@@ -104,7 +101,7 @@ ncclResult_t SendComm::progress() {
         if (ncclResult_t e = finish_job(r)) return e;
       }
       if (link_->post_message(r->h, p.cts.p[posted_subs_], r->wire, &r->xfer) != ncclSuccess) return check_link();
-      meter_->started();
+      r->wire_ns = now_ns();
       mark(Timeline::kWire, r->h.seq, r->h.sub, r->h.wire_bytes, r->h.compressed ? Timeline::kCompressed : 0);
       stats_.messages++;
       stats_.compressed += r->h.compressed;
@@ -227,7 +224,7 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   *done = 1;
   if (sizes) sizes[0] = int(r->size);
   mark(Timeline::kDone, r->h.seq, r->h.sub, r->size);
-  meter_->finished(r->h.wire_bytes);
+  meter_->add(r->wire_ns, r->xfer.end_ns.load(std::memory_order_relaxed), r->h.wire_bytes);
   staging_.give(std::move(r->stage));
   r->state = kFree;
   free_.push_back(r);

@@ -37,6 +37,7 @@ class SendComm : public Comm {
     CodecEngine* leased = nullptr;  // holds this engine's lease() until the encode is done
     CodecJob job;
     Xfer xfer;
+    int64_t wire_ns = 0;  // when it went to the link
   };
   // A clear-to-send until all its messages are with the link.
   struct Pending {

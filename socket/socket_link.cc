@@ -71,7 +71,7 @@ ncclResult_t SocketLink::send_records() {
     out_off_ = 0;
   }
   while (!record_ends_.empty() && record_ends_.front().first <= out_sent_) {
-    record_ends_.front().second->pending.fetch_sub(1, std::memory_order_release);
+    record_ends_.front().second->piece_done();
     record_ends_.pop_front();
   }
   return ncclSuccess;

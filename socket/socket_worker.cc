@@ -87,7 +87,7 @@ void SocketWorker::run() {
       if (err_->code() == ncclSuccess && step(s, *t, &paced_ns)) {
         progressed |= t->off != before;
         if (t->off == t->n) {
-          t->x->pending.fetch_sub(1, std::memory_order_acq_rel);
+          t->x->piece_done();
           std::lock_guard<std::mutex> g(mu_);
           s.q.pop_front();
           progressed = true;

@@ -338,7 +338,7 @@ ncclResult_t IbLink::issue_sends() {
 
 void IbLink::complete_sends() {
   while (!sends_.empty() && sends_.front().issued && sends_.front().wrs_out == 0) {
-    sends_.front().x->pending.fetch_sub(1, std::memory_order_release);
+    sends_.front().x->piece_done();
     sends_.pop_front();
   }
 }

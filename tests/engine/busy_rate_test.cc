@@ -1,9 +1,7 @@
-// BusyRate (a server's sustained rate while busy) and the per-device link meters built on it.
+// BusyRate: a server's sustained rate while busy (the codec engines').
 #include "busy_rate.h"
 
 #include <gtest/gtest.h>
-
-#include "link_meter.h"
 
 namespace zipccl {
 namespace {
@@ -35,11 +33,6 @@ TEST(BusyRate, IdleTimeDoesNotCount) {
     r.finished(i * 1000 * kMs + 10 * kMs, kMB);
   }
   EXPECT_DOUBLE_EQ(r.bytes_per_s(), 100e6);
-}
-
-TEST(LinkMeter, OnePerDevice) {
-  EXPECT_EQ(link_meter(3), link_meter(3));
-  EXPECT_NE(link_meter(3), link_meter(4));
 }
 
 }  // namespace
