@@ -1,34 +1,49 @@
 // The measured rate of each plugin device's link, all its send comms together as they share the
 // NIC: wire bytes per second of busy time, the union of the messages' spans from when each went
 // to the link until the transport's threads saw its last piece through (not when NCCL tested it:
-// NCCL's proxy tests many sends at once, which would read as a burst far above the line rate).
+// NCCL's proxy tests many sends at once, which reads as a burst far above the line rate).
 // The policy trusts it over the speed a device reports when it is far higher (a loopback
 // interface says 10 Gb/s and moves far more).
+//
+// Spans arrive in the order NCCL tests them, which across comms is not the order they started.
+// The union needs them in start order, so each waits kSettleNs before it counts: by then the
+// spans that started before it have been tested too (a span tested later still counts the part
+// beyond the busy time counted so far). The rate is a ratio of sums, both halved every
+// kWindowBytes, so that spans cut by a window's edge do not bias it.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <queue>
+#include <vector>
 
 namespace zipccl {
 
 class LinkMeter {
  public:
-  static constexpr double kWindowBytes = 4 << 20;
+  static constexpr double kWindowBytes = 32 << 20;
+  static constexpr int64_t kSettleNs = 50 * 1000 * 1000;
 
-  // One message: on the link from start_ns to end_ns (the clock of now_ns), wire_bytes moved.
-  // Spans come in the order NCCL tests them, which is the order of posting per comm but not
-  // across comms: a span that starts before the busy time counted so far adds only what lies
-  // beyond it.
+  // One message: on the link from start_ns to end_ns (now_ns's clock), wire_bytes moved; now_ns:
+  // when it is added.
+  void add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes, int64_t now_ns);
   void add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes);
-  // 0 until the first message; then a moving average over windows of at least kWindowBytes.
+  // 0 until a window's worth of spans has settled.
   double bytes_per_s() const { return rate_.load(std::memory_order_relaxed); }
 
  private:
+  struct Span {
+    int64_t start, end;
+    uint64_t bytes;
+    bool operator>(const Span& o) const { return start > o.start; }
+  };
+  void count(const Span& s);
+
   std::mutex mu_;  // comms of several communicators (progress threads) share a device
+  std::priority_queue<Span, std::vector<Span>, std::greater<Span>> settling_;  // earliest start first
   int64_t covered_ns_ = 0;  // busy time is counted up to here
-  int64_t busy_ns_ = 0;
-  double bytes_ = 0;
+  double busy_ns_ = 0, bytes_ = 0, window_ = 0;
   std::atomic<double> rate_{0};
 };
 

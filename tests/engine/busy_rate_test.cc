@@ -20,8 +20,8 @@ TEST(BusyRate, QueuedJobsCountTheirTimeOnce) {
   EXPECT_EQ(r.outstanding(), 0);
   EXPECT_DOUBLE_EQ(r.bytes_per_s(), 100e6) << "3 MB is not yet a window: the first value stands";
   r.started(40 * kMs);
-  r.finished(50 * kMs, 2 * kMB);  // 5 MB in 40 ms of busy time: 125 MB/s, averaged in
-  EXPECT_DOUBLE_EQ(r.bytes_per_s(), 0.5 * 100e6 + 0.5 * 125e6);
+  r.finished(50 * kMs, 2 * kMB);  // a window: 5 MB in 40 ms, with the first job's halved
+  EXPECT_DOUBLE_EQ(r.bytes_per_s(), (0.5 + 5) * kMB / (5 + 40) * 1e3);
 }
 
 TEST(BusyRate, IdleTimeDoesNotCount) {

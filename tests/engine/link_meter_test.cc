@@ -1,43 +1,59 @@
-// LinkMeter: a device's link rate from the spans its messages spent on the link, whenever NCCL
-// gets round to testing them.
+// LinkMeter: a device's link rate from the spans its messages spent on the link, whenever and in
+// whatever order NCCL gets round to testing them.
 #include "link_meter.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace zipccl {
 namespace {
 
 constexpr int64_t kMs = 1000000;
 constexpr uint64_t kMB = 1000000;
+constexpr int64_t kLate = 1000 * kMs;  // when the spans below are tested
 
-// Eight 1 MB messages back to back at 1 GB/s, all seen done by one late test: the link's rate,
-// not 8 MB in the microseconds between the tests.
+// Counts every span added so far.
+void settle(LinkMeter* m) { m->add(kLate, kLate, 0, kLate + LinkMeter::kSettleNs); }
+
+// Forty 1 MB messages back to back at 1 GB/s, all seen done by one test at the end: the link's
+// rate, not 40 MB in the microseconds between the tests.
 TEST(LinkMeter, ReadsTheLinkNotTheTester) {
   LinkMeter m;
-  for (int i = 0; i < 8; ++i) m.add(0, (i + 1) * kMs, kMB);
+  for (int i = 0; i < 40; ++i) m.add(i * kMs, (i + 1) * kMs, kMB, 40 * kMs);
+  EXPECT_EQ(m.bytes_per_s(), 0) << "nothing has settled yet";
+  settle(&m);
   EXPECT_DOUBLE_EQ(m.bytes_per_s(), 1e9);
 }
 
-// Two comms sharing the NIC, each 1.05 MB over the same 2.1 ms: 1 GB/s, the overlap counted once
-// (two pairs fill one window).
-TEST(LinkMeter, OverlappingSpansCountOnce) {
+// Two comms sharing the NIC, each 1 MB in the same 2 ms every 10 ms; one comm's sends are tested
+// as they end, the other's 30 ms late, after the first comm's next ones: 1 GB/s, the overlap
+// counted once and the idle time not at all.
+TEST(LinkMeter, OverlappingSpansCountOnceInAnyOrder) {
   LinkMeter m;
-  m.add(0, kMs, kMB);  // the first value
-  for (int i = 0; i < 4; ++i) {
-    const int64_t t = 10 * kMs * (i + 1);
-    m.add(t, t + 2100000, 1050000);
-    m.add(t, t + 2100000, 1050000);
+  std::vector<std::pair<int64_t, int64_t>> tests;  // (tested at, span start)
+  for (int i = 0; i < 20; ++i) {
+    tests.emplace_back(i * 10 * kMs + 2 * kMs, i * 10 * kMs);
+    tests.emplace_back(i * 10 * kMs + 30 * kMs, i * 10 * kMs);
   }
-  EXPECT_DOUBLE_EQ(m.bytes_per_s(), 1e9) << "idle time between the pairs does not count either";
+  std::sort(tests.begin(), tests.end());
+  for (const auto& [at, t] : tests) m.add(t, t + 2 * kMs, kMB, at);
+  settle(&m);
+  EXPECT_DOUBLE_EQ(m.bytes_per_s(), 1e9);
 }
 
-// A span tested after a later one only adds what lies beyond the busy time counted already.
-TEST(LinkMeter, ASpanInsideCountedTimeAddsNoTime) {
+// A span tested after it settled counts only the time beyond what was counted already.
+TEST(LinkMeter, ASpanTestedTooLateAddsOnlyNewTime) {
   LinkMeter m;
-  m.add(0, 4 * kMs, 4 * kMB);
-  m.add(kMs, 2 * kMs, 0);
-  m.add(4 * kMs, 8 * kMs, 4 * kMB + 200000);
-  EXPECT_NEAR(m.bytes_per_s(), 1e9 + 0.5 * 200000 / 4e-3, 1);
+  for (int i = 0; i < 40; ++i) m.add(i * kMs, (i + 1) * kMs, kMB, kLate);
+  settle(&m);
+  const double before = m.bytes_per_s();
+  m.add(0, 40 * kMs, 0, 2 * kLate);  // inside counted time: no time, no bytes
+  m.add(2 * kLate, 2 * kLate + 40 * kMs, 40 * kMB, 3 * kLate);
+  EXPECT_DOUBLE_EQ(before, 1e9);
+  EXPECT_DOUBLE_EQ(m.bytes_per_s(), 1e9);
 }
 
 TEST(LinkMeter, OnePerDevice) {

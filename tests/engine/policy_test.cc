@@ -89,14 +89,14 @@ TEST(CompressPolicy, AMeasuredLinkReplacesTheReportedSpeedOnlyFarAboveIt) {
   LinkMeter meter;
   CompressPolicy measured(ZipMode::kAuto, kLink, &meter), reported(ZipMode::kAuto, kLink);
   EXPECT_TRUE(measured.should_compress(kBig, codec)) << "nothing measured yet: the reported speed";
-  meter.add(0, 10 * 1000000, uint64_t(1e9));
+  meter.add(0, 10 * 1000000, uint64_t(1e9), LinkMeter::kSettleNs);
   EXPECT_GT(meter.bytes_per_s(), 4 * kLink);
   EXPECT_FALSE(measured.should_compress(kBig, codec));
   EXPECT_TRUE(reported.should_compress(kBig, codec)) << "without a meter the reported speed stands";
   const double speed = 1e9 / 0.4 / 1.9;  // the gigabyte below in 400 ms: at most 1.9x this
   LinkMeter bursty;
   CompressPolicy near(ZipMode::kAuto, speed, &bursty);
-  bursty.add(0, 400 * 1000000, uint64_t(1e9));
+  bursty.add(0, 400 * 1000000, uint64_t(1e9), LinkMeter::kSettleNs);
   ASSERT_LT(bursty.bytes_per_s(), 2 * speed);
   FakeEngine fast(1.2 * speed * 1.01);  // beats the reported speed by the margin, just
   EXPECT_TRUE(near.should_compress(kBig, fast)) << "measured below twice the reported speed";
