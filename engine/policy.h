@@ -15,6 +15,11 @@ namespace zipccl {
 class CodecEngine;
 class LinkMeter;
 
+// Auto mode compresses only where the encoder beats the link by this factor; the tuner steers
+// NCCL to compressible protocols by the same rule, so the two agree.
+constexpr double kCodecMargin = 1.2;
+inline bool codec_keeps_up(double codec_bps, double link_bps) { return codec_bps > kCodecMargin * link_bps; }
+
 class CompressPolicy {
  public:
   // link: the measured rate of the link, or null to take link_bytes_per_s as it is.
@@ -32,16 +37,18 @@ class CompressPolicy {
   void unmeasured() {
     probing_ = false;
     skipped_ = kProbeEvery - 1;
-    slow_skipped_ = kSlowProbeEvery - 1;
+    if (slow_burst_ == 0) slow_skipped_ = kSlowProbeEvery - 1;
   }
 
- private:
-  static constexpr double kCodecMargin = 1.2;  // the codec must beat the link by this factor
   static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
-  // Measure a codec that was slower than the link again every Nth message: one measurement can
-  // be a cold or a crowded one (a GPU codec's rate depends on what else the GPU runs), and a
-  // codec that is not used is never measured again.
+  // Measure a codec that was slower than the link again every Nth message, with a burst of
+  // kSlowProbeBurst messages (a window of the codec's meter, with the concurrency of real
+  // traffic): one measurement can be a cold or a crowded one (a GPU codec's rate depends on what
+  // else the GPU runs), and a codec that is not used is never measured again.
   static constexpr uint32_t kSlowProbeEvery = 256;
+  static constexpr uint32_t kSlowProbeBurst = 8;
+
+ private:
 
   double link_bps() const;
 
@@ -51,6 +58,7 @@ class CompressPolicy {
   double ratio_ = 0.7;  // optimistic start: the first messages measure it
   uint32_t skipped_ = 0;
   uint32_t slow_skipped_ = 0;
+  uint32_t slow_burst_ = 0;  // messages of the current slow-codec probe still to compress
   bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
 };
 

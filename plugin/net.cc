@@ -11,6 +11,7 @@
 #include "engine_params.h"
 #include "guarded.h"
 #include "link_meter.h"
+#include "policy.h"
 #include "log.h"
 #include "recv_comm.h"
 #include "registration.h"
@@ -140,6 +141,7 @@ PathView path_view(uint64_t comm_id) {
   }
   v.enabled = zip_mode() != ZipMode::kOff;
   v.codec_bps = gpu_enabled() ? resident_encode_rate() : cpu_encode_rate();
+  v.codec_keeps_up = zip_mode() == ZipMode::kAlways || codec_keeps_up(v.codec_bps, v.link_bps);
   const uint64_t in = ctx ? ctx->tried_in.load(std::memory_order_relaxed) : 0;
   if (in > 0) v.ratio = double(ctx->tried_wire.load(std::memory_order_relaxed)) / double(in);
   return v;

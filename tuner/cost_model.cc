@@ -24,7 +24,7 @@ Choice choose(int func, size_t nbytes, const float* table, int nalgo, int nproto
   const bool ring_coll = func == kAllGather || func == kReduceScatter || func == kAllReduce;
   if (!ring_coll || !p.enabled || p.nnodes < 2 || p.nranks < 2 || best < 0) return c;
   if (nalgo <= kAlgoRing || nproto <= kProtoSimple || at(kAlgoRing, kProtoSimple) < 0) return c;
-  if (p.link_bps <= 0 || p.codec_bps <= 0 || p.ratio > kMaxRatio) return c;
+  if (!p.codec_keeps_up || p.link_bps <= 0 || p.codec_bps <= 0 || p.ratio > kMaxRatio) return c;
   const double sent = sent_bytes(func, nbytes, p.nranks);
   const double wire_s = sent / p.link_bps;
   const double simple_s = at(kAlgoRing, kProtoSimple) * 1e-6;

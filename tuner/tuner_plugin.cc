@@ -97,6 +97,7 @@ Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const
   p.link_bps = v.link_bps;
   p.codec_bps = v.codec_bps;
   p.ratio = v.ratio;
+  p.codec_keeps_up = v.codec_keeps_up;
   const Choice ch = choose(func, nbytes, table, nalgo, nproto, p);
   std::lock_guard<std::mutex> g(c->mu);
   const auto key = std::make_pair(func, nbytes ? int(std::log2(double(nbytes))) : 0);

@@ -36,6 +36,7 @@ Path path(double link_bps, double codec_bps, double ratio, int nodes = 2) {
   p.link_bps = link_bps;
   p.codec_bps = codec_bps;
   p.ratio = ratio;
+  p.codec_keeps_up = true;
   return p;
 }
 
@@ -80,6 +81,9 @@ TEST(CostModel, WhereItDoesNotApply) {
   Path off = path(4e9, 40e9, 0.7);
   off.enabled = false;
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, off).compressed) << "NCCL_ZIP_ENABLE=0";
+  Path raw = path(4e9, 40e9, 0.7);
+  raw.codec_keeps_up = false;
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, raw).compressed) << "the net plugin's send comms would not compress";
   t.rows[kAlgoRing][kProtoSimple] = kIgnore;
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7)).compressed) << "no Simple ring";
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 1, 3, path(4e9, 40e9, 0.7)).compressed) << "a table without rings";
