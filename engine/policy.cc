@@ -25,17 +25,9 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
     probing_ = true;
     return true;
   }
-  if (codec_keeps_up(enc, link_bps())) {
-    slow_burst_ = 0;
-    return true;
-  }
-  if (slow_burst_ > 0) {
-    --slow_burst_;
-    return true;
-  }
+  if (codec_keeps_up(enc, link_bps())) return true;
   if (++slow_skipped_ < kSlowProbeEvery) return false;
   slow_skipped_ = 0;
-  slow_burst_ = kSlowProbeBurst - 1;
   return true;
 }
 

@@ -37,18 +37,15 @@ class CompressPolicy {
   void unmeasured() {
     probing_ = false;
     skipped_ = kProbeEvery - 1;
-    if (slow_burst_ == 0) slow_skipped_ = kSlowProbeEvery - 1;
+    slow_skipped_ = kSlowProbeEvery - 1;
   }
 
-  static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
-  // Measure a codec that was slower than the link again every Nth message, with a burst of
-  // kSlowProbeBurst messages (a window of the codec's meter, with the concurrency of real
-  // traffic): one measurement can be a cold or a crowded one (a GPU codec's rate depends on what
-  // else the GPU runs), and a codec that is not used is never measured again.
-  static constexpr uint32_t kSlowProbeEvery = 256;
-  static constexpr uint32_t kSlowProbeBurst = 8;
-
  private:
+  static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
+  // Measure a codec that was slower than the link again every Nth message: one measurement can
+  // be a cold or a crowded one (a GPU codec's rate depends on what else the GPU runs), and a
+  // codec that is not used is never measured again.
+  static constexpr uint32_t kSlowProbeEvery = 256;
 
   double link_bps() const;
 
@@ -58,7 +55,6 @@ class CompressPolicy {
   double ratio_ = 0.7;  // optimistic start: the first messages measure it
   uint32_t skipped_ = 0;
   uint32_t slow_skipped_ = 0;
-  uint32_t slow_burst_ = 0;  // messages of the current slow-codec probe still to compress
   bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
 };
 
