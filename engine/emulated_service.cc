@@ -1,8 +1,10 @@
 #include "emulated_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
+#include "clock.h"
 #include "zipccl/codec.h"
 
 namespace zipccl {
@@ -17,7 +19,7 @@ EmulatedServiceDevice::~EmulatedServiceDevice() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool EmulatedServiceDevice::launch(uint32_t generation, int, std::string* err) {
+bool EmulatedServiceDevice::launch(uint32_t generation, int ctas, std::string* err) {
   c_->launches++;
   while (c_->block_launch.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   if (c_->fail_launch.load()) {
@@ -25,6 +27,7 @@ bool EmulatedServiceDevice::launch(uint32_t generation, int, std::string* err) {
     return false;
   }
   if (thread_.joinable()) thread_.join();  // the last generation has exited
+  ctas_ = std::min(ctas, gpu::kServiceMaxCtas);
   thread_ = std::thread([this, generation] { kernel(generation); });
   return true;
 }
@@ -56,9 +59,11 @@ void EmulatedServiceDevice::kernel(uint32_t generation) {
 }
 
 // As resident.cu: refusals first, then the CPU codec in place of the GPU's (whose messages are
-// the same bytes). raw_header_only is not emulated.
+// the same bytes), its time the tile time of every CTA. raw_header_only is not emulated.
 void EmulatedServiceDevice::run_job(uint64_t index) {
+  std::this_thread::sleep_for(std::chrono::microseconds(c_->job_wait_us.load()));
   const gpu::ServiceJob j = host_->jobs[index % gpu::kServiceRing];
+  const int64_t t0 = now_ns();
   gpu::Result r{};
   size_t len = 0;
   Status s;
@@ -86,6 +91,11 @@ void EmulatedServiceDevice::run_job(uint64_t index) {
   }
   r.bytes = s == Status::kOk ? len : 0;
   r.status = static_cast<int32_t>(s);
+  if (j.op == gpu::kServiceEncode || j.op == gpu::kServiceDecode) {
+    const int op = j.op == gpu::kServiceEncode ? 0 : 1;
+    const uint64_t dt = uint64_t(now_ns() - t0);
+    for (int c = 0; c < ctas_; ++c) __atomic_fetch_add(&host_->tile_ns[c][op], dt, __ATOMIC_RELAXED);
+  }
   gpu::Result& out = host_->results[index % gpu::kServiceRing];
   out.bytes = r.bytes;
   out.status = r.status;

@@ -22,6 +22,7 @@ class EmulatedServiceDevice final : public ServiceDevice {
     std::atomic<bool> fail_launch{false};
     std::atomic<int64_t> start_delay_us{0};  // between launch and run (queued behind work)
     std::atomic<bool> ignore_stop{false};    // the kernel does not exit while set
+    std::atomic<int64_t> job_wait_us{0};     // before each job: time not spent coding (a queue)
     std::atomic<int> launches{0};
     std::atomic<int> running{0};  // kernels between start and exit
     std::atomic<int> max_running{0};
@@ -43,6 +44,7 @@ class EmulatedServiceDevice final : public ServiceDevice {
   std::unique_ptr<gpu::ServiceHost> host_;
   std::thread thread_;
   uint64_t head_ = 0;  // jobs taken, across launches (as the kernel's board)
+  int ctas_ = 1;       // of the running launch: each job takes all of them
 };
 
 }  // namespace zipccl

@@ -23,15 +23,8 @@ void LinkMeter::add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes, int64
 
 void LinkMeter::count(const Span& s) {
   const int64_t from = std::max(s.start, covered_ns_);
-  if (s.end > from) busy_ns_ += double(s.end - from);
+  rate_.add(double(s.bytes), s.end > from ? double(s.end - from) : 0);
   covered_ns_ = std::max(covered_ns_, s.end);
-  bytes_ += double(s.bytes);
-  window_ += double(s.bytes);
-  if (window_ < kWindowBytes || busy_ns_ <= 0) return;
-  rate_.store(bytes_ * 1e9 / busy_ns_, std::memory_order_relaxed);
-  window_ = 0;
-  bytes_ *= 0.5;
-  busy_ns_ *= 0.5;
 }
 
 LinkMeter* link_meter(int dev) {

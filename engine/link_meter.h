@@ -8,15 +8,16 @@
 // Spans arrive in the order NCCL tests them, which across comms is not the order they started.
 // The union needs them in start order, so each waits kSettleNs before it counts: by then the
 // spans that started before it have been tested too (a span tested later still counts the part
-// beyond the busy time counted so far). The rate is a ratio of sums, both halved every
-// kWindowBytes, so that spans cut by a window's edge do not bias it.
+// beyond the busy time counted so far). The rate: WindowedRate over kWindowBytes, so that spans
+// cut by a window's edge do not bias it.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <queue>
 #include <vector>
+
+#include "windowed_rate.h"
 
 namespace zipccl {
 
@@ -30,7 +31,7 @@ class LinkMeter {
   void add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes, int64_t now_ns);
   void add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes);
   // 0 until a window's worth of spans has settled.
-  double bytes_per_s() const { return rate_.load(std::memory_order_relaxed); }
+  double bytes_per_s() const { return rate_.bytes_per_s(); }
 
  private:
   struct Span {
@@ -43,8 +44,7 @@ class LinkMeter {
   std::mutex mu_;  // comms of several communicators (progress threads) share a device
   std::priority_queue<Span, std::vector<Span>, std::greater<Span>> settling_;  // earliest start first
   int64_t covered_ns_ = 0;  // busy time is counted up to here
-  double busy_ns_ = 0, bytes_ = 0, window_ = 0;
-  std::atomic<double> rate_{0};
+  WindowedRate rate_{kWindowBytes, false};
 };
 
 // Device dev's meter, for the life of the process.

@@ -65,6 +65,10 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   // True once job `index` is done: its result in *r, its ring slot free again.
   bool poll(uint64_t index, gpu::Result* r);
 
+  // The kernel's CTAs' time coding tiles of op (0 encode, 1 decode) so far, and how many share it.
+  uint64_t tile_ns(int op) const { return gpu::service_tile_ns(host_, opt_.ctas, op); }
+  int ctas() const { return opt_.ctas; }
+
   State state() const { return State(word_.load(std::memory_order_acquire) & kStateMask); }
   uint32_t launches() const { return generation_.load(std::memory_order_acquire); }
 

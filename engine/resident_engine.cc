@@ -40,10 +40,7 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
   InFlight f{job, 0, now_ns()};
   const bool posted = gpu_->post(j, &f.index);
   gpu_->release();  // a posted job is finished whether or not a lease is held
-  if (posted) {
-    inflight_.push_back(f);
-    rate_[encode ? 0 : 1].started(f.t0_ns);
-  }
+  if (posted) inflight_.push_back(f);
   return posted;
 }
 
@@ -77,8 +74,12 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r) {
   if (job->op == CodecJob::kEncode) job->codec = static_cast<Codec>(r.codec);
   const int64_t now = now_ns();
   job->seconds = double(now - f.t0_ns) * 1e-9;
-  const bool encode = job->op == CodecJob::kEncode;
-  rate_[encode ? 0 : 1].finished(now, encode ? job->src_bytes : job->out_bytes);
+  const int op = job->op == CodecJob::kEncode ? 0 : 1;
+  // Tiles of jobs still running count now and their bytes later: over a window it evens out.
+  const uint64_t t = gpu_->tile_ns(op);
+  rate_[op].add(double(op == 0 ? job->src_bytes : job->out_bytes),
+                double(t - tile_ns_seen_[op]) / double(gpu_->ctas()));
+  tile_ns_seen_[op] = t;
   job->state.store(CodecJob::kDone, std::memory_order_release);
 }
 

@@ -11,9 +11,9 @@
 #include <memory>
 #include <mutex>
 
-#include "busy_rate.h"
 #include "codec_engine.h"
 #include "resident_codec.h"
+#include "windowed_rate.h"
 
 namespace zipccl {
 
@@ -29,9 +29,11 @@ class ResidentEngine final : public CodecEngine {
   const char* name() const override { return "gpu-resident"; }
   void submit(CodecJob* job) override;
   void poll() override;
-  // The GPU's sustained rate for this kind of job, uncompressed bytes per second while such jobs
-  // are out (BusyRate: jobs queued in the kernel do not read as a slow one); 0 until a GPU job
-  // has measured it, and the policy then compresses one message at a time.
+  // The kernel's capacity for this kind of job: uncompressed bytes per second of its CTAs' time
+  // coding tiles, shared among them (ServiceHost::tile_ns), as the CPU engine's is per thread
+  // times threads. Not bytes over the time from post to result, which counts queues and polls and
+  // so reads the load offered. 0 until a GPU job has measured it, and the policy then compresses
+  // one message at a time.
   double throughput(CodecJob::Op op) const override;
   // A lease of the kernel (ResidentCodec::acquire): it runs and stays until unlease().
   bool lease() override { return gpu_->acquire(); }
@@ -55,7 +57,9 @@ class ResidentEngine final : public CodecEngine {
   const bool cpu_encodes_;
   std::mutex mu_;  // comms of several communicators (progress threads) may share the engine
   std::deque<InFlight> inflight_;
-  BusyRate rate_[2];  // encode, decode; under mu_
+  static constexpr double kWindowBytes = 4 << 20;
+  WindowedRate rate_[2] = {{kWindowBytes, true}, {kWindowBytes, true}};  // encode, decode; under mu_
+  uint64_t tile_ns_seen_[2] = {0, 0};  // ResidentCodec::tile_ns at the last sample; under mu_
   std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0}, skipped_jobs_{0};
 };
 

@@ -62,6 +62,11 @@ __device__ __forceinline__ uint4 load_volatile16(const void* p) {
                : "l"(p));
   return v;
 }
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 template <typename T>
 __device__ __forceinline__ T load_volatile(const T& x) {
   return *reinterpret_cast<const volatile T*>(&x);
@@ -160,6 +165,12 @@ __global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host
   // the claim's round trip to L2 overlaps the tile. A CTA runs its tickets in increasing order,
   // so the lowest unfinished ticket always runs (tiles only wait on lower tickets).
   unsigned long long ahead = threadIdx.x == 0 ? atomicAdd(&b.next, 1ull) : 0;
+  // Thread 0's running sums of this CTA's tile time (ServiceHost::tile_ns), from the last launch's.
+  unsigned long long tile_ns[2] = {0, 0}, tile_t0 = 0;
+  if (threadIdx.x == 0) {
+    tile_ns[0] = load_volatile(host->tile_ns[blockIdx.x][0]);
+    tile_ns[1] = load_volatile(host->tile_ns[blockIdx.x][1]);
+  }
 #ifdef ZIPCCL_GPU_TRACE
   // Thread 0's cycles per phase over the launch: tiles, ticket wait, lookup, tile, release.
   unsigned long long acc[5] = {}, c0 = clock64(), c1 = 0;
@@ -217,6 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host
     ZIPCCL_MARK(0);
     const uint32_t slot = slot_s, tile = tile_s;
     const Launch& P = s->launch[slot];
+    if (threadIdx.x == 0) tile_t0 = globaltimer_ns();
     if (b.op[slot] == kServiceEncode)
       encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile);
     else
@@ -225,6 +237,9 @@ __global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host
     ZIPCCL_MARK(10);
     if (threadIdx.x == 0) {
       ZIPCCL_PHASE(3);
+      const int op = b.op[slot] == kServiceEncode ? 0 : 1;
+      tile_ns[op] += globaltimer_ns() - tile_t0;
+      store_volatile(host->tile_ns[blockIdx.x][op], static_cast<uint64_t>(tile_ns[op]));
       __threadfence();
       atomicSub(&b.remaining[slot], 1u);
       ZIPCCL_PHASE(4);
@@ -271,7 +286,7 @@ cudaError_t service_load() {
 }
 
 cudaError_t service_launch(ServiceHost* host, void* device_mem, int ctas, uint32_t generation, cudaStream_t stream) {
-  if (!host || !device_mem || ctas < 1 || generation == 0) return cudaErrorInvalidValue;
+  if (!host || !device_mem || ctas < 1 || ctas > kServiceMaxCtas || generation == 0) return cudaErrorInvalidValue;
   detail::resident_kernel<<<ctas, detail::kThreads, detail::kSharedBytes, stream>>>(
       host, static_cast<detail::DeviceState*>(device_mem), generation);
   return cudaGetLastError();

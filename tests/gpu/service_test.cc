@@ -242,6 +242,37 @@ TEST_F(Service, MessagesAreTheCpuCodecsAndDecodeExactly) {
   }
 }
 
+// Each CTA's time coding tiles (ServiceHost::tile_ns, what the engine measures the codec's
+// capacity by): counted by op, at most the wall time the jobs took per CTA, only for the CTAs
+// launched, and carried on by the next launch.
+TEST_F(Service, TileTimeIsCountedPerOpAndKeptAcrossLaunches) {
+  constexpr int kCtas = 8;
+  const Bytes x = gaussian(Codec::BF16, 4 << 20, 21);
+  Buf& in = buf(x.size(), true);
+  in.put(x);
+  Buf& msg = buf(max_compressed_bytes(x.size()), true);
+  Buf& back = buf(x.size(), false);
+  ASSERT_NO_FATAL_FAILURE(launch(kCtas));
+  ASSERT_NO_FATAL_FAILURE(wait_started());
+  const auto t0 = std::chrono::steady_clock::now();
+  const gpu::Result e = wait(submit(encode_job(in, x.size(), msg, Codec::BF16, true, false)));
+  const double wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(e.status, int(Status::kOk));
+  ASSERT_NO_FATAL_FAILURE(stop());
+  const uint64_t enc = gpu::service_tile_ns(host_, kCtas, 0);
+  EXPECT_GT(enc, 0u);
+  EXPECT_LE(double(enc) / kCtas, wall_ns + 2000) << "a CTA coded longer than the job took";
+  EXPECT_EQ(gpu::service_tile_ns(host_, kCtas, 1), 0u) << "no decode yet";
+  EXPECT_EQ(gpu::service_tile_ns(host_, gpu::kServiceMaxCtas, 0), enc) << "only launched CTAs count";
+  ASSERT_NO_FATAL_FAILURE(launch(kCtas));
+  const gpu::Result d = wait(submit(decode_job(msg, e.bytes, back)));
+  ASSERT_EQ(d.status, int(Status::kOk));
+  ASSERT_NO_FATAL_FAILURE(stop());
+  EXPECT_EQ(back.get(x.size()), x);
+  EXPECT_EQ(gpu::service_tile_ns(host_, kCtas, 0), enc) << "the next launch keeps the sums";
+  EXPECT_GT(gpu::service_tile_ns(host_, kCtas, 1), 0u);
+}
+
 // Corrupt messages: the kernel's status is the CPU decoder's.
 TEST_F(Service, CorruptMessagesGetTheCpuDecodersStatus) {
   const Bytes x = gaussian(Codec::BF16, 200000, 3);

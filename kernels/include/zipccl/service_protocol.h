@@ -11,6 +11,10 @@
 //    scope); a ring slot is reused only after its result has been read;
 //  - the kernel says it runs by storing its launch's generation in `started` (a launch may wait
 //    behind other work before it gets SMs);
+//  - each CTA's time spent coding tiles is in tile_ns, summed over launches (service_tile_ns):
+//    what the codec's capacity is measured by (bytes coded over that time, shared among the CTAs),
+//    since the time from post to result also counts waits and queues, which read as the load
+//    offered, not the rate the kernel could sustain;
 //  - to stop the kernel: service_stop() with the jobs posted (none may be posted after it); the
 //    kernel finishes every job, then exits, and the last CTA out stores the launch's generation
 //    in `exited`. A new launch (the next generation) starts from the same ServiceHost and device
@@ -27,6 +31,7 @@ namespace zipccl::gpu {
 
 constexpr uint32_t kServiceRing = 256;   // jobs posted and not yet read back
 constexpr uint32_t kServiceSlots = 32;   // jobs being coded at once
+constexpr int kServiceMaxCtas = 1024;    // CTAs a launch may have (NCCL_ZIP_GPU_CTAS)
 // Largest job: encode input bytes, decode output capacity (the decoded size expected at most).
 constexpr uint64_t kServiceMaxJob = uint64_t(16) << 20;
 
@@ -59,6 +64,9 @@ struct ServiceHost {
   uint32_t reserved[2];
   ServiceJob jobs[kServiceRing];
   Result results[kServiceRing];
+  // CTA c's nanoseconds coding tiles of encodes [c][0] and decodes [c][1] (its thread 0 stores
+  // the running sum after each tile, starting from the value a launch finds).
+  uint64_t tile_ns[kServiceMaxCtas][2];
 };
 
 // The host's two steps of the protocol, plain memory accesses. Jobs are numbered from 0 in the
@@ -77,6 +85,12 @@ inline bool service_started(const ServiceHost* h, uint32_t generation) {
 }
 inline bool service_exited(const ServiceHost* h, uint32_t generation) {
   return __atomic_load_n(&h->exited, __ATOMIC_ACQUIRE) == generation;
+}
+// The time CTAs 0..ctas-1 have spent coding tiles of one op (0 encode, 1 decode), summed.
+inline uint64_t service_tile_ns(const ServiceHost* h, int ctas, int op) {
+  uint64_t t = 0;
+  for (int c = 0; c < ctas && c < kServiceMaxCtas; ++c) t += __atomic_load_n(&h->tile_ns[c][op], __ATOMIC_RELAXED);
+  return t;
 }
 // True once job `index` is done, its result in *r.
 inline bool service_poll(const ServiceHost* h, uint64_t index, Result* r) {
