@@ -222,7 +222,7 @@ void IbLink::check_peer() {
     if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
       peer_gone(ncclRemoteError, "the peer closed the connection");
   }
-  const bool outstanding = !sends_.empty() || cts_posted_ != cts_written_ || !incoming_.empty() ||
+  const bool outstanding = !sends_.empty() || cts_posted_ != cts_written_ || !parts_.idle() ||
                            arrive_seq_ != cts_posted_;
   if (gone_ms_ >= 0 && now - gone_ms_ >= kGoneGraceMs && outstanding)
     fail_with(gone_code_, gone_why_ + " with " + std::to_string(sends_.size()) + " sends and " +

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ib_devices.h"
+#include "ib_parts.h"
 #include "ib_wire.h"
 #include "mr_cache.h"
 #include "transport.h"
@@ -83,12 +84,6 @@ class IbLink : public Link {
     uint32_t arrived = 0;  // bit i: placement i's message has arrived
   };
   // A message whose immediate came on QP 0, waiting for its parts on the other QPs.
-  struct Incoming {
-    MessageHeader h;
-    uint32_t imm;
-    uint32_t parts;
-    uint32_t parts_seen;  // QP 0's included
-  };
   struct FlushOp {
     Xfer* x;
     MrRef mr;  // the device buffer read
@@ -112,7 +107,8 @@ class IbLink : public Link {
   ncclResult_t drain(ibv_cq* cq, F on_wc);
   ncclResult_t on_completion(const ibv_wc& wc);
   ncclResult_t on_immediate(uint32_t qp, uint32_t imm);
-  ncclResult_t match_parts();
+  size_t placements_open() const;  // placements posted to the peer and not yet filled
+  ncclResult_t collect_arrivals();  // messages with all their parts in, to arrived_
   ncclResult_t post(uint32_t qp, ibv_send_wr* wr);
   ncclResult_t post_receive(uint32_t qp);
   ncclResult_t write_cts();
@@ -172,8 +168,7 @@ class IbLink : public Link {
   uint32_t cts_posted_ = 0;         // clear-to-sends posted by the engine
   uint32_t cts_written_ = 0;        // of which written to the peer
   uint32_t arrive_seq_ = 0, arrive_sub_ = 0;  // the placement QP 0's next immediate fills
-  std::deque<Incoming> incoming_;
-  std::deque<uint32_t> part_imms_[kMaxQpsPerConn];  // immediates on QPs 1.. not matched yet
+  PartMatcher parts_;
   std::deque<MessageHeader> arrived_;
 };
 

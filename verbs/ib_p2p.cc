@@ -194,8 +194,9 @@ ncclResult_t IbLink::write_cts() {
 
 ncclResult_t IbLink::on_immediate(uint32_t qp, uint32_t imm) {
   if (qp > 0) {
-    part_imms_[qp].push_back(imm);
-    return match_parts();
+    if (const char* why = parts_.part(qp, imm, placements_open()))
+      return fail_with(ncclRemoteError, std::string("protocol error: ") + why + " (QP " + std::to_string(qp) + ")");
+    return collect_arrivals();
   }
   // QP 0 carries every message's first part, in (seq, sub) order: this one fills the next placement.
   if (arrive_seq_ == cts_written_) return fail_with(ncclRemoteError, "protocol error: data for no posted receive");
@@ -208,28 +209,24 @@ ncclResult_t IbLink::on_immediate(uint32_t qp, uint32_t imm) {
     arrive_sub_ = 0;
     ++arrive_seq_;
   }
-  incoming_.push_back(Incoming{h, imm, split(h.wire_bytes, uint32_t(qps_.size())).parts, 1});
-  return match_parts();
+  if (const char* why = parts_.first(h, imm, split(h.wire_bytes, uint32_t(qps_.size())).parts))
+    return fail_with(ncclRemoteError, std::string("protocol error: ") + why);
+  return collect_arrivals();
 }
 
-// A part on QP q belongs to the first message still waiting for one there: parts go out in
-// message order on every QP.
-ncclResult_t IbLink::match_parts() {
-  for (Incoming& in : incoming_) {
-    for (uint32_t q = 1; q < in.parts; ++q) {
-      if ((in.parts_seen >> q & 1) || part_imms_[q].empty()) continue;
-      if (part_imms_[q].front() != in.imm) return fail_with(ncclRemoteError, "protocol error: a message's parts disagree");
-      part_imms_[q].pop_front();
-      in.parts_seen |= 1u << q;
-    }
-  }
-  while (!incoming_.empty() && incoming_.front().parts_seen == (1u << incoming_.front().parts) - 1) {
-    const MessageHeader& h = incoming_.front().h;
+size_t IbLink::placements_open() const {
+  size_t n = 0;
+  for (uint32_t s = arrive_seq_; s != cts_written_; ++s) n += posted_[s % kFifoSlots].cts.n;
+  return n - arrive_sub_;
+}
+
+ncclResult_t IbLink::collect_arrivals() {
+  MessageHeader h;
+  while (parts_.pop(&h)) {
     PostedCts& pc = posted_[h.seq % kFifoSlots];
     pc.arrived |= 1u << h.sub;
     if (pc.arrived == (1u << pc.cts.n) - 1) pc.regs.clear();  // the peer writes no more there
     arrived_.push_back(h);
-    incoming_.pop_front();
   }
   return ncclSuccess;
 }
