@@ -1,8 +1,8 @@
 // The exported tuner tables (ncclTunerPlugin_v5..v2), one implementation: per communicator, each
-// collective's cost table against the compressed Simple ring on the path the net plugin sees
+// collective's cost table against its Simple entries compressed on the path the net plugin sees
 // (net::path_view: the same communicator's ratio by its commId for v5, the process's otherwise).
-// Where compression wins, the Simple ring's entry gets the compressed time and so becomes the
-// cheapest; elsewhere NCCL's table is left as it is. One INFO line per change of decision. An
+// Where compression wins, the best compressed Simple entry gets its compressed time and so
+// becomes the cheapest; elsewhere NCCL's table is left as it is. One INFO line per change of decision. An
 // operator's override (NCCL_ZIP_TUNER_FILE) comes first.
 #include <cmath>
 #include <fstream>
@@ -26,6 +26,8 @@ namespace zipccl::tuner {
 namespace {
 
 ZIP_PARAM(tuner_enabled, "NCCL_ZIP_TUNER", 1, 0, 1)
+
+const char* algo_name(int a) { return a == kAlgoTree ? "tree" : a == kAlgoRing ? "ring" : a == kAlgoPat ? "PAT" : "?"; }
 
 const char* func_name(int f) {
   static const char* const names[] = {"broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce"};
@@ -105,8 +107,8 @@ Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const
   if (it == c->last.end() || it->second != ch.compressed) {
     c->last[key] = ch.compressed;
     if (ch.compressed)
-      ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: ring/Simple compressed, predicted %.1f us against NCCL's %.1f us "
-               "(link %.2f GB/s, codec %.2f GB/s, ratio %.3f)", func_name(func), nbytes, ch.compressed_us,
+      ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: %s/Simple compressed, predicted %.1f us against NCCL's %.1f us "
+               "(link %.2f GB/s, codec %.2f GB/s, ratio %.3f)", func_name(func), nbytes, algo_name(ch.algo), ch.compressed_us,
                ch.native_us, p.link_bps / 1e9, p.codec_bps / 1e9, p.ratio);
     else
       ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: NCCL's choice (%.1f us; compressed %s)", func_name(func), nbytes,
@@ -114,7 +116,7 @@ Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const
   }
   if (!ch.compressed) return k;
   k.kind = Pick::kCompressed;
-  k.algo = kAlgoRing;
+  k.algo = ch.algo;
   k.proto = kProtoSimple;
   k.us = ch.compressed_us;
   return k;

@@ -77,7 +77,6 @@ TEST(CostModel, WhereItDoesNotApply) {
   const size_t n = size_t(256 * kMiB);
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7, 1)).compressed) << "one node";
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 0, 0.7)).compressed) << "codec unmeasured";
-  EXPECT_FALSE(choose(kBroadcast, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7)).compressed) << "not a ring collective";
   Path off = path(4e9, 40e9, 0.7);
   off.enabled = false;
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, off).compressed) << "NCCL_ZIP_ENABLE=0";
@@ -87,6 +86,36 @@ TEST(CostModel, WhereItDoesNotApply) {
   t.rows[kAlgoRing][kProtoSimple] = kIgnore;
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7)).compressed) << "no Simple ring";
   EXPECT_FALSE(choose(kAllGather, n, t.ptr, 1, 3, path(4e9, 40e9, 0.7)).compressed) << "a table without rings";
+}
+
+// Every Simple entry is compressed alike: the one that gains most wins, here PAT for a
+// reduce_scatter whose PAT estimate NCCL puts below its ring's, and the tree for an all_reduce.
+TEST(CostModel, TheBestCompressedAlgorithmWins) {
+  const size_t n = size_t(256 * kMiB);
+  Table rs(256 * kMiB, 4e9, kReduceScatter);
+  rs.rows[kAlgoPat][kProtoSimple] = rs.rows[kAlgoRing][kProtoSimple] * 0.9f;
+  const Choice c = choose(kReduceScatter, n, rs.ptr, 7, 3, path(4e9, 40e9, 0.7));
+  EXPECT_TRUE(c.compressed);
+  EXPECT_EQ(c.algo, kAlgoPat);
+  Table ar(256 * kMiB, 4e9, kAllReduce);
+  ar.rows[kAlgoTree][kProtoSimple] = ar.rows[kAlgoRing][kProtoSimple] * 0.8f;
+  EXPECT_EQ(choose(kAllReduce, n, ar.ptr, 7, 3, path(4e9, 40e9, 0.7)).algo, kAlgoTree);
+  Table ag(256 * kMiB, 4e9, kAllGather);
+  EXPECT_EQ(choose(kAllGather, n, ag.ptr, 7, 3, path(4e9, 40e9, 0.7)).algo, kAlgoRing) << "only the ring applies";
+}
+
+// Broadcast and reduce move the whole buffer through every rank: compressed on a slow link too.
+TEST(CostModel, BroadcastAndReduceCompressOnASlowLink) {
+  for (int func : {kBroadcast, kReduce}) {
+    Table t(256 * kMiB, 4e9, kAllGather);  // its rows as an all_gather's: ring entries only
+    const double wire_us = 256 * kMiB / 4e9 * 1e6;
+    t.rows[kAlgoRing][kProtoSimple] = float(60 + wire_us);
+    t.rows[kAlgoRing][kProtoLL128] = float(25 + wire_us * 1.3);
+    t.rows[kAlgoRing][kProtoLL] = float(20 + wire_us * 4);
+    const Choice c = choose(func, size_t(256 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+    EXPECT_TRUE(c.compressed) << func;
+    EXPECT_LT(c.compressed_us, c.native_us * 0.8) << func;
+  }
 }
 
 TEST(CostModel, NativeIsNcclsCheapestEntry) {
