@@ -11,7 +11,9 @@ network). Checks, for bf16 and fp32 and sizes from
   - all_reduce and reduce_scatter of integer-valued data (sums exact in both dtypes) against the
     sum computed on the CPU;
   - all_gather and send/recv of Gaussian data (what compresses) bit for bit against the data each
-    rank generated.
+    rank generated;
+  - an all_reduce captured in a CUDA graph (torch.cuda.graph, as a captured training step) and
+    replayed with new data each time, exact.
 --bench: median time of all_reduce of 64 MiB of bf16 Gaussian data over REPEATS runs.
 --sync: wait for each collective with a stream synchronize before copying its result to the host,
 so that no thread blocks inside a copy while NCCL's kernel runs (a transport that needs CUDA
@@ -90,7 +92,35 @@ def checks(rank, dev, sync):
                 bad += 0 if ok else 1
                 if rank == 0 or not ok:
                     print(f"CHECK rank={rank} {name} {tname} n={n}: {'ok' if ok else 'MISMATCH'}", flush=True)
+    ok = graph_check(rank, dev)
+    total += 1
+    bad += 0 if ok else 1
+    if rank == 0 or not ok:
+        print(f"CHECK rank={rank} all_reduce in a CUDA graph bfloat16: {'ok' if ok else 'MISMATCH'}", flush=True)
     return bad, total
+
+
+def graph_check(rank, dev, replays=5):
+    """all_reduce captured once in a CUDA graph, replayed on new integer data: every result exact."""
+    n = (1 << 20) + 5
+    x = small_ints(rank, n, torch.bfloat16).to(dev)
+    side = torch.cuda.Stream(dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):  # warm-up outside the capture: connections, buffers
+        for _ in range(3):
+            dist.all_reduce(x)
+    torch.cuda.current_stream(dev).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        dist.all_reduce(x)
+    ok = True
+    for k in range(replays):
+        x.copy_(small_ints(rank + k, n, torch.bfloat16).to(dev))
+        graph.replay()
+        torch.cuda.synchronize(dev)
+        want = sum(small_ints(r + k, n, torch.float32) for r in range(WORLD)).to(torch.bfloat16)
+        ok = ok and same_bits(x.cpu(), want)
+    return ok
 
 
 def bench(rank, dev, repeats):

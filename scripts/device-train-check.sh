@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A small GPT trained through the plugin, on the GPU machine in one call: bench/nccl/train_check.py
+# (DDP and FSDP, bf16, fixed seed) with compression off and on, unchanged training code, the ranks
+# on the one GPU (each its own NCCL_HOSTID, under MPS) forced onto the network over loopback,
+# paced to PACE Mb/s per rank (a NIC of that speed; 0: unpaced). Prints, per mode, each run's loss
+# curve hash (equal: bit-identical training), median step time and the bytes the plugin saved;
+# fails where a run printed no curve or a curve differs from its mode's raw run.
+#   OUT=... scripts/device-train-check.sh    (MODES="ddp fsdp" RUNS="gpu0 gpu2 gpu1" STEPS=200
+#                                            PACE=32000 ARGS="extra train_check.py arguments")
+# Runs: gpuN = the plugin with the resident GPU codec (NCCL_ZIP_GPU=1) and NCCL_ZIP_ENABLE=N, so
+# every run has the channels NCCL_ZIP_GPU=1 asks for; zipN = the CPU codec.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+OUT=${OUT:-/tmp/device-train-check}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZIPCCL_TESTS=OFF &&
+    cmake --build build-dev -j "$(nproc)" --target nccl-net-zip; } >"$OUT/build.log" 2>&1 ||
+  { tail -30 "$OUT/build.log"; exit 1; }
+if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
+  nvidia-cuda-mps-control -d && echo "MPS daemon started (ranks share the GPU)"
+  trap 'echo quit | nvidia-cuda-mps-control' EXIT
+fi
+export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
+PACE=${PACE:-32000}
+[ "$PACE" = 0 ] || export NCCL_ZIP_SOCKET_PACE_MBPS=$PACE
+for mode in ${MODES:-ddp fsdp}; do
+  for run in ${RUNS:-gpu0 gpu2 gpu1}; do
+    label=${mode}_$run
+    gpu=0
+    case $run in gpu*) gpu=1 ;; esac
+    # shellcheck disable=SC2086  # ARGS: extra arguments, split on purpose
+    env NCCL_ZIP_ENABLE="${run#???}" NCCL_ZIP_GPU=$gpu timeout -k 10 120 python3 "$ROOT/bench/nccl/train_check.py" \
+      --mode "$mode" --steps "${STEPS:-200}" --label "$label" ${ARGS:-} >"$OUT/$label.log" 2>&1
+    echo "$label: rc=$? $(grep -h '^CURVE\|^STEP' "$OUT/$label.log" | tr '\n' ' ')"
+    grep -hE "Traceback|Error|WARN" "$OUT/$label.log" | head -3
+  done
+done | tee "$OUT/runs.txt"
+python3 - "$OUT" <<'PY' | tee "$OUT/summary.txt"
+import glob, os, re, sys
+out = sys.argv[1]
+rows, ok = {}, True
+for f in sorted(glob.glob(os.path.join(out, "*_*.log"))):
+    label = os.path.basename(f)[:-4]
+    text = open(f, errors="replace").read()
+    c = re.search(r"CURVE .* hash=(\w+) final=(\S+)", text)
+    s = re.search(r"STEP .* median_ms=([\d.]+) grad_mb=([\d.]+)", text)
+    tin = sum(float(m[1]) for m in re.finditer(r"communicator \w+: .*?([\d.]+) MB in", text))
+    twire = sum(float(m[1]) for m in re.finditer(r"communicator \w+: .*? ([\d.]+) MB on the wire", text))
+    rows[label] = (c[1] if c else None, c[2] if c else "-", float(s[1]) if s else None, s[2] if s else "-", tin, twire)
+print("| run | curve hash | final loss | step ms | speedup | grads MB | plugin MB in | on the wire |")
+print("|---|---|---|---|---|---|---|---|")
+for label, (h, final, ms, mb, tin, twire) in rows.items():
+    mode = label.split("_")[0]
+    base = rows.get(mode + "_gpu0") or rows.get(mode + "_zip0")
+    speed = f"{base[2] / ms:.2f}" if base and base[2] and ms else "-"
+    print(f"| {label} | {h} | {final} | {ms if ms else '-'} | {speed} | {mb} | {tin:.0f} | {twire:.0f} |")
+    if h is None or (base and base[0] != h):
+        ok = False
+print("loss curves: " + ("bit-identical within each mode" if ok else "DIFFER or missing"))
+sys.exit(0 if ok else 1)
+PY
+rc=${PIPESTATUS[0]}
+echo "overall: $([ "$rc" = 0 ] && echo PASS || echo FAIL)"
+exit "$rc"
