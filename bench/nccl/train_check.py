@@ -104,8 +104,8 @@ def worker(rank, port, args):
         torch.cuda.synchronize(dev)
         times.append(time.perf_counter() - t0)
         # Every rank's loss, so that the curve covers what all of them computed.
-        all_losses = [torch.zeros((), device=dev) for _ in range(WORLD)]
-        dist.all_gather(all_losses, loss.detach().float())
+        all_losses = [torch.zeros(1, device=dev) for _ in range(WORLD)]
+        dist.all_gather(all_losses, loss.detach().float().reshape(1))
         losses.append([v.item() for v in all_losses])
         if rank == 0:
             print(f"LOSS step={step} " + " ".join(struct.pack(">f", v).hex() for v in losses[-1]), flush=True)
