@@ -6,9 +6,9 @@
 # (NCCL_ZIP_GPU=1; GPU=0: the CPU codec), with each rank's sends paced to PACE Mb/s
 # (NCCL_ZIP_SOCKET_PACE_MBPS, default 32000: a 4 GB/s NIC) and unpaced; prints per collective and
 # size the median time and the speedup over compression off at the same pacing, measured in the
-# same call. Every run has NCCL_MIN_NCHANNELS=CHANNELS (default 8, what NCCL_ZIP_GPU=1 sets): the
-# same channels with compression off and on.
-#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 REPEATS=10 PACE=32000 GPU=1 CHANNELS=8
+# same call (bench/nccl/plot_speedup.py $OUT draws it). Every run has NCCL_MIN_NCHANNELS=CHANNELS
+# (default 8, what NCCL_ZIP_GPU=1 sets): the same channels with compression off and on.
+#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 (MiB, or 64K, 1M...) REPEATS=10 PACE=32000 GPU=1 CHANNELS=8
 #                                              COLLECTIVES=all_gather,reduce_scatter; EXTRA_CTAS=N
 #                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N; TUNER_AB=1
 #                                              adds paced auto without the tuner; TIMELINE=1
@@ -32,7 +32,7 @@ if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
 fi
 export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
 export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
-BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes-mib "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
+BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
   --collectives "${COLLECTIVES:-all_gather,reduce_scatter}")
 LABELS=()
 run() {  # label (paced_* or lo_*), env assignments...
@@ -69,7 +69,7 @@ import re, sys, glob, os
 out, pace, LABELS = sys.argv[1], sys.argv[2], sys.argv[3:]
 t = {}
 for f in glob.glob(os.path.join(out, "*.log")):
-    for m in re.finditer(r"BENCH label=(\S+) coll=(\S+) mib=(\d+) median_ms=([\d.]+)", open(f).read()):
+    for m in re.finditer(r"BENCH label=(\S+) coll=(\S+) bytes=(\d+) median_ms=([\d.]+)", open(f).read()):
         t[(m[1], m[2], int(m[3]))] = float(m[4])
 # The plugin's own account of each run (its send comms' closing lines).
 for f in sorted(glob.glob(os.path.join(out, "*.log"))):
@@ -82,21 +82,22 @@ for f in sorted(glob.glob(os.path.join(out, "*.log"))):
             ratios.append(x[3])
     if m:
         text = open(f).read()
-        tuned = f", tuner decisions: {text.count('ring/Simple compressed')} compressed, {text.count(chr(39).join(['NCCL', 's choice']))} NCCL's"
+        tuned = f", tuner decisions: {text.count('/Simple compressed')} compressed, {text.count(chr(39).join(['NCCL', 's choice']))} NCCL's"
         print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}"
               f"{tuned if 'tuner: ' in text else ''}")
 keys = sorted({(c, s) for (_, c, s) in t})
 labels = [l for l in LABELS if any(k[0] == l for k in t)]
 base = lambda l: l.split("_")[0] + "_off"  # the same pacing, compression off
 print(f"\n(paced: each rank's sends capped at {pace} Mb/s; x: speedup over compression off at the same pacing)")
-print("| collective | MiB | " + " | ".join(f"{l} ms" + ("" if l == base(l) else f" | {l} x") for l in labels) + " |")
+human = lambda b: f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+print("| collective | size | " + " | ".join(f"{l} ms" + ("" if l == base(l) else f" | {l} x") for l in labels) + " |")
 print("|---|---|" + "---|" * sum(1 if l == base(l) else 2 for l in labels))
 for c, s in keys:
     row = []
     for l in labels:
         v, o = t.get((l, c, s)), t.get((base(l), c, s))
-        row.append(f"{v:.1f}" if v else "-")
+        row.append(f"{v:.3g}" if v else "-")
         if l != base(l):
             row.append(f"{o / v:.2f}" if v and o else "-")
-    print(f"| {c} | {s} | " + " | ".join(row) + " |")
+    print(f"| {c} | {human(s)} | " + " | ".join(row) + " |")
 PY

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Collective timing through whatever NCCL transport the environment selects, 2 ranks on one host.
 
-    python bench/nccl/collective_bench.py --label NAME [--sizes-mib 64,128,256] [--repeats 10]
+    python bench/nccl/collective_bench.py --label NAME [--sizes 64K,1M,64M,256M] [--repeats 10]
                                           [--collectives all_gather,reduce_scatter,all_reduce]
 
 Ranks, NCCL_HOSTID and MPS as in ranks.py (scripts/device-nccl-bench.sh runs it).
 Data: bf16 N(0, 0.02^2), different per rank. SIZE is the collective's total buffer: all_gather's
-output, reduce_scatter's input, all_reduce's tensor. Each timing is one collective between two
-barriers and stream synchronizations (warm-up 3); prints "BENCH label=... coll=... mib=...
-median_ms=... p90_ms=... algbw=..." per collective and size from rank 0 (algbw: SIZE / time).
+output, reduce_scatter's input, all_reduce's tensor; K and M suffixes are KiB and MiB, a plain
+number MiB. Each timing is one collective between two barriers and stream synchronizations
+(warm-up 3); prints "BENCH label=... coll=... bytes=... median_ms=... p90_ms=... algbw=..." per
+collective and size from rank 0 (algbw: GB/s of SIZE over the time).
 After the timings, one all_gather of the largest size is checked bit for bit ("CHECK ok=1|0").
 """
 import argparse
@@ -20,6 +21,14 @@ import torch
 import torch.distributed as dist
 
 from ranks import WORLD, gaussian, join, launch
+
+
+def parse_size(s):
+    """Bytes of "64K", "16M" or "64" (MiB)."""
+    s = s.strip().upper()
+    if s.endswith("K"):
+        return int(s[:-1]) << 10
+    return int(s.rstrip("M")) << 20
 
 
 def run(coll, rank, dev, n):
@@ -43,9 +52,10 @@ def run(coll, rank, dev, n):
 
 def worker(rank, port, args):
     dev = join(rank, port)
+    sizes = [parse_size(s) for s in args.sizes.split(",")]
     for coll in args.collectives.split(","):
-        for mib in [int(s) for s in args.sizes_mib.split(",")]:
-            n = mib << 19  # bf16 elements
+        for size in sizes:
+            n = size // 2  # bf16 elements
             op = run(coll, rank, dev, n)
             times = []
             for i in range(args.repeats + 3):
@@ -60,18 +70,17 @@ def worker(rank, port, args):
             times.sort()
             med = statistics.median(times)
             if rank == 0:
-                print(f"BENCH label={args.label} coll={coll} mib={mib} median_ms={med * 1e3:.2f} "
-                      f"p90_ms={times[int(0.9 * (len(times) - 1))] * 1e3:.2f} algbw={mib * 1.048576e-3 / med:.2f}",
+                print(f"BENCH label={args.label} coll={coll} bytes={size} median_ms={med * 1e3:.3f} "
+                      f"p90_ms={times[int(0.9 * (len(times) - 1))] * 1e3:.3f} algbw={size / med / 1e9:.2f}",
                       flush=True)
             del op
-    mib = max(int(s) for s in args.sizes_mib.split(","))
-    n = mib << 19
+    n = max(sizes) // 2
     x = gaussian(rank, n // WORLD, 5).to(dev)
     out = torch.empty(n, dtype=torch.bfloat16, device=dev)
     dist.all_gather_into_tensor(out, x)
     want = torch.cat([gaussian(r, n // WORLD, 5) for r in range(WORLD)])
     ok = torch.equal(out.cpu().view(torch.int16), want.view(torch.int16))
-    print(f"CHECK label={args.label} rank={rank} all_gather {mib} MiB ok={int(ok)}", flush=True)
+    print(f"CHECK label={args.label} rank={rank} all_gather {max(sizes)} bytes ok={int(ok)}", flush=True)
     dist.barrier()  # neither rank leaves (rank 0 holds the TCP store) while the other still uses it
     dist.destroy_process_group()
     if not ok:
@@ -81,7 +90,7 @@ def worker(rank, port, args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--label", default="run")
-    ap.add_argument("--sizes-mib", default="64,128,256")
+    ap.add_argument("--sizes", default="64,128,256")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--collectives", default="all_gather,reduce_scatter")
     args = ap.parse_args()

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Speedup against size, one panel per collective, from scripts/device-nccl-bench.sh's logs.
+
+    plot_speedup.py DIR OUT.png [--title TEXT]
+
+DIR: the bench's $OUT, whose *.log files hold "BENCH label=<pacing>_<variant> coll=... bytes=...
+median_ms=..." lines. Each variant's speedup is the time of <pacing>_off (compression off at the
+same pacing, same call) over its own; one line per variant, 1.0 marked. Needs matplotlib
+(Debian: apt-get install python3-matplotlib).
+"""
+import argparse
+import glob
+import os
+import re
+import sys
+
+
+def load(top):
+    t = {}
+    for f in glob.glob(os.path.join(top, "*.log")):
+        for m in re.finditer(r"BENCH label=(\S+) coll=(\S+) bytes=(\d+) median_ms=([\d.]+)", open(f, errors="replace").read()):
+            t[(m[1], m[2], int(m[3]))] = float(m[4])
+    return t
+
+
+def human(b):
+    return f"{b >> 20}M" if b >= 1 << 20 else f"{b >> 10}K"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("png")
+    ap.add_argument("--title", default="")
+    args = ap.parse_args()
+    t = load(args.dir)
+    if not t:
+        print(f"no BENCH lines in {args.dir}/*.log", file=sys.stderr)
+        return 1
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colls = sorted({c for (_, c, _) in t})
+    labels = sorted({l for (l, _, _) in t if not l.endswith("_off")})
+    fig, axes = plt.subplots(1, len(colls), figsize=(5.5 * len(colls), 4), squeeze=False)
+    for ax, coll in zip(axes[0], colls):
+        for label in labels:
+            base = label.split("_")[0] + "_off"
+            pts = sorted((s, t[(base, coll, s)] / v) for (l, c, s), v in t.items()
+                         if l == label and c == coll and (base, coll, s) in t and v > 0)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+        ax.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
+        ax.set_xscale("log", base=2)
+        sizes = sorted({s for (_, c, s) in t if c == coll})
+        ax.set_xticks(sizes)
+        ax.set_xticklabels([human(s) for s in sizes], rotation=45)
+        ax.set_xlabel("size (total buffer)")
+        ax.set_ylabel("speedup over compression off")
+        ax.set_title(coll)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    if args.title:
+        fig.suptitle(args.title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(args.png, dpi=110)
+    print(f"wrote {args.png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
