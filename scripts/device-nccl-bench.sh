@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Collective timings through real NCCL/PyTorch on the GPU machine, in one call (~5 minutes):
-# builds the plugin (Release, sm_90) into build-dev, then runs bench/nccl/collective_bench.py (2
-# ranks on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for the plugin with
-# compression off, auto and always, host buffers coded by the resident GPU codec
+# builds the plugin (Release, sm_90) into build-dev, then runs bench/nccl/collective_bench.py
+# (ZIP_RANKS ranks, default 2, on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for
+# the plugin with compression off, auto and always, host buffers coded by the resident GPU codec
 # (NCCL_ZIP_GPU=1; GPU=0: the CPU codec), with each rank's sends paced to PACE Mb/s
 # (NCCL_ZIP_SOCKET_PACE_MBPS, default 32000: a 4 GB/s NIC) and unpaced; prints per collective and
 # size the median time and the speedup over compression off at the same pacing, measured in the

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""A real NCCL job of 2 ranks on one host, checked exactly; run through the net plugin by env.
+"""A real NCCL job of ZIP_RANKS (default 2) ranks on one host, checked exactly; run through the
+net plugin by env.
 
     python bench/nccl/allreduce_check.py --label NAME [--bench REPEATS]
 
-Two ranks as ranks.py starts them (one GPU each, or sharing one under MPS with an NCCL_HOSTID
+The ranks as ranks.py starts them (one GPU each, or sharing one under MPS with an NCCL_HOSTID
 each). The transport is whatever the environment selects (scripts/device-plugin.sh sets
 NCCL_NET_PLUGIN / NCCL_NET / NCCL_P2P_DISABLE / NCCL_SHM_DISABLE so that the ranks talk over the
 network). Checks, for bf16 and fp32 and sizes from
@@ -36,7 +37,7 @@ DTYPES = [torch.bfloat16, torch.float32]
 
 
 def small_ints(rank, n, dtype):
-    # Integers in [-64, 64]: every partial sum of 2 ranks is exact in bf16 and fp32.
+    # Integers in [-64, 64]: every partial sum of up to 4 ranks is exact in bf16 and fp32.
     idx = torch.arange(n, dtype=torch.int64)
     return (((idx * 7 + rank * 13) % 129) - 64).to(dtype)
 
@@ -78,14 +79,14 @@ def checks(rank, dev, sync):
             dist.reduce_scatter_tensor(out, inp)
             full = sum(small_ints(r, n * WORLD, torch.float32) for r in range(WORLD)).to(dtype)
             cases.append(("reduce_scatter", same_bits(host(out), full[rank * n:(rank + 1) * n])))
-            # send/recv both ways at once
-            peer = 1 - rank
+            # send/recv around the ring at once (both ways with 2 ranks)
+            to, frm = (rank + 1) % WORLD, (rank - 1) % WORLD
             s = gaussian(rank, n, salt + 1, dtype).to(dev)
             r = torch.empty(n, dtype=dtype, device=dev)
-            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer), dist.P2POp(dist.irecv, r, peer)])
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, s, to), dist.P2POp(dist.irecv, r, frm)])
             for q in reqs:
                 q.wait()
-            cases.append(("send_recv", same_bits(host(r), gaussian(peer, n, salt + 1, dtype))))
+            cases.append(("send_recv", same_bits(host(r), gaussian(frm, n, salt + 1, dtype))))
             torch.cuda.synchronize(dev)
             for name, ok in cases:
                 total += 1

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Collective timing through whatever NCCL transport the environment selects, 2 ranks on one host.
+"""Collective timing through whatever NCCL transport the environment selects, ZIP_RANKS (default 2)
+ranks on one host.
 
     python bench/nccl/collective_bench.py --label NAME [--sizes 64K,1M,64M,256M] [--repeats 10]
                                           [--collectives all_gather,reduce_scatter,all_reduce]

@@ -1,4 +1,4 @@
-"""What the NCCL jobs here share: WORLD ranks on this host, one process each (torch.multiprocessing,
+"""What the NCCL jobs here share: WORLD ranks (ZIP_RANKS, default 2) on this host, one process each (torch.multiprocessing,
 spawned), one GPU each where there are enough; on a one-GPU machine they share it, each with its own
 NCCL_HOSTID so that NCCL counts separate nodes and takes the network between them (run under MPS:
 otherwise every round trip waits for a time slice)."""
@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-WORLD = 2
+WORLD = int(os.environ.get("ZIP_RANKS", "2"))
 
 
 def gaussian(rank, n, salt, dtype=torch.bfloat16):
