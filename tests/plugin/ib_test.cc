@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "emu_harness.h"
 #include "ib_wire.h"
 #include "net_client.h"  // ncclResult_t
 #include "pair.h"
@@ -400,5 +402,102 @@ TEST_F(IbConnect, SilentListenerTimesOut) {
   EXPECT_NE(r.find("call=net_.connect("), std::string::npos) << r;
   EXPECT_LT(now_s() - t0, 10.0);
 }
+
+
+// A peer that completes the verbs handshake with queue pairs of its own on the emulated HCA (two
+// per connection) and then breaks the protocol on the wire. The receive must fail with a remote
+// error and a WARN that says what was wrong, and the link must hold nothing for it without bound.
+struct Hostile {
+  const char* name;
+  uint32_t qp, writes, imm;  // the peer's empty writes with immediate imm on queue pair qp
+  const char* expect;
+};
+
+class IbHostileSender : public IbConnect, public ::testing::WithParamInterface<Hostile> {};
+
+TEST_P(IbHostileSender, FailsTheReceive) {
+  using namespace zipccl::verbs;
+  namespace emu = zipccl::verbs::emu_test;
+  const Hostile c = GetParam();
+  clear_log();
+  std::string err;
+  emu::EndpointOptions o;
+  o.psn = 0;  // the plugin's queue pairs start at PSN 0
+  std::unique_ptr<emu::Endpoint> ep[2] = {emu::Endpoint::create(o, &err), emu::Endpoint::create(o, &err)};
+  ASSERT_TRUE(ep[0] && ep[1]) << err;
+  const auto [addr, nonce] = handle_info(handle);
+  QpInfo info;
+  std::memset(&info, 0, sizeof info);
+  info.magic = kInfoMagic;
+  info.version = kWireVersion;
+  info.nqps = 2;
+  info.nonce = nonce;
+  for (int q = 0; q < 2; ++q) info.qpn[q] = ep[q]->qp()->qp_num;
+  const emu::Address a0 = ep[0]->address();
+  std::memcpy(info.gid, a0.gid.raw, 16);
+  info.lid = a0.lid;
+  info.link_layer = ep[0]->port().link_layer;
+  info.mtu = uint8_t(ep[0]->port().active_mtu);
+  info.mailbox_addr = ep[0]->addr(0);  // the plugin writes its clear-to-sends here
+  info.mailbox_rkey = ep[0]->mr()->rkey;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(send(fd, &info, sizeof info, MSG_NOSIGNAL), ssize_t(sizeof info));
+  QpInfo reply;
+  size_t got = 0;
+  void* rc = nullptr;
+  for (const double end = now_s() + 10; !rc && now_s() < end;) {
+    ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
+    if (got == sizeof reply) continue;
+    const ssize_t n = recv(fd, reinterpret_cast<char*>(&reply) + got, sizeof reply - got, MSG_DONTWAIT);
+    if (n > 0 && (got += size_t(n)) == sizeof reply) {
+      ASSERT_EQ(reply.nqps, 2);
+      for (int q = 0; q < 2; ++q) {
+        emu::Address to = ep[q]->address();
+        to.qpn = reply.qpn[q];
+        to.lid = reply.lid;
+        std::memcpy(to.gid.raw, reply.gid, 16);
+        to.psn = 0;
+        ASSERT_EQ(ep[q]->connect(to), 0);
+      }
+      const uint32_t ready = kReadyMagic;
+      ASSERT_EQ(send(fd, &ready, sizeof ready, MSG_NOSIGNAL), ssize_t(sizeof ready));
+    }
+  }
+  ASSERT_NE(rc, nullptr) << "the handshake did not complete";
+  std::vector<char> rbuf(65536, 0x5A);
+  void* data = rbuf.data();
+  void* mh = nullptr;
+  ASSERT_EQ(net.reg_mr(rc, data, rbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+  size_t size = rbuf.size();
+  int tag = 1;
+  void* req = nullptr;
+  ASSERT_EQ(net.irecv(rc, 1, &data, &size, &tag, &mh, false, &req), ncclSuccess);
+  ASSERT_NE(req, nullptr);
+  const auto* slot = reinterpret_cast<const volatile CtsSlot*>(ep[0]->buffer());
+  ncclResult_t r = ncclSuccess;
+  int done = 0, n = 0;
+  for (const double end = now_s() + 5; slot->stamp != 1 && now_s() < end;) ASSERT_EQ(net.test(req, &done, &n), ncclSuccess);
+  ASSERT_EQ(slot->stamp, 1u) << "no clear-to-send arrived";
+  for (uint32_t i = 0; i < c.writes; ++i)  // empty writes: only the immediates matter
+    ASSERT_EQ(ep[c.qp]->post(IBV_WR_RDMA_WRITE_WITH_IMM, i, 0, 0, true, 0, 0, htonl(c.imm)), 0);
+  for (const double end = now_s() + 5; r == ncclSuccess && !done && now_s() < end;) r = net.test(req, &done, &n);
+  EXPECT_EQ(r, ncclRemoteError);
+  EXPECT_EQ(done, 0);
+  EXPECT_GE(count_log(c.expect), 1) << "expected a WARN containing: " << c.expect;
+  for (size_t i = 0; i < rbuf.size(); ++i) ASSERT_EQ(rbuf[i], 0x5A) << "byte " << i << " written";
+  EXPECT_EQ(net.dereg_mr(rc, mh), ncclSuccess);
+  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
+  close(fd);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, IbHostileSender,
+    ::testing::Values(
+        // Immediates on QP 1 with no message begun on QP 0: one receive is open, the second fails.
+        Hostile{"PartsWithoutAMessage", 1, 3, 4096, "a part for no receive that can still arrive"},
+        Hostile{"LargerThanTheReceive", 0, 1, 65537, "does not fit the receive"},
+        Hostile{"CompressedBeyondStaging", 0, 1, 0x80000000u | 100000, "does not fit the receive"}),
+    [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace

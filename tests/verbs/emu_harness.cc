@@ -115,7 +115,7 @@ Address Endpoint::address() const {
   a.gid = gid_;
   a.addr = addr();
   a.rkey = mr_->rkey;
-  a.psn = qp_->qp_num & 0xFFFFFF;  // any value both sides agree on
+  a.psn = opt_.psn >= 0 ? uint32_t(opt_.psn) : qp_->qp_num & 0xFFFFFF;  // any value both sides agree on
   return a;
 }
 

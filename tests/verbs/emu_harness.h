@@ -48,6 +48,7 @@ struct EndpointOptions {
   uint8_t timeout = 8, retry_cnt = 3, rnr_retry = 3, min_rnr_timer = 1;
   bool use_grh = false;  // address the peer by GID (RoCE always does)
   uint8_t gid_index = 0;
+  int64_t psn = -1;  // the send PSN (what address() advertises); -1: from the QP number
 };
 
 class Endpoint {
@@ -68,6 +69,7 @@ class Endpoint {
   ibv_cq* cq() const { return cq_; }
   ibv_qp* qp() const { return qp_; }
   ibv_mr* mr() const { return mr_; }
+  const ibv_port_attr& port() const { return port_; }
   char* buffer() { return buf_.data(); }
   uint64_t addr(size_t offset = 0) const {
     return reinterpret_cast<uintptr_t>(buf_.data()) + offset;
