@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -498,6 +499,128 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"PartsWithoutAMessage", 1, 3, 4096, "a part for no receive that can still arrive"},
         Hostile{"LargerThanTheReceive", 0, 1, 65537, "does not fit the receive"},
         Hostile{"CompressedBeyondStaging", 0, 1, 0x80000000u | 100000, "does not fit the receive"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// A receiver that completes the verbs handshake (the plugin connects to it) and then writes a
+// clear-to-send that breaks the protocol into the sender's mailbox: the send fails with an error
+// and a WARN that names it, never a crash or a hang.
+struct HostileCts {
+  const char* name;
+  uint32_t n;      // receives the clear-to-send claims
+  bool bad_key;    // the placement's rkey is not the receiver's
+  const char* expect;
+};
+
+class IbHostileReceiver : public IbConnect, public ::testing::WithParamInterface<HostileCts> {};
+
+TEST_P(IbHostileReceiver, FailsTheSend) {
+  using namespace zipccl::verbs;
+  namespace emu = zipccl::verbs::emu_test;
+  const HostileCts c = GetParam();
+  clear_log();
+  // Our bootstrap listener, in a copy of the plugin's handle (magic and version kept).
+  const int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  ASSERT_EQ(listen(lfd, 4), 0);
+  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
+  unsigned char h[NCCL_NET_HANDLE_MAXSIZE];
+  std::memcpy(h, handle, sizeof h);
+  std::memset(h + 8, 0, 28);
+  std::memcpy(h + 8, &sa, sizeof sa);
+  const uint64_t nonce = 0x5eed0f;
+  std::memcpy(h + 40, &nonce, sizeof nonce);
+  std::string err;
+  emu::EndpointOptions o;
+  o.psn = 0;
+  std::vector<std::unique_ptr<emu::Endpoint>> ep;
+  QpInfo theirs;
+  size_t got = 0, ready_got = 0;
+  uint32_t ready = 0;
+  int cfd = -1;
+  void* sc = nullptr;
+  for (const double end = now_s() + 10; !sc && now_s() < end;) {
+    ASSERT_EQ(net.connect(0, h, &sc), ncclSuccess);
+    if (cfd < 0) cfd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK);
+    if (cfd < 0) continue;
+    if (got < sizeof theirs) {
+      const ssize_t n = recv(cfd, reinterpret_cast<char*>(&theirs) + got, sizeof theirs - got, 0);
+      if (n <= 0 || (got += size_t(n)) < sizeof theirs) continue;
+      ASSERT_EQ(theirs.magic, kInfoMagic);
+      ASSERT_EQ(theirs.nonce, nonce);
+      QpInfo mine;
+      std::memset(&mine, 0, sizeof mine);
+      mine.magic = kInfoMagic;
+      mine.version = kWireVersion;
+      mine.nqps = theirs.nqps;
+      mine.nonce = nonce;
+      for (uint16_t q = 0; q < theirs.nqps; ++q) {
+        ep.push_back(emu::Endpoint::create(o, &err));
+        ASSERT_TRUE(ep.back()) << err;
+        emu::Address to = ep.back()->address();
+        to.qpn = theirs.qpn[q];
+        to.lid = theirs.lid;
+        std::memcpy(to.gid.raw, theirs.gid, 16);
+        to.psn = 0;
+        ASSERT_EQ(ep.back()->connect(to), 0);
+        mine.qpn[q] = ep.back()->qp()->qp_num;
+      }
+      const emu::Address a0 = ep[0]->address();
+      std::memcpy(mine.gid, a0.gid.raw, 16);
+      mine.lid = a0.lid;
+      mine.link_layer = ep[0]->port().link_layer;
+      mine.mtu = uint8_t(ep[0]->port().active_mtu);
+      mine.mailbox_addr = ep[0]->addr(0);
+      mine.mailbox_rkey = ep[0]->mr()->rkey;
+      ASSERT_EQ(send(cfd, &mine, sizeof mine, MSG_NOSIGNAL), ssize_t(sizeof mine));
+    }
+    if (ready_got < sizeof ready) {
+      const ssize_t n = recv(cfd, reinterpret_cast<char*>(&ready) + ready_got, sizeof ready - ready_got, 0);
+      if (n > 0) ready_got += size_t(n);
+    }
+  }
+  ASSERT_NE(sc, nullptr) << "the handshake did not complete";
+  std::vector<char> sbuf(4096, 1);
+  void* mh = nullptr;
+  ASSERT_EQ(net.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+  // The clear-to-send, written as the receiver would: one RDMA write of the slot.
+  CtsSlot slot;
+  std::memset(&slot, 0, sizeof slot);
+  slot.stamp = 1;
+  slot.n = c.n;
+  const uint32_t shown = std::min(c.n, zipccl::kMaxRecvs);
+  for (uint32_t i = 0; i < shown; ++i) {
+    slot.e[i].tag = 1;
+    slot.e[i].capacity = sbuf.size();
+    slot.e[i].target_addr = ep[0]->addr(65536);
+    slot.e[i].target_rkey = c.bad_key ? ep[0]->mr()->rkey ^ 0x5A5A : ep[0]->mr()->rkey;
+  }
+  const uint32_t one = 1;
+  std::memcpy(reinterpret_cast<char*>(&slot) + end_stamp_offset(shown), &one, sizeof one);
+  std::memcpy(ep[0]->buffer() + 8192, &slot, sizeof slot);
+  ASSERT_EQ(ep[0]->post(IBV_WR_RDMA_WRITE, 1, 8192, sizeof slot, true, theirs.mailbox_addr, theirs.mailbox_rkey), 0);
+  void* req = nullptr;
+  ncclResult_t r = ncclSuccess;
+  int done = 0, n = 0;
+  for (const double end = now_s() + 10; r == ncclSuccess && !done && now_s() < end;)
+    r = req ? net.test(req, &done, &n) : net.isend(sc, sbuf.data(), sbuf.size(), 1, mh, &req);
+  EXPECT_NE(r, ncclSuccess);
+  EXPECT_EQ(done, 0);
+  EXPECT_GE(count_log(c.expect), 1) << "expected a WARN containing: " << c.expect;
+  EXPECT_EQ(net.dereg_mr(sc, mh), ncclSuccess);
+  EXPECT_EQ(net.close_send(sc), ncclSuccess);
+  close(cfd);
+  close(lfd);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, IbHostileReceiver,
+    ::testing::Values(HostileCts{"NoReceives", 0, false, "a clear-to-send of 0 receives"},
+                      HostileCts{"MoreReceivesThanAllowed", 9, false, "a clear-to-send of 9 receives"},
+                      HostileCts{"TargetNotTheReceivers", 1, true, "remote access"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
