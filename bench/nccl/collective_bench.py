@@ -3,12 +3,14 @@
 ranks on one host.
 
     python bench/nccl/collective_bench.py --label NAME [--sizes 64K,1M,64M,256M] [--repeats 10]
-                                          [--collectives all_gather,reduce_scatter,all_reduce]
+                                          [--collectives all_gather,reduce_scatter,all_reduce,
+                                                         alltoallv,alltoallv_late]
 
 Ranks, NCCL_HOSTID and MPS as in ranks.py (scripts/device-nccl-bench.sh runs it).
 Data: bf16 N(0, 0.02^2), different per rank. SIZE is the collective's total buffer: all_gather's
-output, reduce_scatter's input, all_reduce's tensor; K and M suffixes are KiB and MiB, a plain
-number MiB. Each timing is one collective between two barriers and stream synchronizations
+output, reduce_scatter's input, all_reduce's tensor, alltoallv's input per rank (an MoE dispatch
+with one expert 8x hotter; alltoallv_late: the last rank enters 2 ms late); K and M suffixes are
+KiB and MiB, a plain number MiB. Each timing is one collective between two barriers and stream synchronizations
 (warm-up 3); prints "BENCH label=... coll=... bytes=... median_ms=... p90_ms=... algbw=..." per
 collective and size from rank 0 (algbw: GB/s of SIZE over the time).
 After the timings, one all_gather of the largest size is checked bit for bit ("CHECK ok=1|0").
@@ -22,6 +24,8 @@ import torch
 import torch.distributed as dist
 
 from ranks import WORLD, gaussian, join, launch
+
+LATE_S = 0.002
 
 
 def parse_size(s):
@@ -42,6 +46,22 @@ def run(coll, rank, dev, n):
         x = gaussian(rank, n, 2).to(dev)
         out = torch.empty(n // WORLD, dtype=torch.bfloat16, device=dev)
         return lambda: dist.reduce_scatter_tensor(out, x)
+    if coll in ("alltoallv", "alltoallv_late"):
+        # An MoE dispatch: each rank's n elements split over the ranks, expert 0's (rank 0) share 8x
+        # the others'; "late": the last rank enters LATE_S after the others (a straggler).
+        w = [8 if j == 0 else 1 for j in range(WORLD)]
+        unit = n // sum(w)
+        send = [unit * wj for wj in w]
+        recv = [unit * w[rank]] * WORLD
+        x = gaussian(rank, sum(send), 4).to(dev)
+        out = torch.empty(sum(recv), dtype=torch.bfloat16, device=dev)
+        late = coll == "alltoallv_late" and rank == WORLD - 1
+
+        def alltoallv():
+            if late:
+                time.sleep(LATE_S)
+            dist.all_to_all_single(out, x, recv, send)
+        return alltoallv
     x = gaussian(rank, n, 3).to(dev)
     y = torch.empty_like(x)
 
