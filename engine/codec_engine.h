@@ -64,11 +64,19 @@ class CodecEngine {
   virtual void unlease() {}
 };
 
+// What an engine sustains for a rank's traffic in a collective: encoding what it sends and
+// decoding what it receives, the same bytes each way, at once: 1 / (1/encode + 1/decode). The
+// encode rate alone while no decode has been measured; 0 while no encode has.
+inline double coding_rate(const CodecEngine& e) {
+  const double enc = e.throughput(CodecJob::kEncode), dec = e.throughput(CodecJob::kDecode);
+  return enc > 0 && dec > 0 ? 1 / (1 / enc + 1 / dec) : enc;
+}
+
 // The process-wide CPU engine, NCCL_ZIP_CPU_THREADS workers. acquire() starts it with the first
 // connection, release() stops it (joining its threads) with the last.
 CodecEngine* acquire_cpu_codec();
 void release_cpu_codec();
-// The CPU engine's measured encode rate (bytes/s, all workers), 0 without one or a measure.
-double cpu_encode_rate();
+// The CPU engine's coding_rate() (bytes/s, all workers), 0 without one or a measure.
+double cpu_coding_rate();
 
 }  // namespace zipccl

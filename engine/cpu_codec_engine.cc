@@ -116,9 +116,9 @@ CodecEngine* acquire_cpu_codec() {
   return g_engine;
 }
 
-double cpu_encode_rate() {
+double cpu_coding_rate() {
   std::lock_guard<std::mutex> g(g_mu);
-  return g_engine ? g_engine->throughput(CodecJob::kEncode) : 0;
+  return g_engine ? coding_rate(*g_engine) : 0;
 }
 
 void release_cpu_codec() {

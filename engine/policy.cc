@@ -17,9 +17,10 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
     skipped_ = 0;
     return true;
   }
-  // The sender cannot see the receiver's decoder; decoding is the cheaper half, so the local
-  // encoder's throughput decides. Unmeasured: compress one message at a time, which measures it.
-  const double enc = codec.throughput(CodecJob::kEncode);
+  // In a collective every rank encodes what it sends and decodes what it receives: the local
+  // engine's rate for both at once decides (the receiver's is alike). Unmeasured: compress one
+  // message at a time, which measures it.
+  const double enc = coding_rate(codec);
   if (enc == 0) {
     if (probing_) return false;
     probing_ = true;

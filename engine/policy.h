@@ -1,8 +1,9 @@
 // Per-connection decision: compress this message or send it raw. Compression pays when the codec
 // keeps up with the link (then the wire carries ratio x the bytes) and the data has recently
-// compressed below NCCL_ZIP_MAX_RATIO. Both rates are what each moves while busy: the codec's
-// capacity (CodecEngine::throughput), the link's from its messages' spans (link_meter.h, where
-// that is far above the speed the device reports; NCCL_ZIP_LINK_MBPS fixes it instead).
+// compressed below NCCL_ZIP_MAX_RATIO. Both rates are what each moves while busy: the codec's for
+// encoding and decoding at once (coding_rate(), codec_engine.h), the link's from its messages'
+// spans (link_meter.h, where that is far above the speed the device reports; NCCL_ZIP_LINK_MBPS
+// fixes it instead).
 #pragma once
 
 #include <cstddef>

@@ -93,10 +93,10 @@ ResidentGpu* acquire_resident(int device) {
   return gpu;
 }
 
-double resident_encode_rate() {
+double resident_coding_rate() {
   std::lock_guard<std::mutex> g(g_mu);
   double best = 0;
-  for (const auto& kv : g_gpus) best = std::max(best, kv.second.gpu->engine->throughput(CodecJob::kEncode));
+  for (const auto& kv : g_gpus) best = std::max(best, coding_rate(*kv.second.gpu->engine));
   return best;
 }
 

@@ -31,8 +31,8 @@ int resident_device();
 // Null (logged) when it cannot be made. Every acquire is released.
 ResidentGpu* acquire_resident(int device);
 void release_resident(int device);
-// The best measured encode rate of the resident codecs in use (bytes/s), 0 when none has one.
-double resident_encode_rate();
+// The best coding_rate() of the resident codecs in use (bytes/s), 0 when none has one.
+double resident_coding_rate();
 
 // The CUDA side (resident_cuda.cc; gpu_codec_none.cc without CUDA).
 bool cuda_device_present(std::string* why);

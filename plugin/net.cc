@@ -140,7 +140,7 @@ PathView path_view(uint64_t comm_id) {
     if (!ctx) ctx = g_process_ctx;
   }
   v.enabled = zip_mode() != ZipMode::kOff;
-  v.codec_bps = gpu_enabled() ? resident_encode_rate() : cpu_encode_rate();
+  v.codec_bps = gpu_enabled() ? resident_coding_rate() : cpu_coding_rate();
   v.codec_keeps_up = zip_mode() == ZipMode::kAlways || codec_keeps_up(v.codec_bps, v.link_bps);
   const uint64_t in = ctx ? ctx->tried_in.load(std::memory_order_relaxed) : 0;
   if (in > 0) v.ratio = double(ctx->tried_wire.load(std::memory_order_relaxed)) / double(in);

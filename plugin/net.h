@@ -53,7 +53,7 @@ ncclResult_t set_net_attr(void* ctx, ncclNetAttr_t* attr);
 struct PathView {
   bool enabled = false;   // compression not off
   double link_bps = 0;    // device 0's planning rate (engine/link_meter.h), bytes/s
-  double codec_bps = 0;   // the encode rate of the codec host buffers get, bytes/s; 0 unmeasured
+  double codec_bps = 0;   // coding_rate() of the codec host buffers get, bytes/s; 0 unmeasured
   double ratio = 0.7;     // what the communicator's compression attempts gave; bf16's until then
   bool codec_keeps_up = false;  // the send comms compress (auto: engine/policy.h's rule; always)
 };

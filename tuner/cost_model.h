@@ -15,7 +15,7 @@ struct Path {
   int nranks = 0, nnodes = 0;
   bool enabled = false;   // compression not off (NCCL_ZIP_ENABLE)
   double link_bps = 0;    // one NIC's rate, bytes/s
-  double codec_bps = 0;   // the encoder's sustained rate, bytes/s; 0 while unmeasured
+  double codec_bps = 0;   // the codec's rate encoding and decoding at once, bytes/s; 0 while unmeasured
   double ratio = 1;       // wire / input bytes of what this communicator's senders compress
   bool codec_keeps_up = false;  // the net plugin compresses on this path: steer NCCL there only then
 };

@@ -9,16 +9,17 @@
 namespace zipccl {
 namespace {
 
+// Encodes at enc, decodes at dec (0: no decode measured yet).
 class FakeEngine : public CodecEngine {
  public:
-  explicit FakeEngine(double bps) : bps_(bps) {}
+  explicit FakeEngine(double enc, double dec = 0) : enc_(enc), dec_(dec) {}
   const char* name() const override { return "fake"; }
   void submit(CodecJob*) override {}
   void poll() override {}
-  double throughput(CodecJob::Op) const override { return bps_; }
+  double throughput(CodecJob::Op op) const override { return op == CodecJob::kEncode ? enc_ : dec_; }
 
  private:
-  double bps_;
+  double enc_, dec_;
 };
 
 constexpr double kLink = 1.25e9;     // 10 Gb/s
@@ -39,6 +40,16 @@ TEST(CompressPolicy, AutoWhenTheCodecOutrunsTheLink) {
   EXPECT_TRUE(p.should_compress(kBig, fast));
   EXPECT_FALSE(p.should_compress(kBig, slow)) << "the codec must beat the link by a margin";
   EXPECT_FALSE(p.should_compress(1000, fast)) << "below NCCL_ZIP_MIN_BYTES";
+}
+
+// A rank encodes what it sends and decodes what it receives at once: both must outrun the link.
+TEST(CompressPolicy, EncodeAndDecodeTogetherMustOutrunTheLink) {
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  EXPECT_TRUE(p.should_compress(kBig, FakeEngine(3 * kLink, 3 * kLink))) << "1.5x the link for both together";
+  EXPECT_FALSE(p.should_compress(kBig, FakeEngine(10 * kLink, kLink))) << "a decoder no faster than the link";
+  EXPECT_FALSE(p.should_compress(kBig, FakeEngine(2 * kLink, 2 * kLink))) << "each twice the link, together once";
+  EXPECT_DOUBLE_EQ(coding_rate(FakeEngine(3, 6)), 2.0);
+  EXPECT_DOUBLE_EQ(coding_rate(FakeEngine(3, 0)), 3.0) << "no decode measured yet: the encoder's";
 }
 
 TEST(CompressPolicy, AutoMeasuresAnUnmeasuredCodecOneMessageAtATime) {
