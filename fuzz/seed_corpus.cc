@@ -1,6 +1,8 @@
 // Writes the fuzzers' seed corpora: <dir>/decode_fuzzer/ gets small valid messages of every
-// codec (coded blocks with escapes, raw blocks, tails, checksums, raw fallbacks) and
-// <dir>/roundtrip_fuzzer/ gets typed and random inputs behind the fuzzer's 2-byte prefix.
+// codec (coded blocks with escapes, raw blocks, tails, checksums, raw fallbacks),
+// <dir>/roundtrip_fuzzer/ typed and random inputs behind the fuzzer's 2-byte prefix, and
+// <dir>/socket_link_fuzzer/ a valid peer's streams: headers with their payloads (raw and
+// compressed) to a receiving link, clear-to-sends to a sending one.
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <sys/stat.h>
 #include <vector>
 
+#include "socket_wire.h"
 #include "zipccl/codec.h"
 
 namespace {
@@ -47,6 +50,52 @@ bool write_file(const std::string& path, const Bytes& b) {
 }
 
 }  // namespace
+
+// One input of socket_link_fuzzer: the side (0 receiver, 1 sender), the control stream's length,
+// the control stream (length-prefixed records), the payload stream.
+Bytes socket_input(uint8_t side, const Bytes& ctrl, const Bytes& payload) {
+  Bytes b = {side, uint8_t(ctrl.size()), uint8_t(ctrl.size() >> 8)};
+  b.insert(b.end(), ctrl.begin(), ctrl.end());
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+template <class Record>
+void append_record(Bytes* to, const Record& r) {
+  const uint32_t len = sizeof r;
+  const uint8_t* l = reinterpret_cast<const uint8_t*>(&len);
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(&r);
+  to->insert(to->end(), l, l + 4);
+  to->insert(to->end(), p, p + sizeof r);
+}
+
+bool write_socket_seeds(const std::string& dir) {
+  using namespace zipccl::tcp;
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+  const Bytes raw = make_input(Codec::BF16, 500, 0, 7);  // 1000 bytes
+  Bytes msg(zipccl::max_compressed_bytes(raw.size()));
+  size_t n = 0;
+  if (zipccl::encode(Codec::BF16, raw.data(), raw.size(), msg.data(), msg.size(), &n) != zipccl::Status::kOk) return false;
+  msg.resize(n);
+  Bytes ctrl;
+  append_record(&ctrl, HeaderRecord{kHeader, 0, 0, 0, raw.size(), raw.size()});
+  bool ok = write_file(dir + "/receive_raw", socket_input(0, ctrl, raw));
+  ctrl.clear();
+  append_record(&ctrl, HeaderRecord{kHeader, 0, 0, kCompressed, raw.size(), msg.size()});
+  ok = ok && write_file(dir + "/receive_compressed", socket_input(0, ctrl, msg));
+  CtsRecord cts{};
+  cts.type = kCts;
+  cts.n = 2;
+  cts.e[0] = CtsEntry{7, kCompressOk, 4096, 0, 0, 0, 0, 8192};
+  cts.e[1] = CtsEntry{8, 0, 100, 0, 0, 0, 0, 0};
+  ctrl.clear();
+  append_record(&ctrl, cts);
+  cts.seq = 1;
+  cts.n = 1;
+  append_record(&ctrl, cts);
+  ok = ok && write_file(dir + "/send_two_cts", socket_input(1, ctrl, {}));
+  return ok;
+}
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -92,5 +141,5 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("wrote %d seeds to each of %s and %s\n", files, dec.c_str(), rt.c_str());
-  return 0;
+  return write_socket_seeds(dir + "/socket_link_fuzzer") ? 0 : 1;
 }

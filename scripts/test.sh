@@ -94,7 +94,7 @@ if run "build-asan/ configure+build" bash -c \
 
   # 3. Fuzzing.
   if run "fuzz seed corpus" build-asan/fuzz/fuzz_seeds build-asan/fuzz/seeds; then
-    for f in decode_fuzzer roundtrip_fuzzer; do
+    for f in decode_fuzzer roundtrip_fuzzer socket_link_fuzzer; do
       run "fuzz $f (${FUZZ_SECONDS}s)" fuzz "$f"
     done
   else
