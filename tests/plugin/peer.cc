@@ -54,6 +54,7 @@ struct Args {
   uint64_t seed = 1;
   bool ll = false, ll_reg = false, attr_ll = false, expect_error = false, device = false;
   bool dmabuf = false, flush = false;
+  double tune_after_us = 0;  // send: after the exchange, ask the tuner with NCCL estimates of this
 };
 
 Args parse(int argc, char** argv) {
@@ -82,6 +83,7 @@ Args parse(int argc, char** argv) {
     }
     else if (auto v = val("--seed=")) a.seed = strtoull(v, nullptr, 0);
     else if (auto v = val("--die-after=")) a.die_after = atol(v);
+    else if (auto v = val("--tune-after=")) a.tune_after_us = atof(v);
     else if (s == "--ll") a.ll = true;
     else if (s == "--ll-reg") a.ll_reg = true;
     else if (s == "--attr-ll") a.attr_ll = true;
@@ -130,11 +132,14 @@ long from_connection_log(const std::string& key) {
   return -1;
 }
 
+long g_tuned_us = -1;  // --tune-after: the ring/Simple entry the tuner left, us
+
 int finish(bool ok, const char* what, long done) {
   const CommSummary s = summary_from_log();
-  printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld rejected=%d flushes=%ld tclass=%ld inline=%ld what=%s\n",
+  printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld rejected=%d flushes=%ld tclass=%ld inline=%ld tuned=%ld "
+         "what=%s\n",
          ok ? 1 : 0, done, s.compressed, s.gpu_jobs, count_log("rejected connection"), g_flushes,
-         from_connection_log("traffic class "), from_connection_log("inline "), what);
+         from_connection_log("traffic class "), from_connection_log("inline "), g_tuned_us, what);
   fflush(stdout);
   return ok ? 0 : 1;
 }
@@ -215,23 +220,30 @@ class Peer {
     return 0;
   }
 
-  int tune() {
-    if (net_.init() != ncclSuccess) return finish(false, "init", 0);
+  // The v5 tuner (this process's plugin's, or --tuner's) on an all_gather of `bytes` for
+  // communicator comm_id, 2 ranks on 2 nodes, every entry of NCCL's table `us` (ring_only: the
+  // ring's, the others ignored as NCCL's all_gather table has them): the table after.
+  bool ask_tuner(uint64_t comm_id, size_t bytes, float us, bool ring_only, float (*rows)[3], int* channels) {
     void* lib = dlopen((a_.tuner.empty() ? a_.plugin : a_.tuner).c_str(), RTLD_NOW | RTLD_LOCAL);
     auto* t = lib ? static_cast<ncclTuner_v5_t*>(dlsym(lib, "ncclTunerPlugin_v5")) : nullptr;
-    if (!t) return finish(false, "no ncclTunerPlugin_v5", 0);
-    float rows[7][3];  // as NCCL passes it: the array cast to float**
-    for (auto& row : rows)
-      for (float& x : row) x = 100;
-    float** table = reinterpret_cast<float**>(rows);
+    if (!t) return false;
+    for (int a = 0; a < 7; ++a)
+      for (int p = 0; p < 3; ++p) rows[a][p] = ring_only && a != zipccl::tuner::kAlgoRing ? zipccl::tuner::kIgnore : us;
+    float** table = reinterpret_cast<float**>(rows);  // as NCCL passes it: the array cast to float**
     void* ctx = nullptr;
-    int channels = 0;
-    if (t->init(&ctx, 0x7e57, 2, 2, nullptr, nullptr, nullptr) != ncclSuccess ||
-        t->getCollInfo(ctx, zipccl::tuner::kAllGather, 1 << 20, 1, table, 7, 3, 0, &channels) != ncclSuccess ||
-        t->finalize(ctx) != ncclSuccess)
-      return finish(false, "tuner call failed", 0);
-    printf("RESULT ok=1 ring_simple=%g tree_simple=%g channels=%d\n", double(rows[1][2]), double(rows[0][2]), channels);
+    const bool ok = t->init(&ctx, comm_id, 2, 2, nullptr, nullptr, nullptr) == ncclSuccess &&
+                    t->getCollInfo(ctx, zipccl::tuner::kAllGather, bytes, 1, table, 7, 3, 0, channels) == ncclSuccess &&
+                    t->finalize(ctx) == ncclSuccess;
     dlclose(lib);
+    return ok;
+  }
+
+  int tune() {
+    if (net_.init() != ncclSuccess) return finish(false, "init", 0);
+    float rows[7][3];
+    int channels = 0;
+    if (!ask_tuner(0x7e57, 1 << 20, 100, false, rows, &channels)) return finish(false, "tuner call failed", 0);
+    printf("RESULT ok=1 ring_simple=%g tree_simple=%g channels=%d\n", double(rows[1][2]), double(rows[0][2]), channels);
     CHECK_NCCL(net_.finalize());
     return 0;
   }
@@ -463,6 +475,13 @@ class Peer {
         }
         inflight.erase(inflight.begin() + long(i));
       }
+    }
+    if (a_.tune_after_us > 0) {  // the communicator of this exchange (PluginNet's comm id), still open
+      float rows[7][3];
+      int channels = 0;
+      if (!ask_tuner(0x1234, 64 << 20, float(a_.tune_after_us), true, rows, &channels))
+        return finish(false, "tuner call failed", done_);
+      g_tuned_us = long(rows[1][2]);
     }
     CHECK_NCCL(net_.dereg_mr(sc, mh));
     CHECK_NCCL(net_.close_send(sc));

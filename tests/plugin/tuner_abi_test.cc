@@ -109,4 +109,26 @@ TEST(TunerAbi, OverridesAndTheOffSwitch) {
   unlink(path);
 }
 
+// The tuner learns each communicator's ratio from the net plugin's compression attempts, joined
+// on the comm id: after bf16 traffic its all_gather of 64 MiB takes the compressed ring (NCCL's
+// estimates: the wire time at 100 Mb/s, NCCL_ZIP_LINK_MBPS, which the codec outruns); after random
+// bytes (ratio ~1) NCCL's table stands.
+TEST(TunerAbi, EachCommunicatorLearnsItsRatio) {
+  const double wire_us = 32.0 * (1 << 20) / 12.5e6 * 1e6;  // half of 64 MiB at 12.5 MB/s
+  const std::string us = std::to_string(long(wire_us));
+  for (const char* kind : {"bf16", "random"}) {
+    const Env env = {{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ZIP_LINK_MBPS", "100"}, {"NCCL_ZIP_ENABLE", "1"}};
+    const Pair p = run_pair(11, env, {"--msgs=40", std::string("--kind=") + kind},
+                            {"--msgs=40", std::string("--kind=") + kind, "--tune-after=" + us});
+    expect_ok(p);
+    const long tuned = field(p.send_result, "tuned");
+    if (std::string(kind) == "bf16") {
+      EXPECT_GT(field(p.send_result, "compressed"), 0) << p.send_result;
+      EXPECT_LT(tuned, long(wire_us * 0.8)) << "bf16: the compressed ring's estimate; " << p.send_result;
+    } else {
+      EXPECT_EQ(tuned, long(float(wire_us))) << "random bytes: NCCL's own; " << p.send_result;
+    }
+  }
+}
+
 }  // namespace
