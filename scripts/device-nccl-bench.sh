@@ -3,23 +3,26 @@
 # builds the plugin (Release, sm_90) into build-dev, then runs bench/nccl/collective_bench.py
 # (ZIP_RANKS ranks, default 2, on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for
 # the plugin with compression off, auto and always, host buffers coded by the resident GPU codec
-# (NCCL_ZIP_GPU=1; GPU=0: the CPU codec), with each rank's sends paced to PACE Mb/s
-# (NCCL_ZIP_SOCKET_PACE_MBPS, default 32000: a 4 GB/s NIC) and unpaced; prints per collective and
-# size the median time and the speedup over compression off at the same pacing, measured in the
-# same call (bench/nccl/plot_speedup.py $OUT draws it). Every run has NCCL_MIN_NCHANNELS=CHANNELS
-# (default 8, what NCCL_ZIP_GPU=1 sets): the same channels with compression off and on.
-#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 (MiB, or 64K, 1M...) REPEATS=10 PACE=32000 GPU=1 CHANNELS=8
-#                                              COLLECTIVES=all_gather,reduce_scatter; EXTRA_CTAS=N
-#                                              adds paced auto with NCCL_ZIP_GPU_CTAS=N; TUNER_AB=1
-#                                              adds paced auto without the tuner; TIMELINE=1
-#                                              writes each run's per-stage times, scripts/timeline.py,
-#                                              to $OUT/timeline.txt)
+# (NCCL_ZIP_GPU=1; GPU=0: the CPU codec), with each rank's sends paced to each of PACES Mb/s
+# (NCCL_ZIP_SOCKET_PACE_MBPS; default 32000, a 4 GB/s NIC) and unpaced, and NCCL's own Socket
+# transport unpaced (SOCKET=0: not); prints per collective and size the median time and the
+# speedup over compression off at the same pacing, measured in the same call
+# (bench/nccl/plot_speedup.py $OUT draws it). Every run has NCCL_MIN_NCHANNELS=CHANNELS (default
+# 8, what NCCL_ZIP_GPU=1 sets): the same channels with compression off and on.
+#   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 (MiB, or 64K, 1M...) REPEATS=10
+#                                              PACES=10000,20000,40000 GPU=1 CHANNELS=8
+#                                              COLLECTIVES=all_gather,reduce_scatter,all_reduce,
+#                                              alltoallv,alltoallv_late; EXTRA_CTAS=N adds paced
+#                                              auto with NCCL_ZIP_GPU_CTAS=N; TUNER_AB=1 adds paced
+#                                              auto without the tuner; TIMELINE=1 writes each run's
+#                                              per-stage times, scripts/timeline.py, to
+#                                              $OUT/timeline.txt)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 OUT=${OUT:-/tmp/device-nccl-bench}
 mkdir -p "$OUT"
-PACE=${PACE:-32000}
+PACES=${PACES:-${PACE:-32000}}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_MIN_NCHANNELS=${CHANNELS:-8}
 GPU=${GPU:-1}
@@ -35,7 +38,7 @@ export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="
 BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
   --collectives "${COLLECTIVES:-all_gather,reduce_scatter}")
 LABELS=()
-run() {  # label (paced_* or lo_*), env assignments...
+run() {  # label (p<Mb/s>_* or lo_*), env assignments...
   local label=$1
   shift
   LABELS+=("$label")
@@ -48,15 +51,19 @@ run() {  # label (paced_* or lo_*), env assignments...
   echo "$label: rc=$? $(grep -c '^BENCH' "$OUT/$label.log") timings, $(grep -h 'CHECK' "$OUT/$label.log" | grep -c 'ok=1')/2 checks ok"
   grep -hE "WARN|Traceback|Error" "$OUT/$label.log" | head -3
 }
-run paced_off NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=0
-run paced_auto NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
-run paced_always NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
-[ -n "${EXTRA_CTAS:-}" ] && run paced_auto${EXTRA_CTAS}ctas NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" \
-  NCCL_ZIP_GPU_CTAS="$EXTRA_CTAS"
-[ -n "${TUNER_AB:-}" ] && run paced_autonotuner NCCL_ZIP_SOCKET_PACE_MBPS="$PACE" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" \
-  NCCL_ZIP_TUNER=0
+for pace in ${PACES//,/ }; do  # labels p<Mb/s>_*: that pacing
+  p=p$pace
+  run ${p}_off NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=0
+  run ${p}_auto NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+  run ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
+  [ -n "${EXTRA_CTAS:-}" ] && run ${p}_auto${EXTRA_CTAS}ctas NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 \
+    NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS="$EXTRA_CTAS"
+  [ -n "${TUNER_AB:-}" ] && run ${p}_autonotuner NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" \
+    NCCL_ZIP_TUNER=0
+done
 run lo_off NCCL_ZIP_ENABLE=0
 run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+[ "${SOCKET:-1}" = 0 ] || run lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
 if [ -n "${TIMELINE:-}" ]; then
   for l in "${LABELS[@]}"; do
     echo "== $l"
@@ -64,7 +71,7 @@ if [ -n "${TIMELINE:-}" ]; then
   done >"$OUT/timeline.txt" 2>&1
   rm -rf "$OUT/timeline"
 fi
-python3 - "$OUT" "$PACE" "${LABELS[@]}" <<'PY'
+python3 - "$OUT" "$PACES" "${LABELS[@]}" <<'PY'
 import re, sys, glob, os
 out, pace, LABELS = sys.argv[1], sys.argv[2], sys.argv[3:]
 t = {}
@@ -88,7 +95,8 @@ for f in sorted(glob.glob(os.path.join(out, "*.log"))):
 keys = sorted({(c, s) for (_, c, s) in t})
 labels = [l for l in LABELS if any(k[0] == l for k in t)]
 base = lambda l: l.split("_")[0] + "_off"  # the same pacing, compression off
-print(f"\n(paced: each rank's sends capped at {pace} Mb/s; x: speedup over compression off at the same pacing)")
+print(f"\n(p<N>: each rank's sends capped at N Mb/s ({pace}); lo: unpaced, lo_socket NCCL's own Socket transport; "
+      "x: speedup over compression off at the same pacing)")
 human = lambda b: f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
 print("| collective | size | " + " | ".join(f"{l} ms" + ("" if l == base(l) else f" | {l} x") for l in labels) + " |")
 print("|---|---|" + "---|" * sum(1 if l == base(l) else 2 for l in labels))
