@@ -5,7 +5,8 @@
 //  - latency: one job at a time on an idle kernel, from the doorbell store until the result is
 //    visible to the host (median and p90), bf16 Gaussian data in device memory;
 //  - sustained: 512 KiB jobs, 32 in flight, input GB/s from device buffers and from pinned host
-//    buffers (output in the same kind of memory, as the plugin's staging is).
+//    buffers (output in the same kind of memory, as the plugin's staging is), and beside it the
+//    capacity the plugin would measure from the same run (ServiceHost::tile_ns).
 // Buffers are allocated before the kernel starts and freed after it exits (cudaFree waits for a
 // running kernel).
 // Usage: gpu_service_bench [--quick] [CTAS...]   (default CTA counts: 8 16 32)
@@ -83,6 +84,8 @@ class Service {
     }
     return r;
   }
+  // The running kernel's CTAs' time in tiles of op (0 encode, 1 decode) so far.
+  uint64_t tile_ns(int ctas, int op) const { return gpu::service_tile_ns(h_, ctas, op); }
 
  private:
   gpu::ServiceHost* h_ = nullptr;
@@ -160,8 +163,10 @@ void latency(Service& sv, DataSet& ds, int reps) {
 constexpr size_t kJob = size_t(512) << 10;
 constexpr int kInflight = 32;
 
-void sustained(Service& sv, DataSet (&sets)[2], int jobs) {
-  printf("| buffers | op | input GB/s | of floor |\n|---|---|---|---|\n");
+// Also the capacity the plugin measures (ResidentEngine::throughput): the same bytes over the CTAs'
+// time in tiles, shared among them; with the kernel kept busy it should come out near the rate.
+void sustained(Service& sv, DataSet (&sets)[2], int jobs, int ctas) {
+  printf("| buffers | op | input GB/s | of floor | capacity by tile time GB/s |\n|---|---|---|---|---|\n");
   for (bool host : {false, true}) {
     DataSet& d = sets[host];
     double floor_gbs = 0;
@@ -169,6 +174,8 @@ void sustained(Service& sv, DataSet (&sets)[2], int jobs) {
       std::vector<gpu::ServiceJob> js;
       for (auto& e : d) js.push_back(e->for_op(op));
       std::vector<double> gbs;
+      const int tile_op = op == kDecode ? 1 : 0;
+      const uint64_t tile0 = sv.tile_ns(ctas, tile_op);
       for (int rep = 0; rep < 3; ++rep) {
         std::vector<uint64_t> idx;
         const auto t0 = Clock::now();
@@ -182,7 +189,10 @@ void sustained(Service& sv, DataSet (&sets)[2], int jobs) {
       }
       const double m = median(gbs);
       if (op == kFloor) floor_gbs = m;
-      printf("| %s | %s | %.1f | %.2f |\n", host ? "pinned host" : "device", kOpName[op], m, m / floor_gbs);
+      const double busy_s = double(sv.tile_ns(ctas, tile_op) - tile0) * 1e-9 / ctas;
+      const double capacity = busy_s > 0 ? 3.0 * jobs * double(kJob) / busy_s / 1e9 : 0;
+      printf("| %s | %s | %.1f | %.2f | %.1f |\n", host ? "pinned host" : "device", kOpName[op], m, m / floor_gbs,
+             capacity);
     }
   }
 }
@@ -238,7 +248,7 @@ int main(int argc, char** argv) {
     printf("\n## %d CTAs\n\n", c);
     latency(sv, lat, quick ? 50 : 300);
     printf("\n");
-    sustained(sv, sus, quick ? 256 : 2048);
+    sustained(sv, sus, quick ? 256 : 2048, c);
     sv.stop();
 #ifdef ZIPCCL_GPU_TRACE
     print_trace(c);
