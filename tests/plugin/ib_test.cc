@@ -404,6 +404,53 @@ TEST_F(IbConnect, SilentListenerTimesOut) {
   EXPECT_LT(now_s() - t0, 10.0);
 }
 
+// A fake verbs peer: queue pairs of its own on the emulated HCA (PSN 0, as the plugin's), its
+// mailbox at the start of the first one's buffer.
+struct FakeVerbsPeer {
+  std::vector<std::unique_ptr<zipccl::verbs::emu_test::Endpoint>> ep;
+  std::string err;
+
+  bool make(int nqps) {
+    zipccl::verbs::emu_test::EndpointOptions o;
+    o.psn = 0;
+    for (int q = 0; q < nqps; ++q) {
+      ep.push_back(zipccl::verbs::emu_test::Endpoint::create(o, &err));
+      if (!ep.back()) return false;
+    }
+    return true;
+  }
+  // Its half of the handshake.
+  zipccl::verbs::QpInfo info(uint64_t nonce) const {
+    using namespace zipccl::verbs;
+    QpInfo i;
+    std::memset(&i, 0, sizeof i);
+    i.magic = kInfoMagic;
+    i.version = kWireVersion;
+    i.nqps = uint16_t(ep.size());
+    i.nonce = nonce;
+    for (size_t q = 0; q < ep.size(); ++q) i.qpn[q] = ep[q]->qp()->qp_num;
+    const auto a0 = ep[0]->address();
+    std::memcpy(i.gid, a0.gid.raw, 16);
+    i.lid = a0.lid;
+    i.link_layer = ep[0]->port().link_layer;
+    i.mtu = uint8_t(ep[0]->port().active_mtu);
+    i.mailbox_addr = ep[0]->addr(0);  // the plugin writes its clear-to-sends here
+    i.mailbox_rkey = ep[0]->mr()->rkey;
+    return i;
+  }
+  // Its queue pairs to the plugin's: 0, or the failing connect's errno.
+  int connect(const zipccl::verbs::QpInfo& theirs) {
+    for (size_t q = 0; q < ep.size(); ++q) {
+      auto to = ep[q]->address();
+      to.qpn = theirs.qpn[q];
+      to.lid = theirs.lid;
+      std::memcpy(to.gid.raw, theirs.gid, 16);
+      to.psn = 0;
+      if (int e = ep[q]->connect(to)) return e;
+    }
+    return 0;
+  }
+};
 
 // A peer that completes the verbs handshake with queue pairs of its own on the emulated HCA (two
 // per connection) and then breaks the protocol on the wire. The receive must fail with a remote
@@ -418,29 +465,13 @@ class IbHostileSender : public IbConnect, public ::testing::WithParamInterface<H
 
 TEST_P(IbHostileSender, FailsTheReceive) {
   using namespace zipccl::verbs;
-  namespace emu = zipccl::verbs::emu_test;
   const Hostile c = GetParam();
   clear_log();
-  std::string err;
-  emu::EndpointOptions o;
-  o.psn = 0;  // the plugin's queue pairs start at PSN 0
-  std::unique_ptr<emu::Endpoint> ep[2] = {emu::Endpoint::create(o, &err), emu::Endpoint::create(o, &err)};
-  ASSERT_TRUE(ep[0] && ep[1]) << err;
+  FakeVerbsPeer peer;
+  ASSERT_TRUE(peer.make(2)) << peer.err;
+  const auto& ep = peer.ep;
   const auto [addr, nonce] = handle_info(handle);
-  QpInfo info;
-  std::memset(&info, 0, sizeof info);
-  info.magic = kInfoMagic;
-  info.version = kWireVersion;
-  info.nqps = 2;
-  info.nonce = nonce;
-  for (int q = 0; q < 2; ++q) info.qpn[q] = ep[q]->qp()->qp_num;
-  const emu::Address a0 = ep[0]->address();
-  std::memcpy(info.gid, a0.gid.raw, 16);
-  info.lid = a0.lid;
-  info.link_layer = ep[0]->port().link_layer;
-  info.mtu = uint8_t(ep[0]->port().active_mtu);
-  info.mailbox_addr = ep[0]->addr(0);  // the plugin writes its clear-to-sends here
-  info.mailbox_rkey = ep[0]->mr()->rkey;
+  const QpInfo info = peer.info(nonce);
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
   ASSERT_EQ(send(fd, &info, sizeof info, MSG_NOSIGNAL), ssize_t(sizeof info));
@@ -453,14 +484,7 @@ TEST_P(IbHostileSender, FailsTheReceive) {
     const ssize_t n = recv(fd, reinterpret_cast<char*>(&reply) + got, sizeof reply - got, MSG_DONTWAIT);
     if (n > 0 && (got += size_t(n)) == sizeof reply) {
       ASSERT_EQ(reply.nqps, 2);
-      for (int q = 0; q < 2; ++q) {
-        emu::Address to = ep[q]->address();
-        to.qpn = reply.qpn[q];
-        to.lid = reply.lid;
-        std::memcpy(to.gid.raw, reply.gid, 16);
-        to.psn = 0;
-        ASSERT_EQ(ep[q]->connect(to), 0);
-      }
+      ASSERT_EQ(peer.connect(reply), 0);
       const uint32_t ready = kReadyMagic;
       ASSERT_EQ(send(fd, &ready, sizeof ready, MSG_NOSIGNAL), ssize_t(sizeof ready));
     }
@@ -515,7 +539,6 @@ class IbHostileReceiver : public IbConnect, public ::testing::WithParamInterface
 
 TEST_P(IbHostileReceiver, FailsTheSend) {
   using namespace zipccl::verbs;
-  namespace emu = zipccl::verbs::emu_test;
   const HostileCts c = GetParam();
   clear_log();
   // Our bootstrap listener, in a copy of the plugin's handle (magic and version kept).
@@ -533,10 +556,8 @@ TEST_P(IbHostileReceiver, FailsTheSend) {
   std::memcpy(h + 8, &sa, sizeof sa);
   const uint64_t nonce = 0x5eed0f;
   std::memcpy(h + 40, &nonce, sizeof nonce);
-  std::string err;
-  emu::EndpointOptions o;
-  o.psn = 0;
-  std::vector<std::unique_ptr<emu::Endpoint>> ep;
+  FakeVerbsPeer peer;
+  const auto& ep = peer.ep;
   QpInfo theirs;
   size_t got = 0, ready_got = 0;
   uint32_t ready = 0;
@@ -551,30 +572,9 @@ TEST_P(IbHostileReceiver, FailsTheSend) {
       if (n <= 0 || (got += size_t(n)) < sizeof theirs) continue;
       ASSERT_EQ(theirs.magic, kInfoMagic);
       ASSERT_EQ(theirs.nonce, nonce);
-      QpInfo mine;
-      std::memset(&mine, 0, sizeof mine);
-      mine.magic = kInfoMagic;
-      mine.version = kWireVersion;
-      mine.nqps = theirs.nqps;
-      mine.nonce = nonce;
-      for (uint16_t q = 0; q < theirs.nqps; ++q) {
-        ep.push_back(emu::Endpoint::create(o, &err));
-        ASSERT_TRUE(ep.back()) << err;
-        emu::Address to = ep.back()->address();
-        to.qpn = theirs.qpn[q];
-        to.lid = theirs.lid;
-        std::memcpy(to.gid.raw, theirs.gid, 16);
-        to.psn = 0;
-        ASSERT_EQ(ep.back()->connect(to), 0);
-        mine.qpn[q] = ep.back()->qp()->qp_num;
-      }
-      const emu::Address a0 = ep[0]->address();
-      std::memcpy(mine.gid, a0.gid.raw, 16);
-      mine.lid = a0.lid;
-      mine.link_layer = ep[0]->port().link_layer;
-      mine.mtu = uint8_t(ep[0]->port().active_mtu);
-      mine.mailbox_addr = ep[0]->addr(0);
-      mine.mailbox_rkey = ep[0]->mr()->rkey;
+      ASSERT_TRUE(peer.make(theirs.nqps)) << peer.err;
+      ASSERT_EQ(peer.connect(theirs), 0);
+      const QpInfo mine = peer.info(nonce);
       ASSERT_EQ(send(cfd, &mine, sizeof mine, MSG_NOSIGNAL), ssize_t(sizeof mine));
     }
     if (ready_got < sizeof ready) {
