@@ -23,18 +23,12 @@ ROOT=$PWD
 OUT=${OUT:-/tmp/device-nccl-bench}
 mkdir -p "$OUT"
 PACES=${PACES:-${PACE:-32000}}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export NCCL_MIN_NCHANNELS=${CHANNELS:-8}
 GPU=${GPU:-1}
-{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZIPCCL_TESTS=OFF &&
-    cmake --build build-dev -j "$(nproc)" --target nccl-net-zip; } >"$OUT/build.log" 2>&1 ||
-  { tail -30 "$OUT/build.log"; exit 1; }
-if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
-  nvidia-cuda-mps-control -d && echo "MPS daemon started (ranks share the GPU)"
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
-fi
-export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
-export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
+. scripts/device-nccl-job.sh
+nccl_job_build nccl-net-zip
+nccl_job_start
+export NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
 BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
   --collectives "${COLLECTIVES:-all_gather,reduce_scatter}")
 LABELS=()

@@ -21,27 +21,20 @@ mkdir -p "$OUT"
 RUNS=$OUT/runs
 rm -rf "$RUNS" && mkdir -p "$RUNS"
 DEADLINE=${DEADLINE:-540}
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. scripts/device-nccl-job.sh
 
 # NCCL's headers and library: the CUDA toolkit's, else PyTorch's wheel's.
 if [ ! -f /usr/local/cuda/include/nccl.h ]; then
   NCCL_HOME=$(python3 -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null) &&
     export NCCL_HOME LD_LIBRARY_PATH="$NCCL_HOME/lib:${LD_LIBRARY_PATH:-}"
 fi
-{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DZIPCCL_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DZIPCCL_TESTS=OFF && cmake --build build-dev -j "$(nproc)" --target nccl-net-zip zipccl-nccl-check; } \
-  >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+nccl_job_build nccl-net-zip zipccl-nccl-check
 CHECK=$ROOT/build-dev/bin/zipccl-nccl-check
 PLUGIN=$ROOT/build-dev/plugin/libnccl-net-zip.so
 DATA=$(cd "$ROOT/../shared/data" 2>/dev/null && pwd)
 [ -n "$DATA" ] && DATA_ARG=(--data="$DATA") || DATA_ARG=()
 
-if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
-  nvidia-cuda-mps-control -d && echo "MPS daemon started (ranks share the GPU)"
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
-fi
-export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
-export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+nccl_job_start
 
 transport_env() {  # transport -> environment assignments
   case $1 in

@@ -14,16 +14,10 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-/tmp/device-train-check}
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-{ cmake -S . -B build-dev -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DZIPCCL_TESTS=OFF &&
-    cmake --build build-dev -j "$(nproc)" --target nccl-net-zip; } >"$OUT/build.log" 2>&1 ||
-  { tail -30 "$OUT/build.log"; exit 1; }
-if [ "$(nvidia-smi -L | wc -l)" -lt 2 ]; then
-  nvidia-cuda-mps-control -d && echo "MPS daemon started (ranks share the GPU)"
-  trap 'echo quit | nvidia-cuda-mps-control' EXIT
-fi
-export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
-export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
+. scripts/device-nccl-job.sh
+nccl_job_build nccl-net-zip
+nccl_job_start
+export NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
 PACE=${PACE:-32000}
 [ "$PACE" = 0 ] || export NCCL_ZIP_SOCKET_PACE_MBPS=$PACE
 for mode in ${MODES:-ddp fsdp}; do
