@@ -1,7 +1,6 @@
 #include "resident_gpus.h"
 
 #include <algorithm>
-
 #include <map>
 #include <mutex>
 

@@ -5,14 +5,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
-
 #include <set>
 
 #include "engine_params.h"
 #include "guarded.h"
 #include "link_meter.h"
-#include "policy.h"
 #include "log.h"
+#include "policy.h"
 #include "recv_comm.h"
 #include "registration.h"
 #include "resident_gpus.h"

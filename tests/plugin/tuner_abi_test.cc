@@ -23,7 +23,7 @@ namespace {
 // As NCCL hands it over: its float[algo][proto] array cast to float** (enqueue.cc).
 struct CostTable {
   float rows[7][3];
-  float** ptr = reinterpret_cast<float**>(rows);
+  float** ptr() { return reinterpret_cast<float**>(rows); }
   CostTable() {
     for (int a = 0; a < 7; ++a)
       for (int p = 0; p < 3; ++p) rows[a][p] = float(10 * a + p + 1);
@@ -46,7 +46,7 @@ TEST(TunerAbi, EveryVersionAndOneNodeKeepsNcclsChoice) {
   ASSERT_EQ(v5->init(&ctx, 0x5eed, 8, 1, nullptr, nullptr, nullptr), ncclSuccess);
   CostTable t;
   for (int f : {kAllGather, kReduceScatter, kAllReduce, kBroadcast})
-    ASSERT_EQ(v5->getCollInfo(ctx, f, size_t(1) << 28, 1, t.ptr, 7, 3, 0, &nch), ncclSuccess);
+    ASSERT_EQ(v5->getCollInfo(ctx, f, size_t(1) << 28, 1, t.ptr(), 7, 3, 0, &nch), ncclSuccess);
   EXPECT_TRUE(t.same(before)) << "one node: the table is NCCL's";
   EXPECT_EQ(v5->finalize(ctx), ncclSuccess);
 
@@ -55,10 +55,10 @@ TEST(TunerAbi, EveryVersionAndOneNodeKeepsNcclsChoice) {
   auto* v2 = static_cast<ncclTuner_v2_t*>(dlsym(lib, "ncclTunerPlugin_v2"));
   ASSERT_TRUE(v4 && v3 && v2);
   ASSERT_EQ(v4->init(8, 1, nullptr, &ctx), ncclSuccess);
-  ASSERT_EQ(v4->getCollInfo(ctx, kAllGather, size_t(1) << 28, 1, t.ptr, 7, 3, 1, &nch), ncclSuccess);
+  ASSERT_EQ(v4->getCollInfo(ctx, kAllGather, size_t(1) << 28, 1, t.ptr(), 7, 3, 1, &nch), ncclSuccess);
   EXPECT_EQ(v4->destroy(ctx), ncclSuccess);
   ASSERT_EQ(v3->init(8, 1, nullptr, &ctx), ncclSuccess);
-  ASSERT_EQ(v3->getCollInfo(ctx, kAllGather, size_t(1) << 28, 1, t.ptr, 7, 3, &nch), ncclSuccess);
+  ASSERT_EQ(v3->getCollInfo(ctx, kAllGather, size_t(1) << 28, 1, t.ptr(), 7, 3, &nch), ncclSuccess);
   EXPECT_EQ(v3->destroy(ctx), ncclSuccess);
   EXPECT_TRUE(t.same(before));
   ASSERT_EQ(v2->init(8, 1, nullptr, &ctx), ncclSuccess);

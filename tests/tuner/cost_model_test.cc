@@ -16,7 +16,7 @@ constexpr double kMiB = 1 << 20;
 // Simple close to the wire time, tree and PAT where they apply.
 struct Table {
   float rows[7][3];
-  const float* ptr = &rows[0][0];
+  const float* ptr() const { return &rows[0][0]; }
   Table(double nbytes, double link_bps, int func) {
     for (auto& row : rows)
       for (float& x : row) x = kIgnore;
@@ -43,7 +43,7 @@ Path path(double link_bps, double codec_bps, double ratio, int nodes = 2) {
 TEST(CostModel, SlowLinkFastCodecCompresses) {
   for (int func : {kAllGather, kReduceScatter, kAllReduce}) {
     Table t(256 * kMiB, 4e9, func);
-    const Choice c = choose(func, size_t(256 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+    const Choice c = choose(func, size_t(256 * kMiB), t.ptr(), 7, 3, path(4e9, 40e9, 0.7));
     EXPECT_TRUE(c.compressed) << func;
     EXPECT_LT(c.compressed_us, c.native_us / 1.3) << "ratio 0.7 on a slow link: about 1/0.7 faster";
     EXPECT_GT(c.compressed_us, c.native_us * 0.7 * 0.95) << "never better than the ratio";
@@ -52,22 +52,22 @@ TEST(CostModel, SlowLinkFastCodecCompresses) {
 
 TEST(CostModel, FastLinkOrSlowCodecStaysNative) {
   Table t(256 * kMiB, 50e9, kAllGather);
-  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), t.ptr, 7, 3, path(50e9, 20e9, 0.7)).compressed)
+  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), t.ptr(), 7, 3, path(50e9, 20e9, 0.7)).compressed)
       << "a codec slower than the link";
   Table u(256 * kMiB, 4e9, kAllGather);
-  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), u.ptr, 7, 3, path(4e9, 3e9, 0.7)).compressed)
+  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), u.ptr(), 7, 3, path(4e9, 3e9, 0.7)).compressed)
       << "a codec slower than the link, slow link";
 }
 
 TEST(CostModel, IncompressibleDataStaysNative) {
   Table t(256 * kMiB, 4e9, kAllGather);
-  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.99)).compressed);
+  EXPECT_FALSE(choose(kAllGather, size_t(256 * kMiB), t.ptr(), 7, 3, path(4e9, 40e9, 0.99)).compressed);
 }
 
 TEST(CostModel, SmallSizesStayNative) {
   for (double bytes : {4096.0, 65536.0, 256 * 1024.0}) {
     Table t(bytes, 4e9, kAllGather);
-    const Choice c = choose(kAllGather, size_t(bytes), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+    const Choice c = choose(kAllGather, size_t(bytes), t.ptr(), 7, 3, path(4e9, 40e9, 0.7));
     EXPECT_FALSE(c.compressed) << bytes << ": LL wins where latency dominates";
   }
 }
@@ -75,17 +75,17 @@ TEST(CostModel, SmallSizesStayNative) {
 TEST(CostModel, WhereItDoesNotApply) {
   Table t(256 * kMiB, 4e9, kAllGather);
   const size_t n = size_t(256 * kMiB);
-  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7, 1)).compressed) << "one node";
-  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 0, 0.7)).compressed) << "codec unmeasured";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr(), 7, 3, path(4e9, 40e9, 0.7, 1)).compressed) << "one node";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr(), 7, 3, path(4e9, 0, 0.7)).compressed) << "codec unmeasured";
   Path off = path(4e9, 40e9, 0.7);
   off.enabled = false;
-  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, off).compressed) << "NCCL_ZIP_ENABLE=0";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr(), 7, 3, off).compressed) << "NCCL_ZIP_ENABLE=0";
   Path raw = path(4e9, 40e9, 0.7);
   raw.codec_keeps_up = false;
-  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, raw).compressed) << "the net plugin's send comms would not compress";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr(), 7, 3, raw).compressed) << "the net plugin's send comms would not compress";
   t.rows[kAlgoRing][kProtoSimple] = kIgnore;
-  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 7, 3, path(4e9, 40e9, 0.7)).compressed) << "no Simple ring";
-  EXPECT_FALSE(choose(kAllGather, n, t.ptr, 1, 3, path(4e9, 40e9, 0.7)).compressed) << "a table without rings";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr(), 7, 3, path(4e9, 40e9, 0.7)).compressed) << "no Simple ring";
+  EXPECT_FALSE(choose(kAllGather, n, t.ptr(), 1, 3, path(4e9, 40e9, 0.7)).compressed) << "a table without rings";
 }
 
 // Every Simple entry is compressed alike: the one that gains most wins, here PAT for a
@@ -94,14 +94,14 @@ TEST(CostModel, TheBestCompressedAlgorithmWins) {
   const size_t n = size_t(256 * kMiB);
   Table rs(256 * kMiB, 4e9, kReduceScatter);
   rs.rows[kAlgoPat][kProtoSimple] = rs.rows[kAlgoRing][kProtoSimple] * 0.9f;
-  const Choice c = choose(kReduceScatter, n, rs.ptr, 7, 3, path(4e9, 40e9, 0.7));
+  const Choice c = choose(kReduceScatter, n, rs.ptr(), 7, 3, path(4e9, 40e9, 0.7));
   EXPECT_TRUE(c.compressed);
   EXPECT_EQ(c.algo, kAlgoPat);
   Table ar(256 * kMiB, 4e9, kAllReduce);
   ar.rows[kAlgoTree][kProtoSimple] = ar.rows[kAlgoRing][kProtoSimple] * 0.8f;
-  EXPECT_EQ(choose(kAllReduce, n, ar.ptr, 7, 3, path(4e9, 40e9, 0.7)).algo, kAlgoTree);
+  EXPECT_EQ(choose(kAllReduce, n, ar.ptr(), 7, 3, path(4e9, 40e9, 0.7)).algo, kAlgoTree);
   Table ag(256 * kMiB, 4e9, kAllGather);
-  EXPECT_EQ(choose(kAllGather, n, ag.ptr, 7, 3, path(4e9, 40e9, 0.7)).algo, kAlgoRing) << "only the ring applies";
+  EXPECT_EQ(choose(kAllGather, n, ag.ptr(), 7, 3, path(4e9, 40e9, 0.7)).algo, kAlgoRing) << "only the ring applies";
 }
 
 // Broadcast and reduce move the whole buffer through every rank: compressed on a slow link too.
@@ -112,7 +112,7 @@ TEST(CostModel, BroadcastAndReduceCompressOnASlowLink) {
     t.rows[kAlgoRing][kProtoSimple] = float(60 + wire_us);
     t.rows[kAlgoRing][kProtoLL128] = float(25 + wire_us * 1.3);
     t.rows[kAlgoRing][kProtoLL] = float(20 + wire_us * 4);
-    const Choice c = choose(func, size_t(256 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+    const Choice c = choose(func, size_t(256 * kMiB), t.ptr(), 7, 3, path(4e9, 40e9, 0.7));
     EXPECT_TRUE(c.compressed) << func;
     EXPECT_LT(c.compressed_us, c.native_us * 0.8) << func;
   }
@@ -121,7 +121,7 @@ TEST(CostModel, BroadcastAndReduceCompressOnASlowLink) {
 TEST(CostModel, NativeIsNcclsCheapestEntry) {
   Table t(64 * kMiB, 4e9, kAllReduce);
   t.rows[kAlgoTree][kProtoSimple] = 1;  // NCCL's tree is far cheaper than anything compression gives
-  const Choice c = choose(kAllReduce, size_t(64 * kMiB), t.ptr, 7, 3, path(4e9, 40e9, 0.7));
+  const Choice c = choose(kAllReduce, size_t(64 * kMiB), t.ptr(), 7, 3, path(4e9, 40e9, 0.7));
   EXPECT_EQ(c.native_us, 1.0f);
   EXPECT_FALSE(c.compressed);
 }
