@@ -36,7 +36,17 @@ struct Xfer {
   // When the latest of its pieces went through, on the transport's threads: the link's time, which
   // a tester that looks at many transfers at once would read as a burst.
   std::atomic<int64_t> end_ns{0};
+  // When a transport thread first took up one of its pieces (0: as it was posted, a NIC's queue;
+  // the poster clears it): a thread asleep when the transfer came does not count its wake-up as
+  // the link's time.
+  std::atomic<int64_t> start_ns{0};
   bool done() const { return pending.load(std::memory_order_acquire) == 0; }
+  void piece_started() {
+    const int64_t t = now_ns();
+    int64_t s = start_ns.load(std::memory_order_relaxed);
+    while ((s == 0 || t < s) && !start_ns.compare_exchange_weak(s, t, std::memory_order_relaxed)) {
+    }
+  }
   void piece_done() {
     const int64_t t = now_ns();
     int64_t e = end_ns.load(std::memory_order_relaxed);

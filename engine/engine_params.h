@@ -19,9 +19,10 @@ ZIP_PARAM(min_bytes, "NCCL_ZIP_MIN_BYTES", 64 << 10, 0, int64_t(1) << 40)  // sm
 ZIP_PARAM(cpu_threads, "NCCL_ZIP_CPU_THREADS", 1, 1, 64)  // CPU codec workers, process-wide
 ZIP_PARAM(link_mbps, "NCCL_ZIP_LINK_MBPS", 0, 0, int64_t(1) << 30)  // link speed override (0: the device's)
 ZIP_PARAM(checksum, "NCCL_ZIP_CHECKSUM", 0, 0, 1)  // CRC32C of each compressed message
-// The GPU codec. 1: host buffers (NCCL's pinned ones, pinned staging) coded by the resident
-// kernel when it runs, by the CPU otherwise; no CUDA call on NCCL's progress thread.
-ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 0, 0, 1)
+// The GPU codec, where a CUDA device exists. 1: host buffers (NCCL's pinned ones, pinned
+// staging) coded by the resident kernel when it runs, by the CPU otherwise; no CUDA call on
+// NCCL's progress thread. 0: the CPU codes everything.
+ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 1, 0, 1)
 // Per GPU: the resident codec's pinned staging arena.
 ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 64, 1, 1 << 16)
 ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 16, 1, 1024)  // CTAs the resident kernel occupies
@@ -34,8 +35,10 @@ ZIP_PARAM(gpu_min_channels, "NCCL_ZIP_GPU_MIN_CHANNELS", 8, 0, 64)
 ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 500, 0, 10000000)
 // Auto mode: an isend or irecv that finds the resident kernel stopped waits this long for it to
 // start (NCCL retries the call) before its message goes raw; once per start, so a launcher that
-// never starts it costs one wait per comm. 0: never wait.
-ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 200, 0, 1000000)
+// never starts it costs one wait per comm. 0 (the default): never wait; a cold start costs a
+// collective its first messages' compression, where a wait costs every small collective after
+// an idle gap the wait itself (docs/benchmarks.md).
+ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 0, 0, 1000000)
 // A CPU thread plays the resident kernel (CPU codec; tests without a GPU). 2: its launches hang
 // until the codec closes, as a launcher stuck in a CUDA call.
 ZIP_PARAM(gpu_emulate, "NCCL_ZIP_GPU_EMULATE", 0, 0, 2)

@@ -66,7 +66,7 @@ ResidentGpu* make(int device) {
 bool resident_usable(const char** why) {
   static std::string text;  // init() asks once per process
   if (gpu_enabled() == 0) {
-    *why = "NCCL_ZIP_GPU=0, the default";
+    *why = "NCCL_ZIP_GPU=0";
     return false;
   }
   if (gpu_emulate()) return true;

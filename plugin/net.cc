@@ -67,10 +67,10 @@ const char* mode_name(ZipMode m) {
 // defaults). A value the user set, in the environment or NCCL's config file (NCCL loads that into
 // the environment before), stands.
 void raise_channel_floor() {
-  if (!gpu_enabled() || zip_mode() == ZipMode::kOff || gpu_min_channels() == 0) return;
+  if (!g_device_path.resident || zip_mode() == ZipMode::kOff || gpu_min_channels() == 0) return;
   if (getenv("NCCL_MIN_NCHANNELS") || getenv("NCCL_MIN_NRINGS")) return;
   setenv("NCCL_MIN_NCHANNELS", std::to_string(gpu_min_channels()).c_str(), 0);
-  ZIP_INFO(NCCL_INIT | NCCL_NET, "NCCL_ZIP_GPU=1: set NCCL_MIN_NCHANNELS=%lld (NCCL_ZIP_GPU_MIN_CHANNELS): the GPU "
+  ZIP_INFO(NCCL_INIT | NCCL_NET, "GPU codec: set NCCL_MIN_NCHANNELS=%lld (NCCL_ZIP_GPU_MIN_CHANNELS): the GPU "
            "codec pays with several messages in flight", (long long)gpu_min_channels());
 }
 
@@ -139,7 +139,7 @@ PathView path_view(uint64_t comm_id) {
     if (!ctx) ctx = g_process_ctx;
   }
   v.enabled = zip_mode() != ZipMode::kOff;
-  v.codec_bps = gpu_enabled() ? resident_coding_rate() : cpu_coding_rate();
+  v.codec_bps = g_device_path.resident ? resident_coding_rate() : cpu_coding_rate();
   v.codec_keeps_up = zip_mode() == ZipMode::kAlways || codec_keeps_up(v.codec_bps, v.link_bps);
   const uint64_t in = ctx ? ctx->tried_in.load(std::memory_order_relaxed) : 0;
   if (in > 0) v.ratio = double(ctx->tried_wire.load(std::memory_order_relaxed)) / double(in);

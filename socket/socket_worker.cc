@@ -81,6 +81,7 @@ void SocketWorker::run() {
       }
       if (!t) continue;
       const size_t before = t->off;
+      if (before == 0 && t->send) t->x->piece_started();
       int64_t paced_ns = 0;
       // After an error the connection is dead: keep the tasks queued (never "done") and sleep
       // until the engine closes the connection.

@@ -91,7 +91,8 @@ class LinkContract : public ::testing::TestWithParam<LinkPairFactory> {
 };
 
 // Raw messages of every size class land byte for byte in their targets; the sender's Xfer
-// completes; each arrival names its placement and sizes.
+// completes, its link time (taken up, last piece through) after the post; each arrival names its
+// placement and sizes.
 TEST_P(LinkContract, RawMessagesLandInTheirTargets) {
   const size_t sizes[] = {0, 1, 4097, 300001, 1 << 20};
   size_t off = 0;
@@ -114,10 +115,17 @@ TEST_P(LinkContract, RawMessagesLandInTheirTargets) {
     h.seq = seq;
     h.wire_bytes = h.orig_bytes = sizes[seq];
     Xfer x;
+    const int64_t posted = now_ns();
     ASSERT_EQ(send().post_message(h, got.p[0], send_arena_.data() + off, &x), ncclSuccess);
     MessageHeader a;
     ASSERT_TRUE(take_arrival(&a)) << recv().error_text();
     ASSERT_TRUE(until([&] { return x.done(); }));
+    const int64_t taken = x.start_ns.load(), end = x.end_ns.load();
+    if (sizes[seq] > 0) EXPECT_GE(end, posted) << "size " << sizes[seq];
+    if (taken != 0) {
+      EXPECT_GE(taken, posted) << "size " << sizes[seq];
+      EXPECT_LE(taken, end) << "size " << sizes[seq];
+    }
     EXPECT_EQ(a.seq, seq);
     EXPECT_EQ(a.sub, 0u);
     EXPECT_FALSE(a.compressed);

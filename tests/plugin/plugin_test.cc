@@ -212,8 +212,9 @@ TEST(ExchangeData, ChecksummedMessagesAndTwoCodecThreads) {
   EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
 }
 
-// NCCL_ZIP_GPU=1 raises NCCL's channel floor at init (NCCL reads it afterwards), unless the user
-// set one or turned it or compression off.
+// The GPU codec (on by default where a GPU exists; here the emulated one) raises NCCL's channel
+// floor at init (NCCL reads it afterwards), unless the user set one or turned it or compression
+// off, or no GPU is visible.
 TEST(ChannelFloor, RaisedForTheGpuCodecUnlessSet) {
   const char* inherited = getenv("NCCL_MIN_NCHANNELS");
   const long untouched = inherited ? atol(inherited) : -1;
@@ -221,12 +222,13 @@ TEST(ChannelFloor, RaisedForTheGpuCodecUnlessSet) {
     Env env;
     long want;
   } cases[] = {
-      {{{"NCCL_ZIP_GPU", "1"}}, inherited ? untouched : 8},
-      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "12"}}, inherited ? untouched : 12},
-      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_MIN_NCHANNELS", "3"}}, 3},
-      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "0"}}, untouched},
-      {{{"NCCL_ZIP_GPU", "1"}, {"NCCL_ZIP_ENABLE", "0"}}, untouched},
-      {{{"NCCL_ZIP_GPU", "0"}}, untouched},
+      {{{"NCCL_ZIP_GPU_EMULATE", "1"}}, inherited ? untouched : 8},
+      {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "12"}}, inherited ? untouched : 12},
+      {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_MIN_NCHANNELS", "3"}}, 3},
+      {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "0"}}, untouched},
+      {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_ENABLE", "0"}}, untouched},
+      {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_GPU", "0"}}, untouched},
+      {{{"CUDA_VISIBLE_DEVICES", ""}}, untouched},
   };
   for (const auto& c : cases) {
     std::string what;
