@@ -1,5 +1,7 @@
 #include "net.h"
 
+#include <algorithm>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -139,7 +141,8 @@ PathView path_view(uint64_t comm_id) {
     if (!ctx) ctx = g_process_ctx;
   }
   v.enabled = zip_mode() != ZipMode::kOff;
-  v.codec_bps = g_device_path.resident ? resident_coding_rate() : cpu_coding_rate();
+  // The engine that coded: the GPU's where it ran, the CPU's for buffers the GPU does not map.
+  v.codec_bps = std::max(g_device_path.resident ? resident_coding_rate() : 0.0, cpu_coding_rate());
   v.codec_keeps_up = zip_mode() == ZipMode::kAlways || codec_keeps_up(v.codec_bps, v.link_bps);
   const uint64_t in = ctx ? ctx->tried_in.load(std::memory_order_relaxed) : 0;
   if (in > 0) v.ratio = double(ctx->tried_wire.load(std::memory_order_relaxed)) / double(in);
