@@ -35,10 +35,9 @@ ZIP_PARAM(gpu_min_channels, "NCCL_ZIP_GPU_MIN_CHANNELS", 8, 0, 64)
 ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 500, 0, 10000000)
 // Auto mode: an isend or irecv that finds the resident kernel stopped waits this long for it to
 // start (NCCL retries the call) before its message goes raw; once per start, so a launcher that
-// never starts it costs one wait per comm. 0 (the default): never wait; a cold start costs a
-// collective its first messages' compression, where a wait costs every small collective after
-// an idle gap the wait itself (docs/benchmarks.md).
-ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 0, 0, 1000000)
+// never starts it costs one wait per comm. 0: never wait, and a collective that fits in the
+// receives NCCL posts at once (a DDP bucket) goes raw whenever the kernel was idle before it.
+ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 200, 0, 1000000)
 // A CPU thread plays the resident kernel (CPU codec; tests without a GPU). 2: its launches hang
 // until the codec closes, as a launcher stuck in a CUDA call.
 ZIP_PARAM(gpu_emulate, "NCCL_ZIP_GPU_EMULATE", 0, 0, 2)
