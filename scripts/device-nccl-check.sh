@@ -59,7 +59,7 @@ run() {  # nranks proto algo transport
   esac
   local pids=() r
   for ((r = 0; r < n; r++)); do
-    env "${env[@]}" NCCL_HOSTID="zipcheck-$r" timeout -k 5 120 "$CHECK" --rank=$r --nranks=$n --id="$dir/id" \
+    env "${env[@]}" NCCL_HOSTID="zipcheck-$r" timeout -k 5 60 "$CHECK" --rank=$r --nranks=$n --id="$dir/id" \
       --max-elems="${MAX_ELEMS:-65536}" "${DATA_ARG[@]}" >"$dir/rank$r.txt" 2>"$dir/rank$r.log" &
     pids+=($!)
   done
@@ -71,7 +71,7 @@ run() {  # nranks proto algo transport
 for n in ${RANKS:-2 4}; do
   for combo in ${COMBOS:-free/free LL/free LL128/free Simple/free free/tree Simple/ring}; do
     for t in ${TRANSPORTS:-socket zip0 zip2 gpu0 gpu2 gpu1}; do
-      if [ $SECONDS -gt $((DEADLINE - 130)) ]; then
+      if [ $SECONDS -gt $((DEADLINE - 70)) ]; then  # a run takes 2-3 s, 60 at most
         echo "out of time: ${n}r ${combo} $t and later runs not done"
         break 3
       fi

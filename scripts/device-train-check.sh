@@ -2,13 +2,14 @@
 # A small GPT trained through the plugin, on the GPU machine in one call: bench/nccl/train_check.py
 # (DDP and FSDP, bf16, fixed seed) with compression off and on, unchanged training code, the ranks
 # on the one GPU (each its own NCCL_HOSTID, under MPS) forced onto the network over loopback,
-# paced to PACE Mb/s per rank (a NIC of that speed; 0: unpaced). Prints, per mode, each run's loss
+# paced to PACE Mb/s per rank (a NIC of that speed; 0: unpaced; the default 10 Gb/s makes the
+# default model's step wait for its gradients: at 32 Gb/s it is compute-bound). Prints, per mode, each run's loss
 # curve hash (equal: bit-identical training), median step time and the bytes the plugin saved;
 # fails where a run printed no curve or a curve differs from its mode's raw run.
 #   OUT=... scripts/device-train-check.sh    (MODES="ddp fsdp" RUNS="gpu0 gpu2 gpu1" STEPS=200
-#                                            PACE=32000 ARGS="extra train_check.py arguments")
-# Runs: gpuN = the plugin with the resident GPU codec (NCCL_ZIP_GPU=1) and NCCL_ZIP_ENABLE=N, so
-# every run has the channels NCCL_ZIP_GPU=1 asks for; zipN = the CPU codec.
+#                                            PACE=10000 ARGS="extra train_check.py arguments")
+# Runs: gpuN = the plugin with the resident GPU codec (NCCL_ZIP_GPU=1, the default) and
+# NCCL_ZIP_ENABLE=N, so every run has the channels the GPU codec asks for; zipN = the CPU codec.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -18,7 +19,7 @@ mkdir -p "$OUT"
 nccl_job_build nccl-net-zip
 nccl_job_start
 export NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
-PACE=${PACE:-32000}
+PACE=${PACE:-10000}
 [ "$PACE" = 0 ] || export NCCL_ZIP_SOCKET_PACE_MBPS=$PACE
 for mode in ${MODES:-ddp fsdp}; do
   for run in ${RUNS:-gpu0 gpu2 gpu1}; do

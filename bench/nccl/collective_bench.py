@@ -11,7 +11,7 @@ Data: bf16 N(0, 0.02^2), different per rank. SIZE is the collective's total buff
 output, reduce_scatter's input, all_reduce's tensor, alltoallv's input per rank (an MoE dispatch
 with one expert 8x hotter; alltoallv_late: the last rank enters 2 ms late); K and M suffixes are
 KiB and MiB, a plain number MiB. Each timing is one collective between two barriers and stream synchronizations
-(warm-up 3); prints "BENCH label=... coll=... bytes=... median_ms=... p90_ms=... algbw=..." per
+(warm-up 3; --repeats timings, more below 4 MiB: see repeats()); prints "BENCH label=... coll=... bytes=... median_ms=... p90_ms=... algbw=..." per
 collective and size from rank 0 (algbw: GB/s of SIZE over the time).
 After the timings, one all_gather of the largest size is checked bit for bit ("CHECK ok=1|0").
 """
@@ -34,6 +34,12 @@ def parse_size(s):
     if s.endswith("K"):
         return int(s[:-1]) << 10
     return int(s.rstrip("M")) << 20
+
+
+def repeats(asked, size):
+    """Small collectives take well under a millisecond and jitter by as much on a shared GPU: up to
+    100 repeats below 4 MiB, as many as would move asked x 4 MiB."""
+    return max(asked, min(100, asked * (4 << 20) // size))
 
 
 def run(coll, rank, dev, n):
@@ -79,7 +85,7 @@ def worker(rank, port, args):
             n = size // 2  # bf16 elements
             op = run(coll, rank, dev, n)
             times = []
-            for i in range(args.repeats + 3):
+            for i in range(repeats(args.repeats, size) + 3):
                 torch.cuda.synchronize(dev)
                 dist.barrier()
                 torch.cuda.synchronize(dev)

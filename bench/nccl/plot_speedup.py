@@ -5,25 +5,19 @@
 
 DIR: the bench's $OUT, whose *.log files hold "BENCH label=<pacing>_<variant> coll=... bytes=...
 median_ms=..." lines. Each variant's speedup is the time of <pacing>_off (compression off at the
-same pacing, same call) over its own; one line per variant, 1.0 marked. Needs matplotlib
+same pacing, same call; labels measured in several rounds: the median of the rounds' medians)
+over its own; one line per variant, 1.0 marked. Needs matplotlib
 (Debian: apt-get install python3-matplotlib).
 """
 import argparse
-import glob
 import os
-import re
 import sys
 
-
-def load(top):
-    t = {}
-    for f in glob.glob(os.path.join(top, "*.log")):
-        for m in re.finditer(r"BENCH label=(\S+) coll=(\S+) bytes=(\d+) median_ms=([\d.]+)", open(f, errors="replace").read()):
-            t[(m[1], m[2], int(m[3]))] = float(m[4])
-    return t
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_table import base, load  # noqa: E402
 
 
-def human(b):
+def short(b):
     return f"{b >> 20}M" if b >= 1 << 20 else f"{b >> 10}K"
 
 
@@ -46,16 +40,16 @@ def main():
     fig, axes = plt.subplots(1, len(colls), figsize=(5.5 * len(colls), 4), squeeze=False)
     for ax, coll in zip(axes[0], colls):
         for label in labels:
-            base = label.split("_")[0] + "_off"
-            pts = sorted((s, t[(base, coll, s)] / v) for (l, c, s), v in t.items()
-                         if l == label and c == coll and (base, coll, s) in t and v > 0)
+            off = base(label)
+            pts = sorted((s, t[(off, coll, s)] / v) for (l, c, s), v in t.items()
+                         if l == label and c == coll and (off, coll, s) in t and v > 0)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
         ax.axhline(1.0, color="gray", linewidth=0.8, linestyle="--")
         ax.set_xscale("log", base=2)
         sizes = sorted({s for (_, c, s) in t if c == coll})
         ax.set_xticks(sizes)
-        ax.set_xticklabels([human(s) for s in sizes], rotation=45)
+        ax.set_xticklabels([short(s) for s in sizes], rotation=45)
         ax.set_xlabel("size (total buffer)")
         ax.set_ylabel("speedup over compression off")
         ax.set_title(coll)

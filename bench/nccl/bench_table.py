@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""The table of scripts/device-nccl-bench.sh's runs: per collective and size the median time of
+each run label and its speedup over compression off at the same pacing, measured in the same call.
+
+    bench_table.py DIR PACES LABEL...
+
+DIR: the bench's $OUT, whose *.log files hold "BENCH label=<pacing>_<variant> coll=... bytes=...
+median_ms=..." lines (one log per label and round); a label measured in several rounds counts the
+median of its rounds' medians. Before the table, each label's account from the plugin (its send
+comms' closing lines: messages, how many compressed and coded on the GPU, ratios; the tuner's
+decisions). LABEL...: the table's columns in order.
+"""
+import glob
+import os
+import re
+import statistics
+import sys
+
+
+def load(top):
+    """{(label, collective, bytes): median ms over the rounds} from DIR/*.log."""
+    runs = {}
+    for f in glob.glob(os.path.join(top, "*.log")):
+        for m in re.finditer(r"BENCH label=(\S+) coll=(\S+) bytes=(\d+) median_ms=([\d.]+)", open(f, errors="replace").read()):
+            runs.setdefault((m[1], m[2], int(m[3])), []).append(float(m[4]))
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
+def base(label):
+    """The run with compression off at the same pacing."""
+    return label.split("_")[0] + "_off"
+
+
+def human(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+
+
+def accounts(top):
+    for f in sorted(glob.glob(os.path.join(top, "*.log"))):
+        m = c = g = 0
+        ratios = []
+        text = open(f, errors="replace").read()
+        for x in re.finditer(r"send comm .* closed: (\d+) messages \((\d+) compressed\).* ratio ([\d.]+).* (\d+) codec jobs on the GPU", text):
+            m, c, g = m + int(x[1]), c + int(x[2]), g + int(x[4])
+            ratios.append(x[3])
+        if m:
+            tuned = (f", tuner decisions: {text.count('/Simple compressed')} compressed, {text.count(chr(39).join(['NCCL', 's choice']))} NCCL's"
+                     if "tuner: " in text else "")
+            print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}{tuned}")
+
+
+def main():
+    if len(sys.argv) < 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    top, pace, order = sys.argv[1], sys.argv[2], sys.argv[3:]
+    t = load(top)
+    accounts(top)
+    keys = sorted({(c, s) for (_, c, s) in t})
+    labels = [l for l in dict.fromkeys(order) if any(k[0] == l for k in t)]
+    print(f"\n(p<N>: each rank's sends capped at N Mb/s ({pace}); lo: unpaced, lo_socket NCCL's own Socket transport; "
+          "x: speedup over compression off at the same pacing)")
+    print("| collective | size | " + " | ".join(f"{l} ms" + ("" if l == base(l) else f" | {l} x") for l in labels) + " |")
+    print("|---|---|" + "---|" * sum(1 if l == base(l) else 2 for l in labels))
+    for c, s in keys:
+        row = []
+        for l in labels:
+            v, o = t.get((l, c, s)), t.get((base(l), c, s))
+            row.append(f"{v:.3g}" if v else "-")
+            if l != base(l):
+                row.append(f"{o / v:.2f}" if v and o else "-")
+        print(f"| {c} | {human(s)} | " + " | ".join(row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
