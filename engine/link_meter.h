@@ -1,7 +1,8 @@
 // The measured rate of each plugin device's link, all its send comms together as they share the
-// NIC: wire bytes per second of busy time, the union of the messages' spans from when each went
-// to the link until the transport's threads saw its last piece through (not when NCCL tested it:
-// NCCL's proxy tests many sends at once, which reads as a burst far above the line rate).
+// NIC: wire bytes per second of busy time, the union of the messages' spans from when the
+// transport took each up until its threads saw its last piece through (not when NCCL tested it:
+// NCCL's proxy tests many sends at once, which reads as a burst far above the line rate). The
+// send comm decides which messages count (send_comm.cc).
 // The policy trusts it over the speed a device reports when it is far higher (a loopback
 // interface says 10 Gb/s and moves far more).
 //

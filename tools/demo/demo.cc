@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     bool pinned;
   };
   std::vector<Mode> modes = {
-      {"0", "0", "off (plain transport)", false}, {"1", "0", "auto", false}, {"2", "0", "always", false}};
+      {"0", "0", "off (plain transport)", false}, {"1", "0", "auto, CPU codec", false}, {"2", "0", "always, CPU codec", false}};
   const bool gpu = cuda_device_present();
   if (gpu) {
     modes.push_back({"1", "1", "auto, resident GPU codec", true});
