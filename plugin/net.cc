@@ -1,7 +1,6 @@
 #include "net.h"
 
 #include <algorithm>
-
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -132,17 +131,19 @@ ncclResult_t finalize(void* ctx) {
 PathView path_view(uint64_t comm_id) {
   PathView v;
   std::shared_ptr<NetCtx> ctx;
+  bool resident = false;
   {
     std::lock_guard<std::mutex> g(g_mu);
     if (!g_transport || g_transport->num_devices() == 0) return v;
     v.link_bps = planning_link_bps(reported_link_bps(0), link_mbps() > 0 ? nullptr : link_meter(0));
+    resident = g_device_path.resident;
     auto it = g_ctxs.find(comm_id);
     ctx = it != g_ctxs.end() ? it->second.lock() : nullptr;
     if (!ctx) ctx = g_process_ctx;
   }
   v.enabled = zip_mode() != ZipMode::kOff;
   // The engine that coded: the GPU's where it ran, the CPU's for buffers the GPU does not map.
-  v.codec_bps = std::max(g_device_path.resident ? resident_coding_rate() : 0.0, cpu_coding_rate());
+  v.codec_bps = std::max(resident ? resident_coding_rate() : 0.0, cpu_coding_rate());
   v.codec_keeps_up = zip_mode() == ZipMode::kAlways || codec_keeps_up(v.codec_bps, v.link_bps);
   const uint64_t in = ctx ? ctx->tried_in.load(std::memory_order_relaxed) : 0;
   if (in > 0) v.ratio = double(ctx->tried_wire.load(std::memory_order_relaxed)) / double(in);
