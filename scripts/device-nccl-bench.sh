@@ -19,7 +19,9 @@
 #                                              auto with NCCL_ZIP_GPU_CTAS=N; TUNER_AB=1 adds paced
 #                                              auto without the tuner; TIMELINE=1 writes each run's
 #                                              per-stage times, scripts/timeline.py, to
-#                                              $OUT/timeline.txt; ROUNDS=1)
+#                                              $OUT/timeline.txt; ROUNDS=1; DATA=a .safetensors
+#                                              file of bf16 tensors, e.g. ../shared/data/
+#                                              grads_bf16.safetensors: its values, not Gaussian)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -33,7 +35,7 @@ nccl_job_build nccl-net-zip
 nccl_job_start
 export NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
 BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
-  --collectives "${COLLECTIVES:-all_gather,reduce_scatter}")
+  --collectives "${COLLECTIVES:-all_gather,reduce_scatter}" ${DATA:+--data "$DATA"})
 LABELS=()
 ROUND=1
 run() {  # label (p<Mb/s>_* or lo_*), env assignments...

@@ -7,7 +7,8 @@ ranks on one host.
                                                          alltoallv,alltoallv_late]
 
 Ranks, NCCL_HOSTID and MPS as in ranks.py (scripts/device-nccl-bench.sh runs it).
-Data: bf16 N(0, 0.02^2), different per rank. SIZE is the collective's total buffer: all_gather's
+Data: bf16 N(0, 0.02^2), different per rank; --data FILE: the values of a .safetensors file of bf16
+tensors (../shared/data/grads_bf16.safetensors), tiled, from a different offset per rank. SIZE is the collective's total buffer: all_gather's
 output, reduce_scatter's input, all_reduce's tensor, alltoallv's input per rank (an MoE dispatch
 with one expert 8x hotter; alltoallv_late: the last rank enters 2 ms late); K and M suffixes are
 KiB and MiB, a plain number MiB. Each timing is one collective between two barriers and stream synchronizations
@@ -23,7 +24,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ranks import WORLD, gaussian, join, launch
+from ranks import WORLD, gaussian, join, launch, real_bf16
 
 LATE_S = 0.002
 
@@ -42,14 +43,16 @@ def repeats(asked, size):
     return max(asked, min(100, asked * (4 << 20) // size))
 
 
-def run(coll, rank, dev, n):
-    """Tensors for one collective of n bf16 elements in total, and the call."""
+def run(coll, rank, dev, n, data=None):
+    """Tensors for one collective of n bf16 elements in total, and the call. data: a .safetensors
+    file of bf16 tensors to take the values from instead of N(0, 0.02^2)."""
+    values = (lambda r, k, salt: real_bf16(data, r, k, salt)) if data else gaussian
     if coll == "all_gather":
-        x = gaussian(rank, n // WORLD, 1).to(dev)
+        x = values(rank, n // WORLD, 1).to(dev)
         out = torch.empty(n, dtype=torch.bfloat16, device=dev)
         return lambda: dist.all_gather_into_tensor(out, x)
     if coll == "reduce_scatter":
-        x = gaussian(rank, n, 2).to(dev)
+        x = values(rank, n, 2).to(dev)
         out = torch.empty(n // WORLD, dtype=torch.bfloat16, device=dev)
         return lambda: dist.reduce_scatter_tensor(out, x)
     if coll in ("alltoallv", "alltoallv_late"):
@@ -59,7 +62,7 @@ def run(coll, rank, dev, n):
         unit = n // sum(w)
         send = [unit * wj for wj in w]
         recv = [unit * w[rank]] * WORLD
-        x = gaussian(rank, sum(send), 4).to(dev)
+        x = values(rank, sum(send), 4).to(dev)
         out = torch.empty(sum(recv), dtype=torch.bfloat16, device=dev)
         late = coll == "alltoallv_late" and rank == WORLD - 1
 
@@ -68,7 +71,7 @@ def run(coll, rank, dev, n):
                 time.sleep(LATE_S)
             dist.all_to_all_single(out, x, recv, send)
         return alltoallv
-    x = gaussian(rank, n, 3).to(dev)
+    x = values(rank, n, 3).to(dev)
     y = torch.empty_like(x)
 
     def all_reduce():
@@ -83,7 +86,7 @@ def worker(rank, port, args):
     for coll in args.collectives.split(","):
         for size in sizes:
             n = size // 2  # bf16 elements
-            op = run(coll, rank, dev, n)
+            op = run(coll, rank, dev, n, args.data)
             times = []
             for i in range(repeats(args.repeats, size) + 3):
                 torch.cuda.synchronize(dev)
@@ -120,6 +123,7 @@ def main():
     ap.add_argument("--sizes", default="64,128,256")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--collectives", default="all_gather,reduce_scatter")
+    ap.add_argument("--data", default="", help="a .safetensors file of bf16 tensors: its values instead of Gaussian")
     args = ap.parse_args()
     if torch.cuda.device_count() == 0:
         print(f"BENCH label={args.label} no CUDA device, nothing measured")

@@ -18,6 +18,22 @@ def gaussian(rank, n, salt, dtype=torch.bfloat16):
     return (torch.randn(n, generator=g) * 0.02).to(dtype)
 
 
+def tensor_bytes(path):
+    """The data section of a .safetensors file (8-byte header length, JSON header, data)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    return raw[8 + int.from_bytes(raw[:8], "little"):]
+
+
+def real_bf16(path, rank, n, salt):
+    """n bf16 values from a .safetensors file of bf16 tensors, tiled, each rank and salt from its
+    own offset (a prime number of values apart), so ranks send different bytes of the same kind."""
+    data = torch.frombuffer(bytearray(tensor_bytes(path)), dtype=torch.bfloat16)
+    start = (rank * 7919 + salt * 104729) % data.numel()
+    reps = (start + n + data.numel() - 1) // data.numel()
+    return data.repeat(reps)[start:start + n].clone()
+
+
 def join(rank, port):
     """Joins this rank's process group (NCCL backend) on its device, which it returns."""
     if torch.cuda.device_count() < WORLD:
