@@ -31,8 +31,12 @@ fi
 nccl_job_build nccl-net-zip zipccl-nccl-check
 CHECK=$ROOT/build-dev/bin/zipccl-nccl-check
 PLUGIN=$ROOT/build-dev/plugin/libnccl-net-zip.so
-DATA=$(cd "$ROOT/../shared/data" 2>/dev/null && pwd)
-[ -n "$DATA" ] && DATA_ARG=(--data="$DATA") || DATA_ARG=()
+# The real tensors: $ZIPCCL_DATA_DIR, else .zdata (what a device call carries), else ../shared/data.
+DATA=${ZIPCCL_DATA_DIR:-}
+for d in "$ROOT/.zdata" "$ROOT/../shared/data"; do
+  [ -z "$DATA" ] && [ -d "$d" ] && DATA=$(cd "$d" && pwd)
+done
+if [ -n "$DATA" ]; then DATA_ARG=(--data="$DATA"); else DATA_ARG=(); echo "no real tensors found: Gaussian and random bytes only"; fi
 
 nccl_job_start
 
