@@ -23,11 +23,11 @@ table of T_raw / T_comp per collective, NIC speed and chunk size.
 """
 import argparse
 
-# Measured, nvidia-h200, commit 45e0225, `scripts/device-gpu.sh test service` (gpu_service_bench):
+# Measured, nvidia-h200, commit f7fe4fa, `scripts/device-gpu.sh test service` (gpu_service_bench):
 # sustained GB/s of 512 KiB jobs from and to device memory, by CTA count: (encode, decode).
-SUSTAINED = {16: (38.1, 35.4), 32: (59.8, 58.4)}
+SUSTAINED = {16: (37.7, 34.2), 32: (59.8, 56.7)}
 # One job on an idle kernel, doorbell to result, 16 CTAs, median us: chunk bytes -> (encode, decode).
-LATENCY = {128 << 10: (18.16, 13.79), 512 << 10: (18.59, 21.33)}
+LATENCY = {128 << 10: (18.32, 13.62), 512 << 10: (18.76, 22.11)}
 STEP_US = 5.0
 
 
