@@ -95,7 +95,7 @@ void Comm::log_summary() {
   ctx_->totals.add(stats_);
   ZIP_INFO(NCCL_NET, "%s comm %s %s closed: %s, staging %.1f MB%s", kind_ == kSend ? "send" : "recv",
            kind_ == kSend ? "to" : "from", link_->peer().c_str(), stats_.summary().c_str(),
-           double(staging_.held_bytes()) / 1e6, rates().c_str());
+           double(staging_.held_bytes()) / 1e6, details().c_str());
 }
 
 ncclResult_t Comm::fail(ncclResult_t code, const std::string& why) {

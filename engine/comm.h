@@ -38,8 +38,8 @@ class Comm {
   virtual ncclResult_t test(Request* r, int* done, int* sizes) = 0;
   // Folds this comm's counters into its communicator's and logs its summary.
   void log_summary();
-  // What the summary adds: the rates the policy saw.
-  virtual std::string rates() const = 0;
+  // What the closing summary adds: the rates the policy saw (and a receiver's staging offers).
+  virtual std::string details() const = 0;
   // Host memory the GPU maps is registered: the resident GPU codec of the thread's device (NCCL's
   // service thread: the communicator's GPU) and its staging arena are taken by the first such
   // registration. False when there is none (logged once). Call with mutex() held.

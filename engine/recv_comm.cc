@@ -39,7 +39,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     return fail(ncclInvalidArgument, "irecv with " + std::to_string(n) + " grouped receives");
   Req& r = reqs_[next_seq_ % kMaxRequests];
   if (r.in_use) return ncclSuccess;  // kMaxRequests in flight already: NCCL retries
-  const bool zip_on = zip_mode() != ZipMode::kOff;
+  const bool zip_on = zip_mode() == ZipMode::kAlways || (zip_mode() == ZipMode::kAuto && offers_.offer());
   const bool attr_flag_polled = ctx_->attr_flag_polled.load(std::memory_order_relaxed);
   // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
   // memory a codec engine can decode into.
@@ -78,7 +78,9 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     p.tag = tags[i];
     p.capacity = s.capacity;
     p.target = reinterpret_cast<uintptr_t>(s.data);
+    receives_++;
     if (compress_ok) {
+      offered_++;
       s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
       p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
       p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
@@ -86,6 +88,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     mark(Timeline::kPost, next_seq_, uint32_t(i), s.capacity, compress_ok ? Timeline::kCompressed : 0);
   }
   if (link_->post_cts(cts) != ncclSuccess) return check_link();
+  offers_.posted();
   r.in_use = true;
   r.seq = next_seq_++;
   r.n = uint32_t(n);
@@ -108,6 +111,7 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.bytes_wire += h.wire_bytes;
   stats_.compressed += h.compressed;
   mark(Timeline::kWire, h.seq, h.sub, h.wire_bytes, h.compressed ? Timeline::kCompressed : 0);
+  offers_.arrived(s.stage.p != nullptr, h.compressed, int64_t(h.wire_bytes) >= min_bytes());
   if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
     end_lease(&s);
@@ -136,6 +140,11 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   s.state = kDecoding;
   s.engine->submit(&j);
   return ncclSuccess;
+}
+
+std::string RecvComm::details() const {
+  return codec_rate(CodecJob::kDecode) + ", staging offered to " + std::to_string(offered_) + " of " +
+         std::to_string(receives_) + " receives";
 }
 
 ncclResult_t RecvComm::corrupt(uint32_t seq, const std::string& why) {

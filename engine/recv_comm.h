@@ -2,10 +2,12 @@
 // where raw bytes land (NCCL's buffer) and where compressed ones do (staging), if it may receive
 // them at all. Each message the link reports as arrived is then done (raw, in place) or decoded
 // into NCCL's buffer on a codec engine, and the receive completes with the uncompressed sizes.
-// Device buffers (GPUDirect RDMA) receive raw bytes in place.
+// Device buffers (GPUDirect RDMA) receive raw bytes in place. In auto mode an OfferGate stops the
+// offers while the sender declines them.
 #pragma once
 
 #include "comm.h"
+#include "offer_gate.h"
 
 namespace zipccl {
 
@@ -18,7 +20,7 @@ class RecvComm : public Comm {
   ncclResult_t irecv(int n, void** data, const size_t* sizes, const int* tags, void** mhandles,
                      bool flag_polled, void** request);
   ncclResult_t test(Request* r, int* done, int* sizes) override;
-  std::string rates() const override { return codec_rate(CodecJob::kDecode); }
+  std::string details() const override;
   // A GPUDirect flush of the device buffer holding `data` (registered direct).
   ncclResult_t iflush(const void* data, void** request);
 
@@ -59,6 +61,8 @@ class RecvComm : public Comm {
   // NCCL flushes a receive after test() freed its request: no more than kMaxRequests at once.
   FlushReq flushes_[kMaxRequests];
   uint32_t next_seq_ = 0;
+  OfferGate offers_;
+  uint64_t receives_ = 0, offered_ = 0;  // posted receives, and those that offered staging
 };
 
 }  // namespace zipccl

@@ -241,7 +241,7 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   return ncclSuccess;
 }
 
-std::string SendComm::rates() const {
+std::string SendComm::details() const {
   std::string s = codec_rate(CodecJob::kEncode);
   if (const double bps = meter_->bytes_per_s(); bps > 0) {
     char buf[64];

@@ -21,7 +21,7 @@ class SendComm : public Comm {
 
   ncclResult_t isend(void* data, size_t size, int tag, Mr* mr, void** request);
   ncclResult_t test(Request* r, int* done, int* sizes) override;
-  std::string rates() const override;
+  std::string details() const override;
 
  private:
   enum State { kFree, kCoding, kReady, kPosted };  // kCoding: any engine job

@@ -212,6 +212,30 @@ TEST(ExchangeData, ChecksummedMessagesAndTwoCodecThreads) {
   EXPECT_GT(field(p.recv_result, "compressed"), 0) << p.recv_result;
 }
 
+// Auto mode on a slow link: a receiver stops offering staging (and the leases that keep the GPU
+// codec's kernel running) to a sender that declines it, here for random bytes, probing one
+// receive in 64; where the data compresses it keeps offering.
+TEST(ExchangeData, ReceiverStopsOfferingWhatTheSenderDeclines) {
+  for (const std::string kind : {"random", "bf16"}) {
+    SCOPED_TRACE(kind);
+    Env env = base_env("1");
+    env["NCCL_ZIP_LINK_MBPS"] = "100";  // the CPU codec beats it: only the data decides
+    const std::vector<std::string> args = {"--msgs=1500", "--max=262144", "--kind=" + kind, "--seed=5"};
+    Pair p = run_pair(11, env, args, args);
+    expect_ok(p);
+    const long offered = field(p.recv_result, "offered"), receives = field(p.recv_result, "receives");
+    ASSERT_GE(receives, 1500) << p.recv_result;
+    if (kind == "random") {
+      EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
+      EXPECT_LT(offered, receives / 8) << p.recv_result;
+      EXPECT_GT(offered, 32) << "the offers before the quiet (OfferGate::kQuietAfter) and its probes: " << p.recv_result;
+    } else {
+      EXPECT_GT(field(p.recv_result, "compressed"), 500) << p.recv_result;
+      EXPECT_GT(offered, receives * 3 / 4) << p.recv_result;
+    }
+  }
+}
+
 // The GPU codec (on by default where a GPU exists; here the emulated one) raises NCCL's channel
 // floor at init (NCCL reads it afterwards), unless the user set one or turned it or compression
 // off, or no GPU is visible.

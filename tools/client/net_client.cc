@@ -67,6 +67,8 @@ bool last_summary(const std::string& side, CommSummary* out) {
                "%ld codec jobs on the GPU",
                &s.messages, &s.compressed, &s.mb_in, &s.mb_wire, &s.codec_s, &s.gpu_jobs) != 6)
       return false;
+    const size_t o = it->find(", staging offered to ");
+    if (o != std::string::npos) sscanf(it->c_str() + o, ", staging offered to %ld of %ld", &s.offered, &s.receives);
     *out = s;
     return true;
   }

@@ -75,6 +75,7 @@ struct CommSummary {
   long compressed = -1;
   double mb_in = 0, mb_wire = 0, codec_s = 0;
   long gpu_jobs = 0;  // codec jobs the resident GPU codec ran
+  long offered = -1, receives = -1;  // a receiver's: receives that offered staging, of all posted
 };
 // The last "send comm ..." or "recv comm ..." summary in the captured log; false if none.
 bool last_summary(const std::string& side, CommSummary* out);

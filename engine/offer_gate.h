@@ -1,0 +1,46 @@
+// Whether a receive offers its sender staging for compressed bytes (auto mode). An offer costs a
+// lease, which keeps the resident GPU codec's kernel on its SMs, and staging memory; both are
+// spent for nothing while the sender declines: its codec does not beat the link, or the data
+// does not compress. After kQuietAfter large messages in a row arrived raw where staging was
+// offered, only every kProbeEvery-th receive offers (the sender's policy only runs on offers);
+// a message that arrives compressed makes every receive offer again.
+#pragma once
+
+#include <cstdint>
+
+namespace zipccl {
+
+class OfferGate {
+ public:
+  static constexpr uint32_t kQuietAfter = 32;
+  static constexpr uint32_t kProbeEvery = 64;
+
+  // Whether the next receive offers (grouped receives share the answer); the same until it is
+  // posted, since NCCL calls irecv again when one returns no request.
+  bool offer() const { return !quiet_ || posts_ % kProbeEvery == 0; }
+  void posted() {
+    if (quiet_) ++posts_;
+  }
+  // A message arrived; offered: it could have come compressed; large: at least the size the
+  // sender's policy compresses (smaller ones come raw whatever it decides).
+  void arrived(bool offered, bool compressed, bool large) {
+    if (compressed) {
+      quiet_ = false;
+      declined_ = 0;
+      return;
+    }
+    if (!offered || !large) return;
+    if (++declined_ >= kQuietAfter && !quiet_) {
+      quiet_ = true;
+      posts_ = 1;  // the first probe kProbeEvery - 1 receives on
+    }
+  }
+  bool quiet() const { return quiet_; }
+
+ private:
+  uint32_t declined_ = 0;  // large raw arrivals into offered staging since the last compressed one
+  uint32_t posts_ = 0;     // receives posted while quiet
+  bool quiet_ = false;
+};
+
+}  // namespace zipccl
