@@ -236,6 +236,19 @@ TEST(ExchangeData, ReceiverStopsOfferingWhatTheSenderDeclines) {
   }
 }
 
+// Data that becomes compressible (random bytes for 512 messages, bf16 after): the receiver went
+// quiet on the random bytes, and its probes let the sender find the bf16 and compress again.
+TEST(ExchangeData, OffersResumeWhenTheDataBecomesCompressible) {
+  Env env = base_env("1");
+  env["NCCL_ZIP_LINK_MBPS"] = "100";
+  const std::vector<std::string> args = {"--msgs=4000", "--max=262144", "--kind=shift", "--seed=6"};
+  Pair p = run_pair(11, env, args, args);
+  expect_ok(p);
+  const long offered = field(p.recv_result, "offered"), receives = field(p.recv_result, "receives");
+  EXPECT_GT(field(p.recv_result, "compressed"), 1000) << p.recv_result;
+  EXPECT_LT(offered, receives - 200) << "quiet for a while: " << p.recv_result;
+}
+
 // The GPU codec (on by default where a GPU exists; here the emulated one) raises NCCL's channel
 // floor at init (NCCL reads it afterwards), unless the user set one or turned it or compression
 // off, or no GPU is visible.

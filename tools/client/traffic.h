@@ -10,15 +10,17 @@
 
 namespace zipccl::client {
 
-enum class Kind { kBf16, kFp32, kRandom, kLL, kMix };
+// kShift: random bytes for the first kShiftAt messages, bf16 after (data that becomes compressible).
+enum class Kind { kBf16, kFp32, kRandom, kLL, kMix, kShift };
+constexpr uint64_t kShiftAt = 512;
 
-// The kind named s (bf16, fp32, random, ll, mix); false for any other name.
+// The kind named s (bf16, fp32, random, ll, mix, shift); false for any other name.
 inline bool parse_kind(const std::string& s, Kind* k) {
   static const struct {
     const char* name;
     Kind kind;
   } kKinds[] = {{"bf16", Kind::kBf16}, {"fp32", Kind::kFp32}, {"random", Kind::kRandom}, {"ll", Kind::kLL},
-                {"mix", Kind::kMix}};
+                {"mix", Kind::kMix}, {"shift", Kind::kShift}};
   for (const auto& e : kKinds)
     if (s == e.name) {
       *k = e.kind;
@@ -53,6 +55,7 @@ inline size_t msg_size(uint64_t seed, uint64_t msg, uint32_t sub, size_t max) {
 }
 
 inline Kind msg_kind(Kind k, uint64_t seed, uint64_t msg, uint32_t sub) {
+  if (k == Kind::kShift) return msg < kShiftAt ? Kind::kRandom : Kind::kBf16;
   if (k != Kind::kMix) return k;
   uint64_t x = msg_key(seed, msg, sub) ^ 0xABCD;
   return static_cast<Kind>(splitmix(x) % 3);  // bf16, fp32, random

@@ -5,7 +5,7 @@
 // pinned host buffers (NCCL_ZIP_GPU=1); it prints throughput, bytes on the wire, ratio, the GPU's
 // share of the codec jobs and whether every received byte matched.
 //
-//   zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|ll|mix] [--version=8..11]
+//   zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|ll|mix|shift] [--version=8..11]
 //               [--plugin=PATH]
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   cfg.plugin = default_plugin_path();
   std::string kind = "bf16";
   const char* usage =
-      "usage: zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|ll|mix] [--version=8..11] "
+      "usage: zipccl-demo [--mib=N] [--msg-kib=N] [--kind=bf16|fp32|random|ll|mix|shift] [--version=8..11] "
       "[--plugin=PATH]\n"
       "  --mib: MiB each way (1..65536, default 256); --msg-kib: message size (1..65536, default 512)\n";
   for (int i = 1; i < argc; ++i) {
