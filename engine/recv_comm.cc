@@ -79,9 +79,15 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     p.capacity = s.capacity;
     p.target = reinterpret_cast<uintptr_t>(s.data);
     receives_++;
+    if (compress_ok) s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
+    // Staging outside the GPU's arena (it is full) would leave the decode to the CPU.
+    if (compress_ok && s.engine == resident_ && !s.stage.gpu_mapped && zip_mode() == ZipMode::kAuto) {
+      staging_.give(std::move(s.stage));
+      end_lease(&s);
+      compress_ok = false;
+    }
     if (compress_ok) {
       offered_++;
-      s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
       p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
       p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
     }

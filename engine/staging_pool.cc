@@ -29,9 +29,9 @@ void StagingPool::Buf::release() {
   arena_.reset();
 }
 
-void StagingPool::allocate(Buf* b, size_t bytes) {
+void StagingPool::allocate(Buf* b, size_t bytes, char* from_arena) {
   b->release();
-  b->p = arena_ ? arena_->alloc(bytes) : nullptr;
+  b->p = from_arena ? from_arena : arena_ ? arena_->alloc(bytes) : nullptr;
   if (b->p) {
     b->arena_ = arena_;
     b->gpu_mapped = true;
@@ -63,11 +63,27 @@ StagingPool::Buf StagingPool::take(size_t bytes) {
   }
   Buf b = std::move(free_[size_t(best)]);
   free_.erase(free_.begin() + best);
+  // A heap buffer from when the arena was full moves into the arena once it has room: only
+  // arena memory can be coded by the GPU.
+  if (arena_ && !b.gpu_mapped)
+    if (char* p = arena_->alloc(bytes)) {
+      held_ -= b.cap;
+      allocate(&b, bytes, p);
+      held_ += bytes;
+    }
   return b;
 }
 
 void StagingPool::give(Buf b) {
-  if (b.p) free_.push_back(std::move(b));
+  if (!b.p) return;
+  // The arena is shared by every comm of the GPU: while more than half of it is in use, a
+  // comm's free buffers go back to it rather than wait in this comm's pool (connections made
+  // later, such as NCCL's point-to-point ones, found it full and never coded on the GPU).
+  if (b.arena_ && b.arena_->used() > b.arena_->size() / 2) {
+    held_ -= b.cap;
+    return;  // b releases its registration, then its range
+  }
+  free_.push_back(std::move(b));
 }
 
 }  // namespace zipccl

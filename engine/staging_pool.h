@@ -1,7 +1,9 @@
 // Staging: host buffers that hold compressed messages, the sender's codec output and the
 // receiver's landing place. Pooled per comm and registered with its link while they exist, so
 // the data path does not allocate or register once warm. With an arena, buffers come from it
-// while it has room (memory the GPU codec can address), else from the heap (the CPU codec's).
+// while it has room (memory the GPU codec can address), else from the heap (the CPU codec's); a
+// pool gives arena buffers back while the arena is more than half used, so that no comm's idle
+// buffers starve another's.
 #pragma once
 
 #include <cstddef>
@@ -42,8 +44,9 @@ class StagingPool {
   size_t held_bytes() const { return held_; }
 
  private:
-  // (Re)allocates b's memory, registration first released and then renewed.
-  void allocate(Buf* b, size_t bytes);
+  // (Re)allocates b's memory (from_arena: a range already taken from the arena), registration
+  // first released and then renewed.
+  void allocate(Buf* b, size_t bytes, char* from_arena = nullptr);
 
   Link* link_;
   std::shared_ptr<PinnedArena> arena_;

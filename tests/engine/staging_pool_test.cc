@@ -112,12 +112,55 @@ TEST(StagingPool, ArenaFirstThenHeap) {
     StagingPool::Buf moved = std::move(a);
     EXPECT_EQ(a.p, nullptr);
     EXPECT_TRUE(moved.gpu_mapped);
-    pool.give(std::move(moved));
     pool.give(std::move(b));
-    EXPECT_EQ(link.live.size(), 2u);
+    pool.give(std::move(moved));
+    EXPECT_EQ(link.live.size(), 1u) << "the heap buffer waits in the pool; the arena's went back (10 of 16 grains used)";
+    EXPECT_EQ(arena->used(), 0u);
   }
-  EXPECT_EQ(arena->used(), 0u) << "the pool returned its buffer";
   EXPECT_TRUE(link.live.empty());
+}
+
+// The arena is shared by all comms of a GPU: while more than half of it is in use, a pool gives
+// arena buffers back instead of keeping them, so a comm made later still gets arena memory.
+TEST(StagingPool, GivesArenaBuffersBackWhileTheArenaIsMoreThanHalfUsed) {
+  CountingLink link;
+  std::vector<char> mem(16 * PinnedArena::kGrain);
+  auto arena = std::make_shared<PinnedArena>(mem.data(), mem.size(), nullptr);
+  StagingPool first(&link, arena), later(&link, arena);
+  StagingPool::Buf small = first.take(2 * PinnedArena::kGrain);
+  first.give(std::move(small));
+  EXPECT_EQ(arena->used(), 2 * PinnedArena::kGrain) << "a quarter used: kept for reuse";
+  StagingPool::Buf a = first.take(2 * PinnedArena::kGrain), b = first.take(7 * PinnedArena::kGrain);
+  EXPECT_TRUE(a.gpu_mapped && b.gpu_mapped);
+  first.give(std::move(b));
+  EXPECT_EQ(arena->used(), 2 * PinnedArena::kGrain) << "the 7-grain buffer went back (9 of 16 used when given)";
+  first.give(std::move(a));
+  EXPECT_EQ(arena->used(), 2 * PinnedArena::kGrain) << "the 2-grain one is kept (2 of 16 used)";
+  StagingPool::Buf c = later.take(12 * PinnedArena::kGrain);
+  EXPECT_TRUE(c.gpu_mapped) << "the later comm finds room";
+  later.give(std::move(c));
+  EXPECT_EQ(first.held_bytes(), 2 * PinnedArena::kGrain);
+  EXPECT_EQ(later.held_bytes(), 0u);
+}
+
+// A heap buffer taken while the arena was full moves into the arena when it is next taken and
+// the arena has room.
+TEST(StagingPool, AHeapBufferMovesIntoTheArenaOnceItHasRoom) {
+  CountingLink link;
+  std::vector<char> mem(16 * PinnedArena::kGrain);
+  auto arena = std::make_shared<PinnedArena>(mem.data(), mem.size(), nullptr);
+  StagingPool pool(&link, arena);
+  StagingPool::Buf a = pool.take(10 * PinnedArena::kGrain), b = pool.take(10 * PinnedArena::kGrain);
+  ASSERT_TRUE(a.gpu_mapped);
+  ASSERT_FALSE(b.gpu_mapped);
+  pool.give(std::move(a));  // back to the arena: 10 of 16 grains were in use
+  pool.give(std::move(b));
+  StagingPool::Buf c = pool.take(8 * PinnedArena::kGrain);
+  EXPECT_TRUE(c.gpu_mapped);
+  EXPECT_GE(c.cap, 8 * PinnedArena::kGrain);
+  EXPECT_EQ(link.live.size(), 1u) << "the heap buffer and its registration are gone";
+  EXPECT_EQ(pool.held_bytes(), c.cap);
+  pool.give(std::move(c));
 }
 
 }  // namespace
