@@ -23,8 +23,10 @@ ZIP_PARAM(checksum, "NCCL_ZIP_CHECKSUM", 0, 0, 1)  // CRC32C of each compressed 
 // staging) coded by the resident kernel when it runs, by the CPU otherwise; no CUDA call on
 // NCCL's progress thread. 0: the CPU codes everything.
 ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 1, 0, 1)
-// Per GPU: the resident codec's pinned staging arena.
-ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 64, 1, 1 << 16)
+// Per GPU: the resident codec's pinned staging arena, shared by the process's comms on it. A
+// communicator of 8 channels keeps up to 8 messages in flight on each of its 16 comms, each with
+// up to 512 KiB of staging: 64 MiB; this holds two such without falling back to raw.
+ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 256, 1, 1 << 16)
 ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 16, 1, 1024)  // CTAs the resident kernel occupies
 // With the GPU codec: NCCL_MIN_NCHANNELS, where the user set none. On one channel NCCL's
 // pipeline waits for each message's encode and decode; more channels keep more messages in
