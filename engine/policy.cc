@@ -32,6 +32,14 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
   return true;
 }
 
+bool CompressPolicy::inclined(size_t bytes, const CodecEngine& codec) const {
+  if (mode_ == ZipMode::kOff || bytes == 0) return false;
+  if (mode_ == ZipMode::kAlways) return true;
+  if (int64_t(bytes) < min_bytes() || ratio_ > max_ratio()) return false;
+  const double enc = coding_rate(codec);
+  return enc == 0 || codec_keeps_up(enc, link_bps());
+}
+
 void CompressPolicy::record(size_t in, size_t out) {
   probing_ = false;
   if (in == 0) return;

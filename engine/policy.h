@@ -29,6 +29,9 @@ class CompressPolicy {
 
   // Only asked for messages the receiver allows to arrive compressed.
   bool should_compress(size_t bytes, const CodecEngine& codec);
+  // Whether should_compress would say yes now but for its probes, without changing anything:
+  // worth waiting for a cold GPU codec only then.
+  bool inclined(size_t bytes, const CodecEngine& codec) const;
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
   // Called for every attempt, in completion order.
   void record(size_t in, size_t out);

@@ -52,6 +52,22 @@ TEST(CompressPolicy, EncodeAndDecodeTogetherMustOutrunTheLink) {
   EXPECT_DOUBLE_EQ(coding_rate(FakeEngine(3, 0)), 3.0) << "no decode measured yet: the encoder's";
 }
 
+// inclined(): the decision without its probes and without touching the policy's state.
+TEST(CompressPolicy, InclinedIsTheDecisionWithoutProbesOrState) {
+  FakeEngine fast(10 * kLink), slow(kLink), unmeasured(0);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  EXPECT_TRUE(p.inclined(kBig, fast));
+  EXPECT_TRUE(p.inclined(kBig, unmeasured)) << "it would measure it";
+  EXPECT_FALSE(p.inclined(kBig, slow));
+  EXPECT_FALSE(p.inclined(1000, fast)) << "below NCCL_ZIP_MIN_BYTES";
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(p.inclined(kBig, unmeasured));
+  EXPECT_TRUE(p.should_compress(kBig, unmeasured)) << "asking changed nothing: the first probe is still to come";
+  for (int i = 0; i < 20; ++i) p.record(kBig, kBig);  // incompressible lately
+  EXPECT_FALSE(p.inclined(kBig, fast));
+  EXPECT_FALSE(CompressPolicy(ZipMode::kOff, kLink).inclined(kBig, fast));
+  EXPECT_TRUE(CompressPolicy(ZipMode::kAlways, kLink).inclined(1, slow));
+}
+
 TEST(CompressPolicy, AutoMeasuresAnUnmeasuredCodecOneMessageAtATime) {
   FakeEngine unmeasured(0);
   CompressPolicy p(ZipMode::kAuto, kLink);
