@@ -7,37 +7,45 @@ namespace zipccl {
 
 double CompressPolicy::link_bps() const { return planning_link_bps(link_bps_, link_); }
 
-bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
-  if (mode_ == ZipMode::kOff || bytes == 0) return false;
-  if (mode_ == ZipMode::kAlways) return true;
-  if (int64_t(bytes) < min_bytes()) return false;
-  if (ratio_ > max_ratio()) {
-    // Incompressible lately: send raw, but look again now and then in case the data changed.
-    if (++skipped_ < kProbeEvery) return false;
-    skipped_ = 0;
-    return true;
-  }
+CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine& codec) const {
+  if (mode_ == ZipMode::kOff || bytes == 0) return Verdict::kNo;
+  if (mode_ == ZipMode::kAlways) return Verdict::kYes;
+  if (int64_t(bytes) < min_bytes()) return Verdict::kNo;
+  if (ratio_ > max_ratio()) return Verdict::kIncompressible;
   // In a collective every rank encodes what it sends and decodes what it receives: the local
-  // engine's rate for both at once decides (the receiver's is alike). Unmeasured: compress one
-  // message at a time, which measures it.
+  // engine's rate for both at once decides (the receiver's is alike).
   const double enc = coding_rate(codec);
-  if (enc == 0) {
-    if (probing_) return false;
-    probing_ = true;
-    return true;
+  if (enc == 0) return Verdict::kUnmeasured;
+  return codec_keeps_up(enc, link_bps()) ? Verdict::kYes : Verdict::kSlowCodec;
+}
+
+bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
+  switch (verdict(bytes, codec)) {
+    case Verdict::kNo:
+      return false;
+    case Verdict::kYes:
+      return true;
+    case Verdict::kIncompressible:
+      // Send raw, but look again now and then in case the data changed.
+      if (++skipped_ < kProbeEvery) return false;
+      skipped_ = 0;
+      return true;
+    case Verdict::kUnmeasured:
+      // Compress one message at a time, which measures the codec.
+      if (probing_) return false;
+      probing_ = true;
+      return true;
+    case Verdict::kSlowCodec:
+      if (++slow_skipped_ < kSlowProbeEvery) return false;
+      slow_skipped_ = 0;
+      return true;
   }
-  if (codec_keeps_up(enc, link_bps())) return true;
-  if (++slow_skipped_ < kSlowProbeEvery) return false;
-  slow_skipped_ = 0;
-  return true;
+  return false;
 }
 
 bool CompressPolicy::inclined(size_t bytes, const CodecEngine& codec) const {
-  if (mode_ == ZipMode::kOff || bytes == 0) return false;
-  if (mode_ == ZipMode::kAlways) return true;
-  if (int64_t(bytes) < min_bytes() || ratio_ > max_ratio()) return false;
-  const double enc = coding_rate(codec);
-  return enc == 0 || codec_keeps_up(enc, link_bps());
+  const Verdict v = verdict(bytes, codec);
+  return v == Verdict::kYes || v == Verdict::kUnmeasured;
 }
 
 void CompressPolicy::record(size_t in, size_t out) {

@@ -51,6 +51,9 @@ class CompressPolicy {
   // codec that is not used is never measured again.
   static constexpr uint32_t kSlowProbeEvery = 256;
 
+  // What a message meets before the probes: never, yes, or one of the cases that probe.
+  enum class Verdict { kNo, kYes, kIncompressible, kUnmeasured, kSlowCodec };
+  Verdict verdict(size_t bytes, const CodecEngine& codec) const;
   double link_bps() const;
 
   ZipMode mode_;
