@@ -14,9 +14,7 @@ export NCCL_MIN_NCHANNELS=${CHANNELS:-8}  # the same channels with compression o
 . scripts/device-nccl-job.sh
 nccl_job_build nccl-net-zip
 nccl_job_start
-export NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
-PACE=${PACE:-32000}
-[ "$PACE" = 0 ] || export NCCL_ZIP_SOCKET_PACE_MBPS=$PACE
+nccl_job_plugin "${PACE:-32000}"
 rc=0
 for zip in 0 1 2; do
   label=zip$zip

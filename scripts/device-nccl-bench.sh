@@ -33,7 +33,7 @@ GPU=${GPU:-1}
 . scripts/device-nccl-job.sh
 nccl_job_build nccl-net-zip
 nccl_job_start
-export NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
+nccl_job_plugin 0  # unpaced here: each run sets its own pace
 BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
   --collectives "${COLLECTIVES:-all_gather,reduce_scatter}" ${DATA:+--data "$DATA"})
 LABELS=()

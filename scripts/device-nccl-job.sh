@@ -5,6 +5,8 @@
 #                             $OUT/build.log; its tail and exit 1 on failure)
 #   nccl_job_start            the ranks share the one GPU under MPS (quit at exit) and are forced
 #                             onto the network over lo; NCCL logs INIT and NET
+#   nccl_job_plugin [PACE]    NCCL takes the built plugin; PACE (Mb/s, 0 or none: unpaced) caps
+#                             each rank's sends
 # No NVLink SHARP / multicast anywhere (the machine's fabric state is not ours to touch).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
@@ -21,4 +23,9 @@ nccl_job_start() {
   fi
   export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
   export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
+}
+
+nccl_job_plugin() {
+  export NCCL_NET=Zip NCCL_NET_PLUGIN="$PWD/build-dev/plugin/libnccl-net-zip.so"
+  [ "${1:-0}" = 0 ] || export NCCL_ZIP_SOCKET_PACE_MBPS="$1"
 }

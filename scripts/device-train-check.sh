@@ -18,9 +18,7 @@ mkdir -p "$OUT"
 . scripts/device-nccl-job.sh
 nccl_job_build nccl-net-zip
 nccl_job_start
-export NCCL_NET=Zip NCCL_NET_PLUGIN="$ROOT/build-dev/plugin/libnccl-net-zip.so"
-PACE=${PACE:-10000}
-[ "$PACE" = 0 ] || export NCCL_ZIP_SOCKET_PACE_MBPS=$PACE
+nccl_job_plugin "${PACE:-10000}"
 for mode in ${MODES:-ddp fsdp}; do
   for run in ${RUNS:-gpu0 gpu2 gpu1}; do
     label=${mode}_$run

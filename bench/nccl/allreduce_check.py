@@ -162,14 +162,11 @@ def main():
     ap.add_argument("--bench", type=int, default=0, help="repeats of the 64 MiB all_reduce timing (0: none)")
     ap.add_argument("--sync", action="store_true", help="stream-synchronize before each copy to the host")
     args = ap.parse_args()
-    if torch.cuda.device_count() == 0:
-        print(f"RESULT label={args.label} ok=0 no CUDA device")
-        sys.exit(1)
     v = torch.cuda.nccl.version()
     print(f"torch {torch.__version__}, NCCL {'.'.join(map(str, v)) if isinstance(v, tuple) else v}, "
           f"NCCL_NET={os.environ.get('NCCL_NET', '')} NCCL_NET_PLUGIN={os.environ.get('NCCL_NET_PLUGIN', '')} "
           f"NCCL_ZIP_ENABLE={os.environ.get('NCCL_ZIP_ENABLE', '')}", flush=True)
-    launch(worker, args)
+    launch(worker, args, f"RESULT label={args.label} ok=0 no CUDA device")
 
 
 if __name__ == "__main__":

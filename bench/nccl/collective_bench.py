@@ -125,10 +125,7 @@ def main():
     ap.add_argument("--collectives", default="all_gather,reduce_scatter")
     ap.add_argument("--data", default="", help="a .safetensors file of bf16 tensors: its values instead of Gaussian")
     args = ap.parse_args()
-    if torch.cuda.device_count() == 0:
-        print(f"BENCH label={args.label} no CUDA device, nothing measured")
-        sys.exit(1)
-    launch(worker, args)
+    launch(worker, args, f"BENCH label={args.label} no CUDA device, nothing measured")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ NCCL_HOSTID so that NCCL counts separate nodes and takes the network between the
 otherwise every round trip waits for a time slice)."""
 import os
 import socket
+import sys
 
 import torch
 import torch.distributed as dist
@@ -45,8 +46,12 @@ def join(rank, port):
     return dev
 
 
-def launch(worker, args):
-    """Runs worker(rank, port, args) in WORLD processes, port a free one for their rendezvous."""
+def launch(worker, args, no_device):
+    """Runs worker(rank, port, args) in WORLD processes, port a free one for their rendezvous;
+    without a CUDA device prints no_device and exits 1."""
+    if torch.cuda.device_count() == 0:
+        print(no_device, flush=True)
+        sys.exit(1)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -20,7 +20,6 @@ import math
 import os
 import statistics
 import struct
-import sys
 import time
 
 import torch
@@ -132,10 +131,7 @@ def main():
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--lr", type=float, default=0.05)
     args = ap.parse_args()
-    if torch.cuda.device_count() == 0:
-        print("no CUDA device", flush=True)
-        sys.exit(1)
-    launch(worker, args)
+    launch(worker, args, "no CUDA device")
 
 
 if __name__ == "__main__":
