@@ -76,7 +76,5 @@ inline double coding_rate(const CodecEngine& e) {
 // connection, release() stops it (joining its threads) with the last.
 CodecEngine* acquire_cpu_codec();
 void release_cpu_codec();
-// The CPU engine's coding_rate() (bytes/s, all workers), 0 without one or a measure.
-double cpu_coding_rate();
 
 }  // namespace zipccl

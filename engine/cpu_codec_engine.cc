@@ -116,11 +116,6 @@ CodecEngine* acquire_cpu_codec() {
   return g_engine;
 }
 
-double cpu_coding_rate() {
-  std::lock_guard<std::mutex> g(g_mu);
-  return g_engine ? coding_rate(*g_engine) : 0;
-}
-
 void release_cpu_codec() {
   std::lock_guard<std::mutex> g(g_mu);
   if (--g_refs == 0) {

@@ -27,7 +27,8 @@ ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 1, 0, 1)
 // communicator of 8 channels keeps up to 8 messages in flight on each of its 16 comms, each with
 // up to 512 KiB of staging: 64 MiB; this holds two such without falling back to raw.
 ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 256, 1, 1 << 16)
-ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 16, 1, 1024)  // CTAs the resident kernel occupies
+// CTAs the resident kernel occupies; 0: sized to the link (resident_gpus.h).
+ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 0, 0, 1024)
 // With the GPU codec: NCCL_MIN_NCHANNELS, where the user set none. On one channel NCCL's
 // pipeline waits for each message's encode and decode; more channels keep more messages in
 // flight (docs/benchmarks.md). 0 leaves NCCL's choice alone.

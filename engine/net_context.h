@@ -16,8 +16,6 @@ struct NetCtx {
   // the receive buffer), so its receives must not get compressed bytes.
   std::atomic<bool> attr_flag_polled{false};
   Stats totals;
-  // Live, for the tuner: of the messages the senders tried to compress, input and wire bytes.
-  std::atomic<uint64_t> tried_in{0}, tried_wire{0};
 };
 
 }  // namespace zipccl

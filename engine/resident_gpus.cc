@@ -1,16 +1,22 @@
 #include "resident_gpus.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 
 #include "emulated_service.h"
 #include "engine_params.h"
 #include "log.h"
+#include "policy.h"
 
 namespace zipccl {
 namespace {
 
+constexpr double kCtaCodingBps = 0.5e9;
+constexpr int kMinCtas = 4, kMaxCtas = 16;
+
+std::atomic<double> g_link_bps{0};  // read by make() under g_mu: its own atomic
 std::mutex g_mu;
 struct Entry {
   std::unique_ptr<ResidentGpu> gpu;
@@ -43,7 +49,7 @@ ResidentGpu* make(int device) {
     return nullptr;
   }
   ResidentCodec::Options o;
-  o.ctas = int(gpu_ctas());
+  o.ctas = resident_ctas();
   o.idle_us = gpu_idle_us();
   auto g = std::make_unique<ResidentGpu>();
   g->device = device;
@@ -54,9 +60,10 @@ ResidentGpu* make(int device) {
   g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec(), zip_mode() == ZipMode::kAlways);
   g->emulation = emulation;
   ZIP_INFO(NCCL_INIT | NCCL_NET,
-           "GPU codec on GPU %d: resident kernel of %d CTAs%s, exits after %lld us idle; %zu MiB pinned staging; "
+           "GPU codec on GPU %d: resident kernel of %d CTAs%s%s, exits after %lld us idle; %zu MiB pinned staging; "
            "host buffers coded there while it runs, on the CPU otherwise",
-           device, o.ctas, emulate ? " (emulated by a CPU thread, NCCL_ZIP_GPU_EMULATE)" : "",
+           device, o.ctas, gpu_ctas() ? " (NCCL_ZIP_GPU_CTAS)" : " (sized to the link)",
+           emulate ? " (emulated by a CPU thread, NCCL_ZIP_GPU_EMULATE)" : "",
            (long long)o.idle_us, arena_bytes >> 20);
   return g.release();
 }
@@ -92,11 +99,18 @@ ResidentGpu* acquire_resident(int device) {
   return gpu;
 }
 
-double resident_coding_rate() {
-  std::lock_guard<std::mutex> g(g_mu);
-  double best = 0;
-  for (const auto& kv : g_gpus) best = std::max(best, coding_rate(*kv.second.gpu->engine));
-  return best;
+void set_resident_link(double link_bps) { g_link_bps.store(link_bps); }
+
+int resident_ctas() {
+  if (gpu_ctas() > 0) return int(gpu_ctas());
+  const double link = g_link_bps.load();
+  if (link <= 0) return kMaxCtas;
+  const double need = kCodecMargin * link / kCtaCodingBps;
+  return std::clamp(int(need) + 1, kMinCtas, kMaxCtas);
+}
+
+double nominal_coding_rate(bool resident) {
+  return resident ? resident_ctas() * kCtaCodingBps : double(cpu_threads()) * 1e9;
 }
 
 void release_resident(int device) {

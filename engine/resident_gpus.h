@@ -31,8 +31,18 @@ int resident_device();
 // Null (logged) when it cannot be made. Every acquire is released.
 ResidentGpu* acquire_resident(int device);
 void release_resident(int device);
-// The best coding_rate() of the resident codecs in use (bytes/s), 0 when none has one.
-double resident_coding_rate();
+// The link the resident kernels serve (bytes/s, device 0's configured speed; 0: unknown), set
+// by the net plugin's init before any comm: it sizes their CTAs.
+void set_resident_link(double link_bps);
+// CTAs of a resident kernel: NCCL_ZIP_GPU_CTAS, else (0) enough to code the link's rate in both
+// directions with the policy's margin at the nominal rate per CTA, 4 to 16 (16 for an unknown
+// link). Each holds an SM that the application's kernels lose while the kernel is resident.
+int resident_ctas();
+// The coding rate to plan with where every rank must plan alike (the tuner): nominal, from the
+// configuration, not measured. Encoding and decoding at once, bytes/s, as coding_rate() counts:
+// a resident CTA codes ~0.5 GB/s of NCCL's pinned host buffers (16 CTAs: 6.5-12.8 GB/s measured
+// through NCCL on an H200 shared by two ranks), a CPU worker ~1 GB/s (docs/benchmarks.md).
+double nominal_coding_rate(bool resident);
 
 // The CUDA side (resident_cuda.cc; gpu_codec_none.cc without CUDA).
 bool cuda_device_present(std::string* why);

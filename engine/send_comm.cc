@@ -77,8 +77,6 @@ ncclResult_t SendComm::finish_job(Req* r) {
     staging_.give(std::move(r->stage));
   }
   policy_.record(r->size, r->h.wire_bytes);
-  ctx_->tried_in.fetch_add(r->size, std::memory_order_relaxed);
-  ctx_->tried_wire.fetch_add(r->h.wire_bytes, std::memory_order_relaxed);
   mark(Timeline::kCoded, r->h.seq, r->h.sub, r->h.wire_bytes,
        (pays ? Timeline::kCompressed : 0) | (j.on_gpu ? Timeline::kOnGpu : 0));
   ZIP_TRACE("send seq %u sub %u: %zu bytes as %s -> %llu on the wire (%.3f ms in %s codec)", r->h.seq, r->h.sub,

@@ -3,14 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 
 #include "engine_params.h"
 #include "guarded.h"
-#include "link_meter.h"
 #include "log.h"
 #include "policy.h"
 #include "recv_comm.h"
@@ -48,7 +46,6 @@ std::unique_ptr<Transport> g_transport;  // created by the first init, kept for 
 std::shared_ptr<NetCtx> g_process_ctx;
 DevicePath g_device_path;                // decided by the first init
 std::set<const Connector*> g_connecting;  // under g_mu
-std::map<uint64_t, std::weak_ptr<NetCtx>> g_ctxs;  // v11 contexts by comm id, for the tuner; under g_mu
 
 std::shared_ptr<NetCtx> ctx_of(void* ctx) {
   return ctx ? static_cast<CtxRef*>(ctx)->ctx : g_process_ctx;
@@ -94,6 +91,7 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
       ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %s", g_transport->name(),
                devs.c_str(), mode_name(zip_mode()), g_transport->settings().c_str());
       g_device_path = decide_device_path(*g_transport);
+      if (g_transport->num_devices() > 0) set_resident_link(reported_link_bps(0));
       raise_channel_floor();
     }
     if (g_transport->num_devices() == 0) {
@@ -105,7 +103,6 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
       auto* ref = new CtxRef{std::make_shared<NetCtx>()};
       ref->ctx->comm_id = comm_id;
       ref->ctx->traffic_class = traffic_class;
-      if (comm_id) g_ctxs[comm_id] = ref->ctx;
       *ctx = ref;
     }
     return ncclSuccess;
@@ -118,35 +115,23 @@ ncclResult_t finalize(void* ctx) {
     if (!ref) return ncclSuccess;
     ZIP_INFO(NCCL_NET, "communicator %016llx: %s", (unsigned long long)ref->ctx->comm_id,
              ref->ctx->totals.summary().c_str());
-    {
-      std::lock_guard<std::mutex> g(g_mu);
-      auto it = g_ctxs.find(ref->ctx->comm_id);
-      if (it != g_ctxs.end() && it->second.lock() == ref->ctx) g_ctxs.erase(it);
-    }
     delete ref;
     return ncclSuccess;
   });
 }
 
-PathView path_view(uint64_t comm_id) {
+PathView path_view() {
   PathView v;
-  std::shared_ptr<NetCtx> ctx;
   bool resident = false;
   {
     std::lock_guard<std::mutex> g(g_mu);
     if (!g_transport || g_transport->num_devices() == 0) return v;
-    v.link_bps = planning_link_bps(reported_link_bps(0), link_mbps() > 0 ? nullptr : link_meter(0));
+    v.link_bps = reported_link_bps(0);
     resident = g_device_path.resident;
-    auto it = g_ctxs.find(comm_id);
-    ctx = it != g_ctxs.end() ? it->second.lock() : nullptr;
-    if (!ctx) ctx = g_process_ctx;
   }
   v.enabled = zip_mode() != ZipMode::kOff;
-  // The engine that coded: the GPU's where it ran, the CPU's for buffers the GPU does not map.
-  v.codec_bps = std::max(resident ? resident_coding_rate() : 0.0, cpu_coding_rate());
+  v.codec_bps = nominal_coding_rate(resident);
   v.codec_keeps_up = zip_mode() == ZipMode::kAlways || codec_keeps_up(v.codec_bps, v.link_bps);
-  const uint64_t in = ctx ? ctx->tried_in.load(std::memory_order_relaxed) : 0;
-  if (in > 0) v.ratio = double(ctx->tried_wire.load(std::memory_order_relaxed)) / double(in);
   return v;
 }
 

@@ -48,16 +48,17 @@ ncclResult_t close_recv(void* recv_comm);
 ncclResult_t close_listen(void* listen_comm);
 ncclResult_t set_net_attr(void* ctx, ncclNetAttr_t* attr);
 
-// What the tuner (tuner/) plans with: the network path of communicator comm_id as this plugin
-// sees it (comm_id 0, or one it does not know: the process's traffic).
+// What the tuner (tuner/) plans with: the network path as every rank configured alike sees it.
+// NCCL runs a collective only if all ranks pick the same algorithm, protocol and channels, and
+// each rank's tuner picks alone, so nothing here is measured at run time (a rank's own link
+// meter, codec speed or compression ratio would differ from its peers' and split the choice).
 struct PathView {
   bool enabled = false;   // compression not off
-  double link_bps = 0;    // device 0's planning rate (engine/link_meter.h), bytes/s
-  double codec_bps = 0;   // coding_rate() of the codec host buffers get, bytes/s; 0 unmeasured
-  double ratio = 0.7;     // what the communicator's compression attempts gave; bf16's until then
+  double link_bps = 0;    // device 0's speed (NCCL_ZIP_LINK_MBPS, else what it reports), bytes/s
+  double codec_bps = 0;   // nominal_coding_rate() of the codec host buffers get, bytes/s
   bool codec_keeps_up = false;  // the send comms compress (auto: engine/policy.h's rule; always)
 };
-PathView path_view(uint64_t comm_id);
+PathView path_view();
 
 // The forms of v8-v10, which have no context and no device offload.
 ncclResult_t listen_noctx(int dev, void* handle, void** listen_comm);

@@ -16,7 +16,7 @@ struct Path {
   bool enabled = false;   // compression not off (NCCL_ZIP_ENABLE)
   double link_bps = 0;    // one NIC's rate, bytes/s
   double codec_bps = 0;   // the codec's rate encoding and decoding at once, bytes/s; 0 while unmeasured
-  double ratio = 1;       // wire / input bytes of what this communicator's senders compress
+  double ratio = 1;       // wire / input bytes of compressed traffic, as configured
   bool codec_keeps_up = false;  // the net plugin compresses on this path: steer NCCL there only then
 };
 

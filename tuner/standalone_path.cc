@@ -4,6 +4,6 @@
 
 namespace zipccl::net {
 
-PathView path_view(uint64_t) { return PathView{}; }
+PathView path_view() { return PathView{}; }
 
 }  // namespace zipccl::net

@@ -1,7 +1,8 @@
 // The exported tuner tables (ncclTunerPlugin_v5..v2), one implementation: per communicator, each
-// collective's cost table against its Simple entries compressed on the path the net plugin sees
-// (net::path_view: the same communicator's ratio by its commId for v5, the process's otherwise).
-// Where compression wins, the best compressed Simple entry gets its compressed time and so
+// collective's cost table against its Simple entries compressed on the path the net plugin is
+// configured for (net::path_view) at the ratio NCCL_ZIP_TUNER_RATIO_PCT, the same on every rank:
+// NCCL needs every rank to pick alike, so the model reads nothing a rank measures alone (the net
+// plugin still sends raw, message by message, what does not compress). Where compression wins, the best compressed Simple entry gets its compressed time and so
 // becomes the cheapest; elsewhere NCCL's table is left as it is. One INFO line per change of decision. An
 // operator's override (NCCL_ZIP_TUNER_FILE) comes first.
 #include <cmath>
@@ -26,6 +27,8 @@ namespace zipccl::tuner {
 namespace {
 
 ZIP_PARAM(tuner_enabled, "NCCL_ZIP_TUNER", 1, 0, 1)
+// Wire / input bytes the model assumes for compressed traffic (bf16 gradients: ~70).
+ZIP_PARAM(tuner_ratio_pct, "NCCL_ZIP_TUNER_RATIO_PCT", 70, 1, 100)
 
 const char* algo_name(int a) { return a == kAlgoTree ? "tree" : a == kAlgoRing ? "ring" : a == kAlgoPat ? "PAT" : "?"; }
 
@@ -35,16 +38,15 @@ const char* func_name(int f) {
 }
 
 struct Context {
-  uint64_t comm_id;
   int nranks, nnodes;
   std::mutex mu;  // NCCL may enqueue from several threads of one communicator's group
-  std::map<std::pair<int, int>, bool> last;  // (collective, log2 of its size) -> compressed
+  std::map<std::pair<int, int>, int> last;  // (collective, log2 of its size) -> compressed algorithm, or -1
 };
 
 ncclResult_t init(uint64_t comm_id, size_t nranks, size_t nnodes, ncclDebugLogger_t logger, void** ctx) {
   return guarded("tuner init", [&]() -> ncclResult_t {
     if (logger) set_logger(logger);
-    *ctx = new Context{comm_id, int(nranks), int(nnodes), {}, {}};
+    *ctx = new Context{int(nranks), int(nnodes), {}, {}};
     ZIP_INFO(NCCL_INIT, "tuner: communicator %016llx, %zu ranks on %zu nodes%s", (unsigned long long)comm_id, nranks,
              nnodes, tuner_enabled() ? "" : "; NCCL_ZIP_TUNER=0: NCCL's own choices");
     return ncclSuccess;
@@ -91,21 +93,22 @@ Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const
     k.channels = o->channels;
     return k;
   }
-  const net::PathView v = net::path_view(c->comm_id);
+  const net::PathView v = net::path_view();
   Path p;
   p.nranks = c->nranks;
   p.nnodes = c->nnodes;
   p.enabled = v.enabled;
   p.link_bps = v.link_bps;
   p.codec_bps = v.codec_bps;
-  p.ratio = v.ratio;
+  p.ratio = double(tuner_ratio_pct()) / 100;
   p.codec_keeps_up = v.codec_keeps_up;
   const Choice ch = choose(func, nbytes, table, nalgo, nproto, p);
   std::lock_guard<std::mutex> g(c->mu);
   const auto key = std::make_pair(func, nbytes ? int(std::log2(double(nbytes))) : 0);
   auto it = c->last.find(key);
-  if (it == c->last.end() || it->second != ch.compressed) {
-    c->last[key] = ch.compressed;
+  const int decision = ch.compressed ? ch.algo : -1;
+  if (it == c->last.end() || it->second != decision) {
+    c->last[key] = decision;
     if (ch.compressed)
       ZIP_INFO(NCCL_INIT, "tuner: %s of %zu bytes: %s/Simple compressed, predicted %.1f us against NCCL's %.1f us "
                "(link %.2f GB/s, codec %.2f GB/s, ratio %.3f)", func_name(func), nbytes, algo_name(ch.algo), ch.compressed_us,
@@ -169,7 +172,7 @@ ncclResult_t coll_info_v2(void* ctx, int func, size_t nbytes, int, int, int pipe
     auto* c = static_cast<Context*>(ctx);
     if (!c || !tuner_enabled()) return ncclSuccess;
     float table[2][3] = {{kIgnore, kIgnore, kIgnore}, {kIgnore, kIgnore, kIgnore}};  // tree, ring
-    const double link = net::path_view(c->comm_id).link_bps;
+    const double link = net::path_view().link_bps;
     if (link > 0) table[kAlgoRing][kProtoSimple] = float(sent_bytes(func, nbytes, c->nranks) / link * 1e6);
     const Pick k = pick(c, func, nbytes, pipe_ops, -1, &table[0][0], 2, 3);
     if (k.kind == Pick::kNative) return ncclSuccess;

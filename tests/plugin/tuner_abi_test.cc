@@ -109,24 +109,40 @@ TEST(TunerAbi, OverridesAndTheOffSwitch) {
   unlink(path);
 }
 
-// The tuner learns each communicator's ratio from the net plugin's compression attempts, joined
-// on the comm id: after bf16 traffic its all_gather of 64 MiB takes the compressed ring (NCCL's
-// estimates: the wire time at 100 Mb/s, NCCL_ZIP_LINK_MBPS, which the codec outruns); after random
-// bytes (ratio ~1) NCCL's table stands.
-TEST(TunerAbi, EachCommunicatorLearnsItsRatio) {
+// Every rank must pick alike, so the tuner plans from the configuration, not from what this
+// rank's traffic did: after bf16 traffic and after random bytes (which the net plugin sends raw)
+// its all_gather of 64 MiB takes the same compressed ring (NCCL's estimates: the wire time at 100
+// Mb/s, NCCL_ZIP_LINK_MBPS, which the codec outruns); NCCL_ZIP_TUNER_RATIO_PCT=100 (nothing to
+// gain) leaves NCCL's table.
+TEST(TunerAbi, EveryRankPlansFromTheConfigurationAlone) {
   const double wire_us = 32.0 * (1 << 20) / 12.5e6 * 1e6;  // half of 64 MiB at 12.5 MB/s
   const std::string us = std::to_string(long(wire_us));
-  for (const char* kind : {"bf16", "random"}) {
-    const Env env = {{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ZIP_LINK_MBPS", "100"}, {"NCCL_ZIP_ENABLE", "1"}};
-    const Pair p = run_pair(11, env, {"--msgs=40", std::string("--kind=") + kind},
-                            {"--msgs=40", std::string("--kind=") + kind, "--tune-after=" + us});
+  const struct {
+    const char* kind;
+    const char* ratio_pct;
+  } cases[] = {{"bf16", "70"}, {"random", "70"}, {"bf16", "100"}};
+  long tuned_at_70 = -1;
+  for (const auto& c : cases) {
+    const Env env = {{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ZIP_LINK_MBPS", "100"}, {"NCCL_ZIP_ENABLE", "1"},
+                     {"NCCL_ZIP_TUNER_RATIO_PCT", c.ratio_pct}};
+    const Pair p = run_pair(11, env, {"--msgs=40", std::string("--kind=") + c.kind},
+                            {"--msgs=40", std::string("--kind=") + c.kind, "--tune-after=" + us});
     expect_ok(p);
     const long tuned = field(p.send_result, "tuned");
-    if (std::string(kind) == "bf16") {
-      EXPECT_GT(field(p.send_result, "compressed"), 0) << p.send_result;
-      EXPECT_LT(tuned, long(wire_us * 0.8)) << "bf16: the compressed ring's estimate; " << p.send_result;
+    const std::string what = std::string(c.kind) + " at " + c.ratio_pct + "%: " + p.send_result;
+    if (std::string(c.kind) == "bf16") {
+      EXPECT_GT(field(p.send_result, "compressed"), 0) << what;
     } else {
-      EXPECT_EQ(tuned, long(float(wire_us))) << "random bytes: NCCL's own; " << p.send_result;
+      EXPECT_EQ(field(p.send_result, "compressed"), 0) << what;
+    }
+    if (std::string(c.ratio_pct) == "100") {
+      EXPECT_EQ(tuned, long(float(wire_us))) << "NCCL's own; " << what;
+    } else {
+      EXPECT_LT(tuned, long(wire_us * 0.8)) << "the compressed ring's estimate; " << what;
+      if (tuned_at_70 >= 0) {
+        EXPECT_EQ(tuned, tuned_at_70) << "the same pick whatever the traffic; " << what;
+      }
+      tuned_at_70 = tuned;
     }
   }
 }
