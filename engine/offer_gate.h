@@ -3,7 +3,9 @@
 // spent for nothing while the sender declines: its codec does not beat the link, or the data
 // does not compress. After kQuietAfter large messages in a row arrived raw where staging was
 // offered, only every kProbeEvery-th receive offers (the sender's policy only runs on offers);
-// a message that arrives compressed makes every receive offer again.
+// a message that arrives compressed makes every receive offer again. A cold kernel is worth
+// waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender compresses: since the last large
+// message that arrived compressed, none arrived raw into offered staging.
 #pragma once
 
 #include <cstdint>
@@ -27,20 +29,24 @@ class OfferGate {
     if (compressed) {
       quiet_ = false;
       declined_ = 0;
+      expecting_ = true;
       return;
     }
     if (!offered || !large) return;
+    expecting_ = false;
     if (++declined_ >= kQuietAfter && !quiet_) {
       quiet_ = true;
       posts_ = 1;  // the first probe kProbeEvery - 1 receives on
     }
   }
   bool quiet() const { return quiet_; }
+  bool expecting() const { return expecting_; }
 
  private:
   uint32_t declined_ = 0;  // large raw arrivals into offered staging since the last compressed one
   uint32_t posts_ = 0;     // receives posted while quiet
   bool quiet_ = false;
+  bool expecting_ = false;  // the last large message into offered staging came compressed
 };
 
 }  // namespace zipccl

@@ -69,5 +69,22 @@ TEST(OfferGate, AProbeHoldsUntilItsReceiveIsPosted) {
   EXPECT_FALSE(g.offer());
 }
 
+// A cold kernel is worth waiting for only while the sender compresses: not before anything
+// arrived compressed, nor after a large message came raw into offered staging; small or
+// unoffered raw arrivals leave the answer as it was.
+TEST(OfferGate, ExpectsCompressedBytesOnlyAfterTheLastLargeOneCameCompressed) {
+  OfferGate g;
+  EXPECT_FALSE(g.expecting());
+  g.arrived(true, true, true);
+  EXPECT_TRUE(g.expecting());
+  g.arrived(true, false, false);
+  g.arrived(false, false, true);
+  EXPECT_TRUE(g.expecting());
+  g.arrived(true, false, true);
+  EXPECT_FALSE(g.expecting());
+  g.arrived(true, true, true);
+  EXPECT_TRUE(g.expecting());
+}
+
 }  // namespace
 }  // namespace zipccl

@@ -5,7 +5,7 @@
 //
 //   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
 //            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error] [--device]
-//            [--dmabuf] [--flush] [--tc=N]
+//            [--dmabuf] [--flush] [--tc=N] [--pause-at=K]
 //   zip_peer send ... --handle=HEX
 //   zip_peer probe --plugin=P --version=V   init only: the log, then the devices
 //   zip_peer loop --plugin=P --version=V [--rounds=R --msgs=N --max=B --kind=K --seed=S]
@@ -24,6 +24,7 @@
 // logged for its connection (-1 if nothing).
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
+// --pause-at (recv): once K messages arrived, post nothing for 300 ms, then a window of receives.
 #include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
@@ -32,8 +33,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "device_mem.h"
@@ -48,7 +51,7 @@ namespace {
 struct Args {
   std::string role, plugin, handle, tuner;
   int version = 11, group = 1, tc = -1, rounds = 1;
-  long msgs = 200, die_after = -1;
+  long msgs = 200, die_after = -1, pause_at = -1;
   size_t max = 256 << 10;
   Kind kind = Kind::kMix;
   uint64_t seed = 1;
@@ -83,6 +86,7 @@ Args parse(int argc, char** argv) {
     }
     else if (auto v = val("--seed=")) a.seed = strtoull(v, nullptr, 0);
     else if (auto v = val("--die-after=")) a.die_after = atol(v);
+    else if (auto v = val("--pause-at=")) a.pause_at = atol(v);
     else if (auto v = val("--tune-after=")) a.tune_after_us = atof(v);
     else if (s == "--ll") a.ll = true;
     else if (s == "--ll-reg") a.ll_reg = true;
@@ -359,8 +363,13 @@ class Peer {
     std::deque<std::pair<void*, long>> inflight;  // request, group index
     long posted = 0;
     std::vector<char> want(a_.max);
+    bool paused = false;
     while (done_ < a_.msgs) {
-      while (posted < a_.msgs && inflight.size() < 32) {
+      if (posted == a_.pause_at && !paused && inflight.empty()) {  // --pause-at: the link idles
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        paused = true;
+      }
+      while (posted < a_.msgs && inflight.size() < 32 && (posted != a_.pause_at || paused)) {
         const size_t slot = size_t(posted % 32);
         void* data[8];
         size_t sizes[8];

@@ -154,10 +154,11 @@ TEST(ResidentCodec, AutoCompressesOnceTheKernelRuns) {
   EXPECT_EQ(field(p.recv_result, "gpu_jobs"), field(p.recv_result, "compressed")) << p.recv_result;
 }
 
-// Auto mode: an isend or irecv that finds the kernel stopped waits up to NCCL_ZIP_GPU_WAIT_US for
-// it (NCCL retries) instead of going raw. The emulated kernel takes 50 ms to start: without the
-// wait the receiver's first 32 receives (posted meanwhile) take raw bytes only; with it, they too
-// arrive compressed.
+// Auto mode: an irecv that finds the kernel stopped while its sender compresses waits up to
+// NCCL_ZIP_GPU_WAIT_US for it (NCCL retries) instead of going raw. The receiver pauses after 60
+// messages, long enough for the emulated kernel to exit (100 ms idle), then posts a window of 32
+// receives; the kernel takes 50 ms to start again: without the wait that window takes raw bytes
+// only; with it, it too arrives compressed.
 TEST(ResidentCodec, AutoWaitsForAColdKernel) {
   long compressed[2] = {};
   for (int wait : {0, 1}) {
@@ -166,10 +167,12 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
     env["NCCL_ZIP_GPU_EMULATE"] = "1";
     env["NCCL_ZIP_LINK_MBPS"] = "1";
     env["NCCL_ZIP_GPU_WAIT_US"] = wait ? "200000" : "0";
-    env["NCCL_ZIP_GPU_IDLE_US"] = "1000000";  // one start: this harness retries every few ms
+    env["NCCL_ZIP_GPU_IDLE_US"] = "100000";
     env["NCCL_ZIP_GPU_EMULATE_START_US"] = "50000";
     const std::vector<std::string> args = {"--msgs=100", "--max=1048576", "--kind=bf16", "--seed=13"};
-    Pair p = run_pair(11, env, args, args);
+    std::vector<std::string> recv_args = args;
+    recv_args.push_back("--pause-at=60");
+    Pair p = run_pair(11, env, recv_args, args);
     SCOPED_TRACE(std::string("NCCL_ZIP_GPU_WAIT_US=") + env["NCCL_ZIP_GPU_WAIT_US"]);
     expect_ok(p);
     compressed[wait] = field(p.recv_result, "compressed");
