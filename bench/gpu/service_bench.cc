@@ -129,6 +129,7 @@ struct Data {
     msg_bytes = len;
     CK(cudaMemcpy(src.p, x, n, cudaMemcpyDefault));
     CK(cudaMemcpy(msg.p, m.data(), len, cudaMemcpyDefault));
+    CK(cudaStreamSynchronize(nullptr));  // pageable copies may return before their DMA lands
   }
   gpu::ServiceJob for_op(Op op) {
     return op == kDecode ? job(op, msg.p, msg_bytes, out.p, n) : job(op, src.p, n, out.p, n);

@@ -198,10 +198,13 @@ class Checker {
  private:
   static void append(Bytes* to, const Bytes& x) { to->insert(to->end(), x.begin(), x.end()); }
 
+  // On the collective's stream: a cudaMemcpy from pageable memory may return before its DMA
+  // lands, and NCCL's stream does not wait for the legacy stream, so the copy could overwrite
+  // the collective's output (seen on the H200: an all_reduce's output still the 0x5A fill).
   void* device_copy(const Bytes& b) {
     void* p = nullptr;
     CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(b.size(), 1)));
-    if (!b.empty()) CUDA_CHECK(cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice));
+    if (!b.empty()) CUDA_CHECK(cudaMemcpyAsync(p, b.data(), b.size(), cudaMemcpyHostToDevice, s_));
     return p;
   }
 

@@ -55,10 +55,13 @@ struct Buf {
   Buf& operator=(const Buf&) = delete;
   void put(const Bytes& b) {
     if (b.empty()) return;
-    if (host)
+    if (host) {
       std::memcpy(p, b.data(), b.size());
-    else
-      cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice);
+      return;
+    }
+    // A copy from pageable memory may return before its DMA lands: wait for it.
+    cudaMemcpy(p, b.data(), b.size(), cudaMemcpyHostToDevice);
+    cudaStreamSynchronize(nullptr);
   }
   // Device memory: only while the kernel is not resident.
   Bytes get(size_t bytes) const {
