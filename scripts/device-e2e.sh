@@ -9,7 +9,8 @@
 # of time says so. Under $OUT: summary.md (the tables), speedup.png, logs.tar.gz (every part's logs).
 #   OUT=... scripts/device-e2e.sh    (CHECK_S=200 TRAIN_S=100 GEMM_S=70 BENCH_S=200; the parts' own knobs,
 #                                    e.g. RANKS, COMBOS, TRANSPORTS, STEPS, SIZES, REPEATS, PACES,
-#                                    pass through)
+#                                    pass through; on a machine of several GPUs ZIP_RANKS=N RANKS=N
+#                                    puts each rank on its own GPU, ZIP_GPUS_PER_NODE=K groups them)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/device-e2e}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every collective exact through NCCL's C API, on the GPU machine in one call: builds the plugin
 # and zipccl-nccl-check (bench/nccl/nccl_check.cc, Release, sm_90), then for each rank count,
-# protocol/algorithm combination and transport runs one checker process per rank on the one GPU
-# (each its own NCCL_HOSTID, under MPS, forced onto the network over loopback), and compares the
+# protocol/algorithm combination and transport runs one checker process per rank, each its own
+# NCCL_HOSTID on a GPU of its own where there are enough (ZIP_GPUS_PER_NODE to a node), else on
+# the one GPU under MPS, forced onto the network over loopback, and compares the
 # runs with bench/nccl/compare_checks.py: every output equal to its expectation, every digest
 # equal to NCCL's Socket transport's (order-dependent float sums over >2 ranks: to the plugin's
 # own run with compression off).
@@ -48,7 +49,15 @@ transport_env() {  # transport -> environment assignments
   esac
 }
 
-# One run: nranks processes, each with its own NCCL_HOSTID; at most 120 s.
+# Each rank its own "node" (NCCL_HOSTID) on a GPU of its own where there are enough
+# (ZIP_GPUS_PER_NODE to a node), else sharing them.
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$GPUS" -ge 1 ] || GPUS=1
+node_of() {  # rank nranks
+  if [ "$GPUS" -ge "$2" ]; then echo $(($1 / ${ZIP_GPUS_PER_NODE:-1})); else echo "$1"; fi
+}
+
+# One run: nranks processes; at most 120 s.
 run() {  # nranks proto algo transport
   local n=$1 proto=$2 algo=$3 t=$4
   local dir=$RUNS/${n}r_${proto}_${algo}_$t
@@ -63,7 +72,8 @@ run() {  # nranks proto algo transport
   esac
   local pids=() r
   for ((r = 0; r < n; r++)); do
-    env "${env[@]}" NCCL_HOSTID="zipcheck-$r" timeout -k 5 60 "$CHECK" --rank=$r --nranks=$n --id="$dir/id" \
+    env "${env[@]}" NCCL_HOSTID="zipcheck-$(node_of "$r" "$n")" timeout -k 5 60 "$CHECK" --rank=$r --nranks="$n" \
+      --device=$((r % GPUS)) --id="$dir/id" \
       --max-elems="${MAX_ELEMS:-65536}" "${DATA_ARG[@]}" >"$dir/rank$r.txt" 2>"$dir/rank$r.log" &
     pids+=($!)
   done

@@ -4,7 +4,8 @@
 #   nccl_job_build TARGET...  a Release sm_90 build of the targets into build-dev (log
 #                             $OUT/build.log; its tail and exit 1 on failure)
 #   nccl_job_start            the ranks share the one GPU under MPS (quit at exit) and are forced
-#                             onto the network over lo; NCCL logs INIT and NET
+#                             onto the network over lo (with ZIP_GPUS_PER_NODE > 1 only between
+#                             nodes: NVLink inside them); NCCL logs INIT and NET
 #   nccl_job_plugin [PACE]    NCCL takes the built plugin; PACE (Mb/s, 0 or none: unpaced) caps
 #                             each rank's sends
 # No NVLink SHARP / multicast anywhere (the machine's fabric state is not ours to touch).
@@ -21,7 +22,8 @@ nccl_job_start() {
     nvidia-cuda-mps-control -d && echo "MPS daemon started (ranks share the GPU)"
     trap 'echo quit | nvidia-cuda-mps-control' EXIT
   fi
-  export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+  [ "${ZIP_GPUS_PER_NODE:-1}" -gt 1 ] || export NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1
+  export NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
   export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET
 }
 

@@ -1,7 +1,8 @@
 """What the NCCL jobs here share: WORLD ranks (ZIP_RANKS, default 2) on this host, one process each (torch.multiprocessing,
-spawned), one GPU each where there are enough; on a one-GPU machine they share it, each with its own
-NCCL_HOSTID so that NCCL counts separate nodes and takes the network between them (run under MPS:
-otherwise every round trip waits for a time slice)."""
+spawned), each its own "node" (NCCL_HOSTID) so that NCCL takes the network between them: one GPU
+each where there are enough (ZIP_GPUS_PER_NODE of them to a node, default 1: NVLink inside a node,
+the network between nodes); on a machine with fewer GPUs they share them, each rank its own node
+(run under MPS: otherwise every round trip waits for a time slice)."""
 import os
 import socket
 import sys
@@ -11,6 +12,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 WORLD = int(os.environ.get("ZIP_RANKS", "2"))
+PER_NODE = int(os.environ.get("ZIP_GPUS_PER_NODE", "1"))
 
 
 def gaussian(rank, n, salt, dtype=torch.bfloat16):
@@ -37,8 +39,8 @@ def real_bf16(path, rank, n, salt):
 
 def join(rank, port):
     """Joins this rank's process group (NCCL backend) on its device, which it returns."""
-    if torch.cuda.device_count() < WORLD:
-        os.environ["NCCL_HOSTID"] = f"zip-host-{rank}"
+    own_gpus = torch.cuda.device_count() >= WORLD
+    os.environ["NCCL_HOSTID"] = f"zip-host-{rank // PER_NODE if own_gpus else rank}"
     dev = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
