@@ -20,6 +20,11 @@ class LinkMeter;
 // NCCL to compressible protocols by the same rule, so the two agree.
 constexpr double kCodecMargin = 1.2;
 inline bool codec_keeps_up(double codec_bps, double link_bps) { return codec_bps > kCodecMargin * link_bps; }
+// What a compressed message costs beyond the codec's throughput: one encode's and one decode's
+// turnaround (doorbell to result on the resident codec, 14-22 us for one 128-512 KiB job on an
+// H200, docs/benchmarks.md). A channel with one message in flight (a small collective) waits for
+// both, so auto mode compresses only messages whose wire time saved is at least this.
+constexpr double kMessageCodecSeconds = 20e-6;
 
 class CompressPolicy {
  public:

@@ -42,6 +42,19 @@ TEST(CompressPolicy, AutoWhenTheCodecOutrunsTheLink) {
   EXPECT_FALSE(p.should_compress(1000, fast)) << "below NCCL_ZIP_MIN_BYTES";
 }
 
+// A message must save at least the codec's turnaround on the wire (kMessageCodecSeconds): at
+// ratio 0.7 on a 5 GB/s link that is 333 KB, on a 1.25 GB/s one 83 KB.
+TEST(CompressPolicy, AMessageMustSaveMoreWireTimeThanItsCodingTakes) {
+  const double link = 5e9;
+  FakeEngine fast(10 * link);
+  CompressPolicy p(ZipMode::kAuto, link), slow_link(ZipMode::kAuto, 1.25e9);
+  EXPECT_FALSE(p.should_compress(256 << 10, fast)) << "saves 15.7 us";
+  EXPECT_TRUE(p.should_compress(512 << 10, fast)) << "saves 31.5 us";
+  EXPECT_TRUE(slow_link.should_compress(256 << 10, fast)) << "saves 63 us";
+  EXPECT_FALSE(slow_link.should_compress(64 << 10, fast)) << "saves 15.7 us";
+  EXPECT_FALSE(p.inclined(256 << 10, fast)) << "no cold kernel is worth waiting for either";
+}
+
 // A rank encodes what it sends and decodes what it receives at once: both must outrun the link.
 TEST(CompressPolicy, EncodeAndDecodeTogetherMustOutrunTheLink) {
   CompressPolicy p(ZipMode::kAuto, kLink);
