@@ -1,6 +1,5 @@
 #include "net.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>

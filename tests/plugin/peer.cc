@@ -29,11 +29,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <chrono>
 #include <map>
 #include <string>
 #include <thread>
