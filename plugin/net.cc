@@ -62,9 +62,11 @@ const char* mode_name(ZipMode m) {
 // NCCL reads NCCL_MIN_NCHANNELS when it builds a communicator's channels, after its net plugin's
 // first init: set here, it applies to every communicator (as aws-ofi-nccl sets its platform's
 // defaults). A value the user set, in the environment or NCCL's config file (NCCL loads that into
-// the environment before), stands.
+// the environment before), stands. Raised with compression off too: the channels decide the order
+// of NCCL's floating-point sums over more than two ranks, so NCCL_ZIP_ENABLE=0 stays a
+// bit-identical baseline for the same job compressed.
 void raise_channel_floor() {
-  if (!g_device_path.resident || zip_mode() == ZipMode::kOff || gpu_min_channels() == 0) return;
+  if (!g_device_path.resident || gpu_min_channels() == 0) return;
   if (getenv("NCCL_MIN_NCHANNELS") || getenv("NCCL_MIN_NRINGS")) return;
   setenv("NCCL_MIN_NCHANNELS", std::to_string(gpu_min_channels()).c_str(), 0);
   ZIP_INFO(NCCL_INIT | NCCL_NET, "GPU codec: set NCCL_MIN_NCHANNELS=%lld (NCCL_ZIP_GPU_MIN_CHANNELS): the GPU "

@@ -253,8 +253,8 @@ TEST(ExchangeData, OffersResumeWhenTheDataBecomesCompressible) {
 }
 
 // The GPU codec (on by default where a GPU exists; here the emulated one) raises NCCL's channel
-// floor at init (NCCL reads it afterwards), unless the user set one or turned it or compression
-// off, or no GPU is visible.
+// floor at init (NCCL reads it afterwards), unless the user set one or turned it or the GPU codec
+// off, or no GPU is visible; with compression off as well, so that off and on sum in one order.
 TEST(ChannelFloor, RaisedForTheGpuCodecUnlessSet) {
   const char* inherited = getenv("NCCL_MIN_NCHANNELS");
   const long untouched = inherited ? atol(inherited) : -1;
@@ -266,7 +266,7 @@ TEST(ChannelFloor, RaisedForTheGpuCodecUnlessSet) {
       {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "12"}}, inherited ? untouched : 12},
       {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_MIN_NCHANNELS", "3"}}, 3},
       {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_GPU_MIN_CHANNELS", "0"}}, untouched},
-      {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_ENABLE", "0"}}, untouched},
+      {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_ENABLE", "0"}}, inherited ? untouched : 8},
       {{{"NCCL_ZIP_GPU_EMULATE", "1"}, {"NCCL_ZIP_GPU", "0"}}, untouched},
       {{{"CUDA_VISIBLE_DEVICES", ""}}, untouched},
   };
