@@ -15,9 +15,11 @@
 #   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 (MiB, or 64K, 1M...) REPEATS=10
 #                                              PACES=10000,20000,40000 GPU=1 CHANNELS=8
 #                                              COLLECTIVES=all_gather,reduce_scatter,all_reduce,
-#                                              alltoallv,alltoallv_late; EXTRA_CTAS=N adds paced
-#                                              auto with NCCL_ZIP_GPU_CTAS=N; TUNER_AB=1 adds paced
-#                                              auto without the tuner; TIMELINE=1 writes each run's
+#                                              alltoallv,alltoallv_late; VARIANTS="NAME:K=V,K=V
+#                                              ..." adds, per pacing and unpaced, auto labels
+#                                              <p>_auto_NAME with those settings (e.g.
+#                                              notuner:NCCL_ZIP_TUNER=0 cpu:NCCL_ZIP_GPU=0
+#                                              5ctas:NCCL_ZIP_GPU_CTAS=5); TIMELINE=1 writes each run's
 #                                              per-stage times, scripts/timeline.py, to
 #                                              $OUT/timeline.txt; ROUNDS=1; DATA=a .safetensors
 #                                              file of bf16 tensors, e.g. ../shared/data/
@@ -51,6 +53,14 @@ run() {  # label (p<Mb/s>_* or lo_*), env assignments...
   echo "$label (round $ROUND): rc=$? $(grep -c '^BENCH' "$log") timings, $(grep -h 'CHECK' "$log" | grep -c 'ok=1')/2 checks ok"
   grep -hE "WARN|Traceback|Error" "$log" | head -3
 }
+variants() {  # label prefix, env assignments...: one auto run per VARIANTS entry
+  local prefix=$1 v
+  shift
+  for v in ${VARIANTS:-}; do
+    # shellcheck disable=SC2046  # the entry's K=V pairs, split on commas
+    run "${prefix}_auto_${v%%:*}" "$@" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" $(tr , ' ' <<<"${v#*:}")
+  done
+}
 # The first NCCL job after MPS starts runs slow (up to 1.3x): a short one first, not counted.
 # (argparse: the last --sizes, --repeats, --collectives stand)
 env NCCL_ZIP_ENABLE=0 timeout -k 10 150 "${BENCH[@]}" --label warmup --sizes 16M --repeats 3 --collectives all_gather \
@@ -61,13 +71,11 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
     run ${p}_off NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=0
     run ${p}_auto NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
     run ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
-    [ -n "${EXTRA_CTAS:-}" ] && run ${p}_auto${EXTRA_CTAS}ctas NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 \
-      NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS="$EXTRA_CTAS"
-    [ -n "${TUNER_AB:-}" ] && run ${p}_autonotuner NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" \
-      NCCL_ZIP_TUNER=0
+    variants "$p" NCCL_ZIP_SOCKET_PACE_MBPS="$pace"
   done
   run lo_off NCCL_ZIP_ENABLE=0
   run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+  variants lo
   [ "${SOCKET:-1}" = 0 ] || run lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
 done
 if [ -n "${TIMELINE:-}" ]; then
