@@ -34,8 +34,9 @@ ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 0, 0, 1024)
 // flight (docs/benchmarks.md). 0 leaves NCCL's choice alone.
 ZIP_PARAM(gpu_min_channels, "NCCL_ZIP_GPU_MIN_CHANNELS", 8, 0, 64)
 // The resident kernel exits after this long without work: the longest an application's
-// cudaDeviceSynchronize or cudaFree waits for it.
-ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 500, 0, 10000000)
+// cudaDeviceSynchronize or cudaFree waits for it (torch.cuda.synchronize() after each small
+// collective: the whole idle time added to each), against a restart (~10 us launch) per gap.
+ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 50, 0, 10000000)
 // Auto mode: an isend or irecv that finds the resident kernel stopped waits this long for it to
 // start (NCCL retries the call) before its message goes raw; once per start, so a launcher that
 // never starts it costs one wait per comm. 0: never wait, and a collective that fits in the

@@ -39,7 +39,7 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
  public:
   struct Options {
     int ctas = 16;
-    int64_t idle_us = 500;      // idle for this long: the kernel exits
+    int64_t idle_us = 50;       // idle for this long: the kernel exits
     int64_t retry_ms = 1000;    // a failed launch is tried again after this long
     int64_t exit_wait_ms = 10000;  // at destruction, how long to wait for the kernel to exit
   };
