@@ -1,11 +1,14 @@
 // Whether a receive offers its sender staging for compressed bytes (auto mode). An offer costs a
-// lease, which keeps the resident GPU codec's kernel on its SMs, and staging memory; both are
-// spent for nothing while the sender declines: its codec does not beat the link, or the data
-// does not compress. After kQuietAfter large messages in a row arrived raw where staging was
-// offered, only every kProbeEvery-th receive offers (the sender's policy only runs on offers);
-// a message that arrives compressed makes every receive offer again. A cold kernel is worth
-// waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender compresses: since the last large
-// message that arrived compressed, none arrived raw into offered staging.
+// lease, which keeps the resident GPU codec's kernel on its SMs (and an application's
+// cudaDeviceSynchronize waiting for its idle exit), and staging memory; both are spent for
+// nothing while the sender declines: its codec does not beat the link, the data does not
+// compress, or its messages are too small to pay (a stream of small collectives). After
+// kQuietAfter messages in a row arrived raw where staging was offered, only every
+// kProbeEvery-th receive offers (the sender's policy only runs on offers), and a probe holds
+// until a receive can make it (its kernel runs); a message that arrives compressed makes every
+// receive offer again. A cold kernel is worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the
+// sender compresses: since the last large message that arrived compressed, none arrived raw into
+// offered staging and the gate has not gone quiet.
 #pragma once
 
 #include <cstdint>
@@ -20,11 +23,12 @@ class OfferGate {
   // Whether the next receive offers (grouped receives share the answer); the same until it is
   // posted, since NCCL calls irecv again when one returns no request.
   bool offer() const { return !quiet_ || posts_ % kProbeEvery == 0; }
-  void posted() {
-    if (quiet_) ++posts_;
+  // A receive was posted; offered: it did offer staging. A probe that could not stays due.
+  void posted(bool offered) {
+    if (quiet_ && (offered || posts_ % kProbeEvery != 0)) ++posts_;
   }
   // A message arrived; offered: it could have come compressed; large: at least the size the
-  // sender's policy compresses (smaller ones come raw whatever it decides).
+  // sender's policy compresses at all (NCCL_ZIP_MIN_BYTES).
   void arrived(bool offered, bool compressed, bool large) {
     if (compressed) {
       quiet_ = false;
@@ -32,10 +36,13 @@ class OfferGate {
       expecting_ = true;
       return;
     }
-    if (!offered || !large) return;
-    expecting_ = false;
+    if (!offered) return;
+    // A collective's last, short message comes raw whatever the sender decides: it alone does
+    // not say that the next collective's will.
+    if (large) expecting_ = false;
     if (++declined_ >= kQuietAfter && !quiet_) {
       quiet_ = true;
+      expecting_ = false;
       posts_ = 1;  // the first probe kProbeEvery - 1 receives on
     }
   }
@@ -43,7 +50,7 @@ class OfferGate {
   bool expecting() const { return expecting_; }
 
  private:
-  uint32_t declined_ = 0;  // large raw arrivals into offered staging since the last compressed one
+  uint32_t declined_ = 0;  // raw arrivals into offered staging since the last compressed one
   uint32_t posts_ = 0;     // receives posted while quiet
   bool quiet_ = false;
   bool expecting_ = false;  // the last large message into offered staging came compressed

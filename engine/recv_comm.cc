@@ -56,6 +56,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   }
   ClearToSend cts;
   cts.seq = next_seq_;
+  bool offered_any = false;
   cts.n = uint32_t(n);
   for (int i = 0; i < n; ++i) {
     const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
@@ -89,13 +90,14 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     }
     if (compress_ok) {
       offered_++;
+      offered_any = true;
       p.staging = reinterpret_cast<uintptr_t>(s.stage.p);
       p.staging_bytes = zipccl::max_compressed_bytes(s.capacity);
     }
     mark(Timeline::kPost, next_seq_, uint32_t(i), s.capacity, compress_ok ? Timeline::kCompressed : 0);
   }
   if (link_->post_cts(cts) != ncclSuccess) return check_link();
-  offers_.posted();
+  offers_.posted(offered_any);
   r.in_use = true;
   r.seq = next_seq_++;
   r.n = uint32_t(n);

@@ -7,17 +7,18 @@
 namespace zipccl {
 namespace {
 
-// Posts n receives; how many offered.
+// Posts n receives, each offering where the gate says so; how many offered.
 int post(OfferGate* g, int n) {
   int offered = 0;
   for (int i = 0; i < n; ++i) {
-    offered += g->offer();
-    g->posted();
+    const bool o = g->offer();
+    offered += o;
+    g->posted(o);
   }
   return offered;
 }
 
-TEST(OfferGate, OffersUntilTheSenderDeclinesLargeMessagesInARow) {
+TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
   OfferGate g;
   for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
   EXPECT_FALSE(g.quiet());
@@ -28,13 +29,21 @@ TEST(OfferGate, OffersUntilTheSenderDeclinesLargeMessagesInARow) {
   EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
 }
 
-TEST(OfferGate, SmallOrUnofferedRawArrivalsSayNothing) {
+TEST(OfferGate, UnofferedRawArrivalsSayNothing) {
   OfferGate g;
-  for (int i = 0; i < 1000; ++i) {
-    g.arrived(true, false, false);  // below the size the sender compresses
-    g.arrived(false, false, true);  // no staging was offered
-  }
+  for (int i = 0; i < 1000; ++i) g.arrived(false, false, true);
   EXPECT_FALSE(g.quiet());
+}
+
+// Small collectives' messages come raw (too short to pay for their coding): offering staging
+// for them only keeps the kernel resident, so they count as declines too.
+TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
+  OfferGate g;
+  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
+  EXPECT_FALSE(g.quiet());
+  g.arrived(true, false, false);
+  EXPECT_TRUE(g.quiet());
+  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
 }
 
 TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
@@ -53,25 +62,30 @@ TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
 }
 
 // NCCL calls irecv again when one returns no request (a cold kernel's wait): the probe's answer
-// holds until that receive is posted.
-TEST(OfferGate, AProbeHoldsUntilItsReceiveIsPosted) {
+// holds until that receive is posted, and past receives that could not offer (no lease: the
+// kernel was stopped) until one does.
+TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
   OfferGate g;
   for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
   ASSERT_TRUE(g.quiet());
   int until_probe = 0;
   while (!g.offer()) {
-    g.posted();
+    g.posted(false);
     ++until_probe;
   }
   EXPECT_EQ(until_probe, int(OfferGate::kProbeEvery) - 1);
   for (int retry = 0; retry < 5; ++retry) EXPECT_TRUE(g.offer());
-  g.posted();
+  for (int cold = 0; cold < 3; ++cold) {
+    g.posted(false);
+    EXPECT_TRUE(g.offer()) << "a probe no receive could make is still due";
+  }
+  g.posted(true);
   EXPECT_FALSE(g.offer());
 }
 
 // A cold kernel is worth waiting for only while the sender compresses: not before anything
-// arrived compressed, nor after a large message came raw into offered staging; small or
-// unoffered raw arrivals leave the answer as it was.
+// arrived compressed, nor after a large message came raw into offered staging, nor once the gate
+// is quiet; a collective's short last message or an unoffered raw arrival leaves it as it was.
 TEST(OfferGate, ExpectsCompressedBytesOnlyAfterTheLastLargeOneCameCompressed) {
   OfferGate g;
   EXPECT_FALSE(g.expecting());
@@ -84,6 +98,9 @@ TEST(OfferGate, ExpectsCompressedBytesOnlyAfterTheLastLargeOneCameCompressed) {
   EXPECT_FALSE(g.expecting());
   g.arrived(true, true, true);
   EXPECT_TRUE(g.expecting());
+  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
+  ASSERT_TRUE(g.quiet());
+  EXPECT_FALSE(g.expecting());
 }
 
 }  // namespace
