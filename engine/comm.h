@@ -76,9 +76,10 @@ class Comm {
   }
   // Auto mode, `engine` the resident GPU codec and its kernel not running: true while this call
   // should return no request (NCCL retries it) to let the kernel start, rather than move its
-  // message raw; NCCL_ZIP_GPU_WAIT_US from the first miss, then false until a lease is granted
-  // again.
+  // message raw; NCCL_ZIP_GPU_WAIT_US from the first miss, then false for kColdBackoffNs or
+  // until a lease is granted.
   bool wait_for_kernel(CodecEngine* engine);
+  static constexpr int64_t kColdBackoffNs = 100 * 1000 * 1000;
   // Waits until the engines have finished or dropped `job` (teardown only).
   void cancel_and_wait(CodecJob* job);
   // ", <name> <rate> GB/s" for the codec engine in use and op, where measured.
@@ -97,7 +98,7 @@ class Comm {
   bool resident_failed_ = false;
   bool unmapped_logged_ = false;
   int64_t cold_since_ns_ = 0;  // the first call that found the kernel stopped; 0: none
-  bool cold_waited_ = false;   // and it waited in vain
+  int64_t no_wait_until_ns_ = 0;  // after a wait in vain: none until then (kColdBackoffNs)
   StagingPool staging_;  // host buffers' compressed messages
   Stats stats_;
   std::unique_ptr<Timeline> timeline_;  // NCCL_ZIP_TIMELINE

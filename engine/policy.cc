@@ -1,5 +1,7 @@
 #include "policy.h"
 
+#include <algorithm>
+
 #include "codec_engine.h"
 #include "link_meter.h"
 
@@ -44,9 +46,22 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
   return false;
 }
 
-bool CompressPolicy::inclined(size_t bytes, const CodecEngine& codec) const {
-  const Verdict v = verdict(bytes, codec);
-  return v == Verdict::kYes || v == Verdict::kUnmeasured;
+bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec) const {
+  CompressPolicy asked = *this;
+  return asked.should_compress(bytes, codec);
+}
+
+void CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec) {
+  switch (verdict(bytes, codec)) {
+    case Verdict::kIncompressible:
+      skipped_ = std::min(skipped_ + 1, kProbeEvery - 1);
+      break;
+    case Verdict::kSlowCodec:
+      slow_skipped_ = std::min(slow_skipped_ + 1, kSlowProbeEvery - 1);
+      break;
+    default:
+      break;
+  }
 }
 
 void CompressPolicy::record(size_t in, size_t out) {

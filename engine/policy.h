@@ -34,9 +34,13 @@ class CompressPolicy {
 
   // Only asked for messages the receiver allows to arrive compressed.
   bool should_compress(size_t bytes, const CodecEngine& codec);
-  // Whether should_compress would say yes now but for its probes, without changing anything:
-  // worth waiting for a cold GPU codec only then.
-  bool inclined(size_t bytes, const CodecEngine& codec) const;
+  // What should_compress would answer now, its probes included, without changing anything: a
+  // cold GPU codec is worth waiting for exactly then (a probe that finds it stopped measures
+  // nothing, and while a receiver is quiet its probes are rare).
+  bool would_compress(size_t bytes, const CodecEngine& codec) const;
+  // A message sent raw because its receive offered no staging (a quiet receiver, OfferGate): it
+  // counts toward the probes, so that the receiver's rare probe finds one due.
+  void unoffered(size_t bytes, const CodecEngine& codec);
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
   // Called for every attempt, in completion order.
   void record(size_t in, size_t out);

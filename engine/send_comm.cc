@@ -157,9 +157,10 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   CodecEngine* engine = engine_for(mr);
   // The receiver takes compressed bytes (its kernel runs) and this message would be compressed:
   // a cold kernel here is worth a short wait.
-  if (to.staging_bytes > 0 && engine && policy_.inclined(size, *engine) && wait_for_kernel(engine))
+  if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine) && wait_for_kernel(engine))
     return defer(size, tag);
   bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine);
+  if (engine && to.staging_bytes == 0) policy_.unoffered(size, *engine);
   // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
   // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
   // the next message: the lease asked the kernel to start); forced compression takes the CPU.

@@ -52,7 +52,7 @@ TEST(CompressPolicy, AMessageMustSaveMoreWireTimeThanItsCodingTakes) {
   EXPECT_TRUE(p.should_compress(512 << 10, fast)) << "saves 31.5 us";
   EXPECT_TRUE(slow_link.should_compress(256 << 10, fast)) << "saves 63 us";
   EXPECT_FALSE(slow_link.should_compress(64 << 10, fast)) << "saves 15.7 us";
-  EXPECT_FALSE(p.inclined(256 << 10, fast)) << "no cold kernel is worth waiting for either";
+  EXPECT_FALSE(p.would_compress(256 << 10, fast)) << "no cold kernel is worth waiting for either";
 }
 
 // A rank encodes what it sends and decodes what it receives at once: both must outrun the link.
@@ -65,20 +65,54 @@ TEST(CompressPolicy, EncodeAndDecodeTogetherMustOutrunTheLink) {
   EXPECT_DOUBLE_EQ(coding_rate(FakeEngine(3, 0)), 3.0) << "no decode measured yet: the encoder's";
 }
 
-// inclined(): the decision without its probes and without touching the policy's state.
-TEST(CompressPolicy, InclinedIsTheDecisionWithoutProbesOrState) {
+// would_compress(): should_compress's answer, probes included, without touching the policy's state.
+TEST(CompressPolicy, WouldCompressIsTheDecisionWithoutItsEffects) {
   FakeEngine fast(10 * kLink), slow(kLink), unmeasured(0);
   CompressPolicy p(ZipMode::kAuto, kLink);
-  EXPECT_TRUE(p.inclined(kBig, fast));
-  EXPECT_TRUE(p.inclined(kBig, unmeasured)) << "it would measure it";
-  EXPECT_FALSE(p.inclined(kBig, slow));
-  EXPECT_FALSE(p.inclined(1000, fast)) << "below NCCL_ZIP_MIN_BYTES";
-  for (int i = 0; i < 100; ++i) EXPECT_TRUE(p.inclined(kBig, unmeasured));
+  EXPECT_TRUE(p.would_compress(kBig, fast));
+  EXPECT_FALSE(p.would_compress(kBig, slow));
+  EXPECT_FALSE(p.would_compress(1000, fast)) << "below NCCL_ZIP_MIN_BYTES";
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(p.would_compress(kBig, unmeasured)) << "it would measure it";
   EXPECT_TRUE(p.should_compress(kBig, unmeasured)) << "asking changed nothing: the first probe is still to come";
+  EXPECT_FALSE(p.would_compress(kBig, unmeasured)) << "that probe is still measuring";
+  p.record(kBig, kBig);
   for (int i = 0; i < 20; ++i) p.record(kBig, kBig);  // incompressible lately
-  EXPECT_FALSE(p.inclined(kBig, fast));
-  EXPECT_FALSE(CompressPolicy(ZipMode::kOff, kLink).inclined(kBig, fast));
-  EXPECT_TRUE(CompressPolicy(ZipMode::kAlways, kLink).inclined(1, slow));
+  int probes = 0;
+  for (int i = 0; i < 64; ++i) {
+    const bool would = p.would_compress(kBig, fast);
+    EXPECT_EQ(would, p.should_compress(kBig, fast)) << "message " << i;
+    probes += would;
+  }
+  EXPECT_EQ(probes, 4) << "one message in 16 probes incompressible data";
+  int slow_probes = 0;
+  CompressPolicy q(ZipMode::kAuto, kLink);
+  for (int i = 0; i < 512; ++i) {
+    const bool would = q.would_compress(kBig, slow);
+    EXPECT_EQ(would, q.should_compress(kBig, slow)) << "message " << i;
+    slow_probes += would;
+  }
+  EXPECT_EQ(slow_probes, 2) << "one message in 256 measures a slow codec again";
+  EXPECT_FALSE(CompressPolicy(ZipMode::kOff, kLink).would_compress(kBig, fast));
+  EXPECT_TRUE(CompressPolicy(ZipMode::kAlways, kLink).would_compress(1, slow));
+}
+
+// A quiet receiver offers staging on one receive in 64: the messages sent raw meanwhile count
+// toward the sender's probes, so that the offer finds one due (two probe rates multiplied took
+// ~1,000 messages to notice that the data had become compressible).
+TEST(CompressPolicy, MessagesSentUnofferedCountTowardTheProbes) {
+  FakeEngine fast(10 * kLink), slow(kLink);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  for (int i = 0; i < 20; ++i) p.record(kBig, kBig);  // incompressible lately
+  ASSERT_FALSE(p.would_compress(kBig, fast));
+  for (int i = 0; i < 100; ++i) p.unoffered(kBig, fast);
+  EXPECT_TRUE(p.should_compress(kBig, fast)) << "the first offer after 15 unoffered messages probes";
+  EXPECT_FALSE(p.should_compress(kBig, fast)) << "and the count starts over";
+  for (int i = 0; i < 100; ++i) p.unoffered(1000, fast);
+  EXPECT_FALSE(p.would_compress(kBig, fast)) << "messages below NCCL_ZIP_MIN_BYTES are no probe's business";
+  CompressPolicy q(ZipMode::kAuto, kLink);
+  for (int i = 0; i < 1000; ++i) q.unoffered(kBig, slow);
+  EXPECT_TRUE(q.should_compress(kBig, slow)) << "a slow codec is measured again at the first offer";
+  EXPECT_FALSE(q.should_compress(kBig, slow));
 }
 
 TEST(CompressPolicy, AutoMeasuresAnUnmeasuredCodecOneMessageAtATime) {

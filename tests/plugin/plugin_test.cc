@@ -240,16 +240,28 @@ TEST(ExchangeData, ReceiverStopsOfferingWhatTheSenderDeclines) {
 }
 
 // Data that becomes compressible (random bytes for 512 messages, bf16 after): the receiver went
-// quiet on the random bytes, and its probes let the sender find the bf16 and compress again.
+// quiet on the random bytes, and its probes let the sender find the bf16 and compress again;
+// also through the resident codec, whose kernel exits while the receiver is quiet (no leases),
+// so that a probe first finds it stopped.
 TEST(ExchangeData, OffersResumeWhenTheDataBecomesCompressible) {
-  Env env = base_env("1");
-  env["NCCL_ZIP_LINK_MBPS"] = "100";
-  const std::vector<std::string> args = {"--msgs=4000", "--max=262144", "--kind=shift", "--seed=6"};
-  Pair p = run_pair(11, env, args, args);
-  expect_ok(p);
-  const long offered = field(p.recv_result, "offered"), receives = field(p.recv_result, "receives");
-  EXPECT_GT(field(p.recv_result, "compressed"), 1000) << p.recv_result;
-  EXPECT_LT(offered, receives - 200) << "quiet for a while: " << p.recv_result;
+  for (const char* engine : {"cpu", "resident"}) {
+    SCOPED_TRACE(engine);
+    Env env = base_env("1");
+    env["NCCL_ZIP_LINK_MBPS"] = "100";
+    if (std::string(engine) == "resident") {
+      env["NCCL_ZIP_GPU"] = "1";
+      env["NCCL_ZIP_GPU_EMULATE"] = "1";
+      env["NCCL_ZIP_GPU_IDLE_US"] = "50";
+      env["NCCL_ZIP_GPU_WAIT_US"] = "20000";  // the emulated kernel's start (a thread) on 2 busy cores
+    }
+    const std::vector<std::string> args = {"--msgs=4000", "--max=262144", "--kind=shift", "--seed=6"};
+    Pair p = run_pair(11, env, args, args);
+    expect_ok(p);
+    const long offered = field(p.recv_result, "offered"), receives = field(p.recv_result, "receives");
+    // Of 3,488 bf16 messages ~2,200 are large enough: resumed within a few hundred messages.
+    EXPECT_GT(field(p.recv_result, "compressed"), 1500) << p.recv_result;
+    EXPECT_LT(offered, receives - 200) << "quiet for a while: " << p.recv_result;
+  }
 }
 
 // The GPU codec (on by default where a GPU exists; here the emulated one) raises NCCL's channel
