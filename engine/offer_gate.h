@@ -6,9 +6,10 @@
 // kQuietAfter messages in a row arrived raw where staging was offered, only every
 // kProbeEvery-th receive offers (the sender's policy only runs on offers), and a probe holds
 // until a receive can make it (its kernel runs); a message that arrives compressed makes every
-// receive offer again. A cold kernel is worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the
-// sender compresses: since the last large message that arrived compressed, none arrived raw into
-// offered staging and the gate has not gone quiet.
+// receive offer again, and so does one large enough to compress arriving (unoffered) if only
+// small ones were declined. A cold kernel is worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while
+// the sender compresses: since the last large message that arrived compressed, none arrived raw
+// into offered staging and the gate has not gone quiet.
 #pragma once
 
 #include <cstdint>
@@ -27,19 +28,23 @@ class OfferGate {
   void posted(bool offered) {
     if (quiet_ && (offered || posts_ % kProbeEvery != 0)) ++posts_;
   }
-  // A message arrived; offered: it could have come compressed; large: at least the size the
-  // sender's policy compresses at all (NCCL_ZIP_MIN_BYTES).
+  // A message arrived; offered: it could have come compressed; large: of a size the sender's
+  // policy compresses (compressible_bytes(), policy.h).
   void arrived(bool offered, bool compressed, bool large) {
     if (compressed) {
       quiet_ = false;
-      declined_ = 0;
+      declined_ = large_declined_ = 0;
       expecting_ = true;
       return;
     }
-    if (!offered) return;
+    if (!offered) {
+      // Quiet over small messages only: one the sender may compress asks again.
+      if (quiet_ && large && large_declined_ == 0) quiet_ = false, declined_ = 0;
+      return;
+    }
     // A collective's last, short message comes raw whatever the sender decides: it alone does
     // not say that the next collective's will.
-    if (large) expecting_ = false;
+    if (large) expecting_ = false, ++large_declined_;
     if (++declined_ >= kQuietAfter && !quiet_) {
       quiet_ = true;
       expecting_ = false;
@@ -51,6 +56,7 @@ class OfferGate {
 
  private:
   uint32_t declined_ = 0;  // raw arrivals into offered staging since the last compressed one
+  uint32_t large_declined_ = 0;  // of them large
   uint32_t posts_ = 0;     // receives posted while quiet
   bool quiet_ = false;
   bool expecting_ = false;  // the last large message into offered staging came compressed

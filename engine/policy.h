@@ -25,6 +25,14 @@ inline bool codec_keeps_up(double codec_bps, double link_bps) { return codec_bps
 // H200, docs/benchmarks.md). A channel with one message in flight (a small collective) waits for
 // both, so auto mode compresses only messages whose wire time saved is at least this.
 constexpr double kMessageCodecSeconds = 20e-6;
+// The ratio auto mode assumes until a connection has measured its own (bf16 codes to ~0.70).
+constexpr double kAssumedRatio = 0.7;
+// The smallest message auto mode compresses on a link of link_bps at ratio kAssumedRatio: what a
+// receiver counts as one its sender could have compressed.
+inline double compressible_bytes(double link_bps) {
+  const double by_time = kMessageCodecSeconds * link_bps / (1 - kAssumedRatio);
+  return by_time > double(min_bytes()) ? by_time : double(min_bytes());
+}
 
 class CompressPolicy {
  public:
@@ -68,7 +76,7 @@ class CompressPolicy {
   ZipMode mode_;
   double link_bps_;
   const LinkMeter* link_;
-  double ratio_ = 0.7;  // optimistic start: the first messages measure it
+  double ratio_ = kAssumedRatio;  // optimistic start: the first messages measure it
   uint32_t skipped_ = 0;
   uint32_t slow_skipped_ = 0;
   bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it

@@ -1,13 +1,17 @@
 #include "recv_comm.h"
 
 #include "engine_params.h"
+#include "link_meter.h"
 #include "log.h"
+#include "policy.h"
 #include "zipccl/format.h"
 
 namespace zipccl {
 
-RecvComm::RecvComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link)
-    : Comm(kRecv, dev, std::move(ctx), std::move(link)) {
+RecvComm::RecvComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s)
+    : Comm(kRecv, dev, std::move(ctx), std::move(link)),
+      link_bps_(link_bytes_per_s),
+      meter_(link_mbps() > 0 ? nullptr : link_meter(dev)) {
   for (Req& r : reqs_) r.comm = this;
   for (FlushReq& f : flushes_) {
     f.comm = this;
@@ -120,7 +124,8 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.bytes_wire += h.wire_bytes;
   stats_.compressed += h.compressed;
   mark(Timeline::kWire, h.seq, h.sub, h.wire_bytes, h.compressed ? Timeline::kCompressed : 0);
-  offers_.arrived(s.stage.p != nullptr, h.compressed, int64_t(h.wire_bytes) >= min_bytes());
+  offers_.arrived(s.stage.p != nullptr, h.compressed,
+                  double(h.wire_bytes) >= compressible_bytes(planning_link_bps(link_bps_, meter_)));
   if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
     end_lease(&s);

@@ -220,7 +220,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
     auto* lc = static_cast<ListenComm*>(listen_comm);
     std::unique_ptr<Link> link;
     ZIP_CHECK(lc->listener->accept(&link));
-    if (link) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(link));
+    if (link) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(link), reported_link_bps(lc->dev));
     return ncclSuccess;
   });
 }

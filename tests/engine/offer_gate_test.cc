@@ -61,6 +61,33 @@ TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
   EXPECT_FALSE(g.quiet());
 }
 
+// Quiet over small collectives only: a large collective's first message, arriving unoffered,
+// asks again at once rather than at the next probe; after large declines it does not.
+TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
+  OfferGate g;
+  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
+  ASSERT_TRUE(g.quiet());
+  g.arrived(false, false, false);
+  EXPECT_TRUE(g.quiet()) << "another small one";
+  g.arrived(false, false, true);
+  EXPECT_FALSE(g.quiet());
+  EXPECT_EQ(post(&g, 50), 50);
+  EXPECT_FALSE(g.expecting()) << "nothing came compressed yet";
+
+  OfferGate h;
+  h.arrived(true, false, true);
+  for (uint32_t i = 1; i < OfferGate::kQuietAfter; ++i) h.arrived(true, false, false);
+  ASSERT_TRUE(h.quiet());
+  for (int i = 0; i < 100; ++i) h.arrived(false, false, true);
+  EXPECT_TRUE(h.quiet()) << "the sender declined a large one: only a probe or a compressed arrival asks again";
+  h.arrived(true, true, true);
+  EXPECT_FALSE(h.quiet());
+  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) h.arrived(true, false, false);
+  ASSERT_TRUE(h.quiet());
+  h.arrived(false, false, true);
+  EXPECT_FALSE(h.quiet()) << "the compressed arrival cleared the large declines";
+}
+
 // NCCL calls irecv again when one returns no request (a cold kernel's wait): the probe's answer
 // holds until that receive is posted, and past receives that could not offer (no lease: the
 // kernel was stopped) until one does.

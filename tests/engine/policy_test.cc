@@ -55,6 +55,18 @@ TEST(CompressPolicy, AMessageMustSaveMoreWireTimeThanItsCodingTakes) {
   EXPECT_FALSE(p.would_compress(256 << 10, fast)) << "no cold kernel is worth waiting for either";
 }
 
+// What a receiver counts as a message its sender could have compressed: the same 20 us at the
+// assumed ratio 0.7, never below NCCL_ZIP_MIN_BYTES.
+TEST(CompressPolicy, CompressibleBytesFollowTheLink) {
+  EXPECT_NEAR(compressible_bytes(5e9), 333333, 1);
+  EXPECT_NEAR(compressible_bytes(1.25e9), 83333, 1);
+  EXPECT_EQ(compressible_bytes(1e8), double(min_bytes()));
+  FakeEngine fast(1e12);
+  CompressPolicy p(ZipMode::kAuto, 5e9);
+  EXPECT_FALSE(p.should_compress(size_t(compressible_bytes(5e9)) - 64, fast));
+  EXPECT_TRUE(p.should_compress(size_t(compressible_bytes(5e9)) + 64, fast));
+}
+
 // A rank encodes what it sends and decodes what it receives at once: both must outrun the link.
 TEST(CompressPolicy, EncodeAndDecodeTogetherMustOutrunTheLink) {
   CompressPolicy p(ZipMode::kAuto, kLink);

@@ -251,8 +251,10 @@ TEST(ExchangeData, OffersResumeWhenTheDataBecomesCompressible) {
     if (std::string(engine) == "resident") {
       env["NCCL_ZIP_GPU"] = "1";
       env["NCCL_ZIP_GPU_EMULATE"] = "1";
-      env["NCCL_ZIP_GPU_IDLE_US"] = "50";
-      env["NCCL_ZIP_GPU_WAIT_US"] = "20000";  // the emulated kernel's start (a thread) on 2 busy cores
+      // Messages come milliseconds apart here: the kernel stays between them but not between a
+      // quiet receiver's probes; a start of the emulated kernel (a thread) on 2 busy cores.
+      env["NCCL_ZIP_GPU_IDLE_US"] = "20000";
+      env["NCCL_ZIP_GPU_WAIT_US"] = "20000";
     }
     const std::vector<std::string> args = {"--msgs=4000", "--max=262144", "--kind=shift", "--seed=6"};
     Pair p = run_pair(11, env, args, args);
