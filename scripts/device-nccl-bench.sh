@@ -23,7 +23,10 @@
 #                                              per-stage times, scripts/timeline.py, to
 #                                              $OUT/timeline.txt; ROUNDS=1; DATA=a .safetensors
 #                                              file of bf16 tensors, e.g. ../shared/data/
-#                                              grads_bf16.safetensors: its values, not Gaussian)
+#                                              grads_bf16.safetensors: its values, not Gaussian;
+#                                              SYNC=stream: stream syncs around each timing, not
+#                                              torch.cuda.synchronize(), which also waits for the
+#                                              codec kernel's idle exit)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -37,7 +40,7 @@ nccl_job_build nccl-net-zip
 nccl_job_start
 nccl_job_plugin 0  # unpaced here: each run sets its own pace
 BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
-  --collectives "${COLLECTIVES:-all_gather,reduce_scatter}" ${DATA:+--data "$DATA"})
+  --collectives "${COLLECTIVES:-all_gather,reduce_scatter}" ${DATA:+--data "$DATA"} --sync "${SYNC:-device}")
 LABELS=()
 ROUND=1
 run() {  # label (p<Mb/s>_* or lo_*), env assignments...

@@ -4,14 +4,16 @@ ranks on one host.
 
     python bench/nccl/collective_bench.py --label NAME [--sizes 64K,1M,64M,256M] [--repeats 10]
                                           [--collectives all_gather,reduce_scatter,all_reduce,
-                                                         alltoallv,alltoallv_late]
+                                                         alltoallv,alltoallv_late] [--sync stream]
 
 Ranks, NCCL_HOSTID and MPS as in ranks.py (scripts/device-nccl-bench.sh runs it).
 Data: bf16 N(0, 0.02^2), different per rank; --data FILE: the values of a .safetensors file of bf16
 tensors (../shared/data/grads_bf16.safetensors), tiled, from a different offset per rank. SIZE is the collective's total buffer: all_gather's
 output, reduce_scatter's input, all_reduce's tensor, alltoallv's input per rank (an MoE dispatch
 with one expert 8x hotter; alltoallv_late: the last rank enters 2 ms late); K and M suffixes are
-KiB and MiB, a plain number MiB. Each timing is one collective between two barriers and stream synchronizations
+KiB and MiB, a plain number MiB. Each timing is one collective between two barriers and device syncs
+(torch.cuda.synchronize(), as a user's timing loop: it also waits for the plugin's codec kernel to
+exit when idle); --sync stream: syncs of the current stream only, the collective's own time
 (warm-up 3; --repeats timings, more below 4 MiB: see repeats()); prints "BENCH label=... coll=... bytes=... median_ms=... p90_ms=... algbw=..." per
 collective and size from rank 0 (algbw: GB/s of SIZE over the time).
 After the timings, one all_gather of the largest size is checked bit for bit ("CHECK ok=1|0").
@@ -82,6 +84,10 @@ def run(coll, rank, dev, n, data=None):
 
 def worker(rank, port, args):
     dev = join(rank, port)
+    if args.sync == "device":
+        sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
+    else:
+        sync = lambda: torch.cuda.current_stream(dev).synchronize()  # noqa: E731
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     for coll in args.collectives.split(","):
         for size in sizes:
@@ -89,12 +95,12 @@ def worker(rank, port, args):
             op = run(coll, rank, dev, n, args.data)
             times = []
             for i in range(repeats(args.repeats, size) + 3):
-                torch.cuda.synchronize(dev)
+                sync()
                 dist.barrier()
-                torch.cuda.synchronize(dev)
+                sync()
                 t0 = time.perf_counter()
                 op()
-                torch.cuda.synchronize(dev)
+                sync()
                 if i >= 3:
                     times.append(time.perf_counter() - t0)
             times.sort()
@@ -124,6 +130,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--collectives", default="all_gather,reduce_scatter")
     ap.add_argument("--data", default="", help="a .safetensors file of bf16 tensors: its values instead of Gaussian")
+    ap.add_argument("--sync", choices=("device", "stream"), default="device",
+                    help="around each timing: torch.cuda.synchronize(), or the current stream's")
     args = ap.parse_args()
     launch(worker, args, f"BENCH label={args.label} no CUDA device, nothing measured")
 
