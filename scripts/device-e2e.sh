@@ -31,7 +31,7 @@ part() {  # part NAME SECONDS SCRIPT (environment assignments before it apply)
   [ $r -eq 0 ] || rc=1
 }
 part check "${CHECK_S:-200}" env OUT="$OUT/check" DEADLINE=$((${CHECK_S:-200} - 20)) RANKS="${RANKS:-2 4}" \
-  COMBOS="${COMBOS:-free/free Simple/free LL/free free/tree}" TRANSPORTS="${TRANSPORTS:-socket zip0 zip2 gpu2}" \
+  COMBOS="${COMBOS:-free/free Simple/free LL/free free/tree}" TRANSPORTS="${TRANSPORTS:-socket zip0 zip2 gpu0 gpu2}" \
   MAX_ELEMS="${MAX_ELEMS:-16384}" scripts/device-nccl-check.sh
 part train "${TRAIN_S:-100}" env OUT="$OUT/train" MODES="${MODES:-ddp}" RUNS="${RUNS:-gpu0 gpu2}" \
   STEPS="${STEPS:-100}" scripts/device-train-check.sh
