@@ -42,8 +42,8 @@ bool Comm::wait_for_kernel(CodecEngine* engine) {
   if (now < no_wait_until_ns_) return false;
   if (cold_since_ns_ == 0) cold_since_ns_ = now;
   if (now - cold_since_ns_ < gpu_wait_us() * 1000) return true;
-  // In vain: a launcher stuck in a CUDA call, or a start slower than the wait. Waiting again
-  // before long would cost every message that wait; never again, every later message its
+  // In vain: a launcher stuck in a CUDA call, or a start slower than the wait. Waiting again soon
+  // would cost each message that wait; never waiting again would cost every later message its
   // compression (a kernel started for a message that went raw has exited by the next offer).
   cold_since_ns_ = 0;
   no_wait_until_ns_ = now + kColdBackoffNs;

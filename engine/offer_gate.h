@@ -29,7 +29,7 @@ class OfferGate {
     if (quiet_ && (offered || posts_ % kProbeEvery != 0)) ++posts_;
   }
   // A message arrived; offered: it could have come compressed; large: of a size the sender's
-  // policy compresses (compressible_bytes(), policy.h).
+  // policy compresses (compressible(), policy.h).
   void arrived(bool offered, bool compressed, bool large) {
     if (compressed) {
       quiet_ = false;
@@ -39,12 +39,18 @@ class OfferGate {
     }
     if (!offered) {
       // Quiet over small messages only: one the sender may compress asks again.
-      if (quiet_ && large && large_declined_ == 0) quiet_ = false, declined_ = 0;
+      if (quiet_ && large && large_declined_ == 0) {
+        quiet_ = false;
+        declined_ = 0;
+      }
       return;
     }
     // A collective's last, short message comes raw whatever the sender decides: it alone does
     // not say that the next collective's will.
-    if (large) expecting_ = false, ++large_declined_;
+    if (large) {
+      expecting_ = false;
+      ++large_declined_;
+    }
     if (++declined_ >= kQuietAfter && !quiet_) {
       quiet_ = true;
       expecting_ = false;

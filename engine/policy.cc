@@ -14,7 +14,7 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
   if (mode_ == ZipMode::kAlways) return Verdict::kYes;
   if (int64_t(bytes) < min_bytes()) return Verdict::kNo;
   if (ratio_ > max_ratio()) return Verdict::kIncompressible;
-  if (double(bytes) * (1 - ratio_) < kMessageCodecSeconds * link_bps()) return Verdict::kNo;
+  if (!saves_coding_time(double(bytes), ratio_, link_bps())) return Verdict::kNo;
   // In a collective every rank encodes what it sends and decodes what it receives: the local
   // engine's rate for both at once decides (the receiver's is alike).
   const double enc = coding_rate(codec);

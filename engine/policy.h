@@ -25,13 +25,16 @@ inline bool codec_keeps_up(double codec_bps, double link_bps) { return codec_bps
 // H200, docs/benchmarks.md). A channel with one message in flight (a small collective) waits for
 // both, so auto mode compresses only messages whose wire time saved is at least this.
 constexpr double kMessageCodecSeconds = 20e-6;
+inline bool saves_coding_time(double bytes, double ratio, double link_bps) {
+  return bytes * (1 - ratio) >= kMessageCodecSeconds * link_bps;
+}
 // The ratio auto mode assumes until a connection has measured its own (bf16 codes to ~0.70).
 constexpr double kAssumedRatio = 0.7;
-// The smallest message auto mode compresses on a link of link_bps at ratio kAssumedRatio: what a
-// receiver counts as one its sender could have compressed.
-inline double compressible_bytes(double link_bps) {
-  const double by_time = kMessageCodecSeconds * link_bps / (1 - kAssumedRatio);
-  return by_time > double(min_bytes()) ? by_time : double(min_bytes());
+// Whether auto mode would compress a message of `bytes` on a link of link_bps at ratio
+// kAssumedRatio, its codec permitting: what a receiver counts as one its sender could have
+// compressed.
+inline bool compressible(double bytes, double link_bps) {
+  return bytes >= double(min_bytes()) && saves_coding_time(bytes, kAssumedRatio, link_bps);
 }
 
 class CompressPolicy {

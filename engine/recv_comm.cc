@@ -125,7 +125,7 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.compressed += h.compressed;
   mark(Timeline::kWire, h.seq, h.sub, h.wire_bytes, h.compressed ? Timeline::kCompressed : 0);
   offers_.arrived(s.stage.p != nullptr, h.compressed,
-                  double(h.wire_bytes) >= compressible_bytes(planning_link_bps(link_bps_, meter_)));
+                  compressible(double(h.wire_bytes), planning_link_bps(link_bps_, meter_)));
   if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
     end_lease(&s);

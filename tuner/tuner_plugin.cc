@@ -2,9 +2,10 @@
 // collective's cost table against its Simple entries compressed on the path the net plugin is
 // configured for (net::path_view) at the ratio NCCL_ZIP_TUNER_RATIO_PCT, the same on every rank:
 // NCCL needs every rank to pick alike, so the model reads nothing a rank measures alone (the net
-// plugin still sends raw, message by message, what does not compress). Where compression wins, the best compressed Simple entry gets its compressed time and so
-// becomes the cheapest; elsewhere NCCL's table is left as it is. One INFO line per change of decision. An
-// operator's override (NCCL_ZIP_TUNER_FILE) comes first.
+// plugin still sends raw, message by message, what does not compress). Where compression wins, the
+// best compressed Simple entry gets its compressed time and so becomes the cheapest; elsewhere
+// NCCL's table is left as it is. One INFO line per change of decision. An operator's override
+// (NCCL_ZIP_TUNER_FILE) comes first.
 #include <cmath>
 #include <fstream>
 #include <map>

@@ -57,14 +57,17 @@ TEST(CompressPolicy, AMessageMustSaveMoreWireTimeThanItsCodingTakes) {
 
 // What a receiver counts as a message its sender could have compressed: the same 20 us at the
 // assumed ratio 0.7, never below NCCL_ZIP_MIN_BYTES.
-TEST(CompressPolicy, CompressibleBytesFollowTheLink) {
-  EXPECT_NEAR(compressible_bytes(5e9), 333333, 1);
-  EXPECT_NEAR(compressible_bytes(1.25e9), 83333, 1);
-  EXPECT_EQ(compressible_bytes(1e8), double(min_bytes()));
+TEST(CompressPolicy, CompressibleFollowsTheLink) {
+  EXPECT_FALSE(compressible(333332, 5e9));
+  EXPECT_TRUE(compressible(333334, 5e9));
+  EXPECT_FALSE(compressible(83332, 1.25e9));
+  EXPECT_TRUE(compressible(83334, 1.25e9));
+  EXPECT_FALSE(compressible(double(min_bytes()) - 1, 1e8));
+  EXPECT_TRUE(compressible(double(min_bytes()), 1e8));
   FakeEngine fast(1e12);
   CompressPolicy p(ZipMode::kAuto, 5e9);
-  EXPECT_FALSE(p.should_compress(size_t(compressible_bytes(5e9)) - 64, fast));
-  EXPECT_TRUE(p.should_compress(size_t(compressible_bytes(5e9)) + 64, fast));
+  EXPECT_FALSE(p.should_compress(333333 - 64, fast));
+  EXPECT_TRUE(p.should_compress(333333 + 64, fast));
 }
 
 // A rank encodes what it sends and decodes what it receives at once: both must outrun the link.
