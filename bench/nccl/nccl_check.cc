@@ -238,7 +238,8 @@ class Checker {
   }
 
   // A floating-point sum of n values in any order, rounded to the type (unit roundoff u) after
-  // each addition, is within n * u * sum|x| (plus a subnormal step per rounding) of the exact sum. Reports the first element outside.
+  // each addition, is within n * u * sum|x| (plus a subnormal step per rounding) of the exact
+  // sum. Reports the first element outside.
   bool near_sum(const Case& c, const Bytes& out, size_t from, const std::function<Bytes(int, size_t)>& input) const {
     const size_t es = dtype_bytes(c.t), cnt = out.size() / es;
     const double u = c.t == DType::BF16 ? 0x1p-8 : c.t == DType::FP16 ? 0x1p-11 : 0x1p-24;
