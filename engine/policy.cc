@@ -27,6 +27,7 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
     case Verdict::kNo:
       return false;
     case Verdict::kYes:
+      slow_every_ = kSlowProbeFirst;
       return true;
     case Verdict::kIncompressible:
       // Send raw, but look again now and then in case the data changed.
@@ -39,8 +40,9 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
       probing_ = true;
       return true;
     case Verdict::kSlowCodec:
-      if (++slow_skipped_ < kSlowProbeEvery) return false;
+      if (++slow_skipped_ < slow_every_) return false;
       slow_skipped_ = 0;
+      slow_every_ = std::min(2 * slow_every_, kSlowProbeMax);
       return true;
   }
   return false;
@@ -57,7 +59,7 @@ void CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec) {
       skipped_ = std::min(skipped_ + 1, kProbeEvery - 1);
       break;
     case Verdict::kSlowCodec:
-      slow_skipped_ = std::min(slow_skipped_ + 1, kSlowProbeEvery - 1);
+      slow_skipped_ = std::min(slow_skipped_ + 1, slow_every_ - 1);
       break;
     default:
       break;

@@ -61,15 +61,20 @@ class CompressPolicy {
   void unmeasured() {
     probing_ = false;
     skipped_ = kProbeEvery - 1;
-    slow_skipped_ = kSlowProbeEvery - 1;
+    slow_skipped_ = slow_every_ - 1;
   }
 
  private:
   static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
-  // Measure a codec that was slower than the link again every Nth message: one measurement can
+  // Measure a codec that was slower than the link again after N messages: one measurement can
   // be a cold or a crowded one (a GPU codec's rate depends on what else the GPU runs), and a
-  // codec that is not used is never measured again.
-  static constexpr uint32_t kSlowProbeEvery = 256;
+  // codec that is not used is never measured again. N doubles with each such probe, up to
+  // kSlowProbeMax, and starts over once the codec keeps up: where the codec is slow a probe is
+  // slow too (unpaced loopback on one H200, NCCL's staging saturating PCIe: ~0.9 ms to encode
+  // and ~1.4 ms to decode a 750 KB message from host memory), and one slow message holds up its
+  // ring step, so one probe in 256 messages cost an all_gather there over half its speed.
+  static constexpr uint32_t kSlowProbeFirst = 256;
+  static constexpr uint32_t kSlowProbeMax = 1 << 16;
 
   // What a message meets before the probes: never, yes, or one of the cases that probe.
   enum class Verdict { kNo, kYes, kIncompressible, kUnmeasured, kSlowCodec };
@@ -82,6 +87,7 @@ class CompressPolicy {
   double ratio_ = kAssumedRatio;  // optimistic start: the first messages measure it
   uint32_t skipped_ = 0;
   uint32_t slow_skipped_ = 0;
+  uint32_t slow_every_ = kSlowProbeFirst;
   bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
 };
 
