@@ -25,6 +25,7 @@ void LinkMeter::count(const Span& s) {
   const int64_t from = std::max(s.start, covered_ns_);
   rate_.add(double(s.bytes), s.end > from ? double(s.end - from) : 0);
   covered_ns_ = std::max(covered_ns_, s.end);
+  peak_.store(std::max(peak_.load(std::memory_order_relaxed), rate_.bytes_per_s()), std::memory_order_relaxed);
 }
 
 LinkMeter* link_meter(int dev) {

@@ -13,6 +13,7 @@
 // cut by a window's edge do not bias it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <queue>
@@ -33,6 +34,9 @@ class LinkMeter {
   void add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes);
   // 0 until a window's worth of spans has settled.
   double bytes_per_s() const { return rate_.bytes_per_s(); }
+  // The highest of those rates so far: what the link can move. The rate of the moment falls
+  // with the traffic (small messages move a fraction of it while busy), the link does not.
+  double peak_bytes_per_s() const { return peak_.load(std::memory_order_relaxed); }
 
  private:
   struct Span {
@@ -46,16 +50,19 @@ class LinkMeter {
   std::priority_queue<Span, std::vector<Span>, std::greater<Span>> settling_;  // earliest start first
   int64_t covered_ns_ = 0;  // busy time is counted up to here
   WindowedRate rate_{kWindowBytes, false};
+  std::atomic<double> peak_{0};
 };
 
 // Device dev's meter, for the life of the process.
 LinkMeter* link_meter(int dev);
 
-// The link rate to plan with: the measured one where it is over twice the reported speed (the
+// The link rate to plan with: the measured peak where it is over twice the reported speed (the
 // device misreports it: a virtual interface such as lo says 10 Gb/s); short of that the reported
-// speed.
+// speed. The peak, not the rate of the moment: after a phase of small collectives the latter fell
+// back under twice the reported speed, and auto mode then compressed the next large messages on
+// unpaced loopback, where its codec is slower than the link.
 inline double planning_link_bps(double reported, const LinkMeter* meter) {
-  const double measured = meter ? meter->bytes_per_s() : 0;
+  const double measured = meter ? meter->peak_bytes_per_s() : 0;
   return measured > 2 * reported ? measured : reported;
 }
 

@@ -56,6 +56,18 @@ TEST(LinkMeter, ASpanTestedTooLateAddsOnlyNewTime) {
   EXPECT_DOUBLE_EQ(m.bytes_per_s(), 1e9);
 }
 
+// 40 MB at 1 GB/s, then 40 MB of small messages at 0.1 GB/s while busy: the rate of the moment
+// falls, the link's peak stays.
+TEST(LinkMeter, ThePeakOutlastsASlowPhase) {
+  LinkMeter m;
+  for (int i = 0; i < 40; ++i) m.add(i * kMs, (i + 1) * kMs, kMB, kLate);
+  settle(&m);
+  EXPECT_DOUBLE_EQ(m.peak_bytes_per_s(), 1e9);
+  for (int i = 0; i < 400; ++i) m.add(2 * kLate + i * kMs, 2 * kLate + i * kMs + kMs, kMB / 10, 3 * kLate);
+  EXPECT_LT(m.bytes_per_s(), 0.5e9);
+  EXPECT_DOUBLE_EQ(m.peak_bytes_per_s(), 1e9);
+}
+
 TEST(LinkMeter, OnePerDevice) {
   EXPECT_EQ(link_meter(3), link_meter(3));
   EXPECT_NE(link_meter(3), link_meter(4));

@@ -188,6 +188,7 @@ TEST(CompressPolicy, IncompressibleDataIsProbedNowAndThen) {
 // the reported speed does not beat the measured one. A device measured at less than twice its
 // speed keeps it (sends complete into socket buffers in bursts).
 TEST(CompressPolicy, AMeasuredLinkReplacesTheReportedSpeedOnlyFarAboveIt) {
+  constexpr int64_t kMs = 1000000, kLate = 10 * LinkMeter::kSettleNs;
   FakeEngine codec(4 * kLink);
   LinkMeter meter;
   CompressPolicy measured(ZipMode::kAuto, kLink, &meter), reported(ZipMode::kAuto, kLink);
@@ -203,6 +204,10 @@ TEST(CompressPolicy, AMeasuredLinkReplacesTheReportedSpeedOnlyFarAboveIt) {
   ASSERT_LT(bursty.bytes_per_s(), 2 * speed);
   FakeEngine fast(1.2 * speed * 1.01);  // beats the reported speed by the margin, just
   EXPECT_TRUE(near.should_compress(kBig, fast)) << "measured below twice the reported speed";
+  // Small messages then move the far faster link slowly while busy: it is as fast as it was.
+  for (int i = 0; i < 400; ++i) meter.add(kLate + i * kMs, kLate + (i + 1) * kMs, 100000, 2 * kLate);
+  ASSERT_LT(meter.bytes_per_s(), 2 * kLink);
+  EXPECT_FALSE(measured.should_compress(kBig, codec)) << "planned with the link's peak";
 }
 
 }  // namespace
