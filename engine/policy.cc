@@ -9,12 +9,13 @@ namespace zipccl {
 
 double CompressPolicy::link_bps() const { return planning_link_bps(link_bps_, link_); }
 
-CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine& codec) const {
+CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine& codec, double ahead) const {
   if (mode_ == ZipMode::kOff || bytes == 0) return Verdict::kNo;
   if (mode_ == ZipMode::kAlways) return Verdict::kYes;
   if (int64_t(bytes) < min_bytes()) return Verdict::kNo;
   if (ratio_ > max_ratio()) return Verdict::kIncompressible;
-  if (!saves_coding_time(double(bytes), ratio_, link_bps())) return Verdict::kNo;
+  if (!saves_coding_time(double(bytes), ratio_, link_bps()) && !hides_coding_time(ahead, link_bps()))
+    return Verdict::kNo;
   // In a collective every rank encodes what it sends and decodes what it receives: the local
   // engine's rate for both at once decides (the receiver's is alike).
   const double enc = coding_rate(codec);
@@ -22,8 +23,8 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
   return codec_keeps_up(enc, link_bps()) ? Verdict::kYes : Verdict::kSlowCodec;
 }
 
-bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
-  switch (verdict(bytes, codec)) {
+bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, double ahead) {
+  switch (verdict(bytes, codec, ahead)) {
     case Verdict::kNo:
       return false;
     case Verdict::kYes:
@@ -48,13 +49,13 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec) {
   return false;
 }
 
-bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec) const {
+bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec, double ahead) const {
   CompressPolicy asked = *this;
-  return asked.should_compress(bytes, codec);
+  return asked.should_compress(bytes, codec, ahead);
 }
 
-void CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec) {
-  switch (verdict(bytes, codec)) {
+void CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ahead) {
+  switch (verdict(bytes, codec, ahead)) {
     case Verdict::kIncompressible:
       skipped_ = std::min(skipped_ + 1, kProbeEvery - 1);
       break;

@@ -155,12 +155,13 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
                                       std::to_string(tag) + ") into a receive of " + std::to_string(to.capacity) +
                                       " bytes posted by the peer");
   CodecEngine* engine = engine_for(mr);
+  const double ahead = engine ? double(bytes_ahead()) : 0;
   // The receiver takes compressed bytes (its kernel runs) and this message would be compressed:
   // a cold kernel here is worth a short wait.
-  if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine) && wait_for_kernel(engine))
+  if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine, ahead) && wait_for_kernel(engine))
     return defer(size, tag);
-  bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine);
-  if (engine && to.staging_bytes == 0) policy_.unoffered(size, *engine);
+  bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine, ahead);
+  if (engine && to.staging_bytes == 0) policy_.unoffered(size, *engine, ahead);
   // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
   // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
   // the next message: the lease asked the kernel to start); forced compression takes the CPU.
@@ -207,6 +208,15 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);
   *request = r;
   return progress();
+}
+
+uint64_t SendComm::bytes_ahead() const {
+  uint64_t n = 0;
+  for (size_t i = 0; i < kPool; ++i) {
+    const Req& r = reqs_[i];
+    if (r.state != kFree && !(r.state == kPosted && r.xfer.done())) n += r.h.wire_bytes;
+  }
+  return n;
 }
 
 ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {

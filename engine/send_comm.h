@@ -52,6 +52,8 @@ class SendComm : public Comm {
   ncclResult_t take_cts();
   ncclResult_t defer(size_t size, int tag);
   ncclResult_t finish_job(Req* r);
+  // Wire bytes of the messages taken from NCCL and not yet through the link.
+  uint64_t bytes_ahead() const;
 
   LinkMeter* const meter_;  // this device's link, all comms through it
   CompressPolicy policy_;

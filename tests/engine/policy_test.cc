@@ -58,6 +58,21 @@ TEST(CompressPolicy, AMessageMustSaveMoreWireTimeThanItsCodingTakes) {
   EXPECT_FALSE(p.would_compress(256 << 10, fast)) << "no cold kernel is worth waiting for either";
 }
 
+// Behind messages of the same connection still on the link a message's coding is hidden once
+// they take two turnarounds (40 us) to drain: NCCL's 128 KiB point-to-point chunks in a stream
+// on a 5 GB/s link, 200 KB ahead.
+TEST(CompressPolicy, MessagesAheadHideTheCoding) {
+  const double link = 5e9;
+  FakeEngine fast(10 * link), slow(link);
+  CompressPolicy p(ZipMode::kAuto, link);
+  EXPECT_FALSE(p.should_compress(128 << 10, fast)) << "alone: saves 7.9 us";
+  EXPECT_FALSE(p.should_compress(128 << 10, fast, 199000)) << "39.8 us ahead";
+  EXPECT_TRUE(p.should_compress(128 << 10, fast, 201000)) << "40.2 us ahead";
+  EXPECT_TRUE(p.would_compress(128 << 10, fast, 201000)) << "worth a cold kernel's wait as well";
+  EXPECT_FALSE(p.should_compress(128 << 10, slow, 1 << 30)) << "a codec slower than the link still is";
+  EXPECT_FALSE(p.should_compress(1000, fast, 1 << 30)) << "below NCCL_ZIP_MIN_BYTES";
+}
+
 // What a receiver counts as a message its sender could have compressed: the same 20 us at the
 // assumed ratio 0.7, never below NCCL_ZIP_MIN_BYTES.
 TEST(CompressPolicy, CompressibleFollowsTheLink) {
