@@ -9,7 +9,9 @@
 // receive offer again, and so does one large enough to compress arriving (unoffered) if only
 // small ones were declined. A cold kernel is worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while
 // the sender compresses: since the last large message that arrived compressed, none arrived raw
-// into offered staging and the gate has not gone quiet.
+// into offered staging and the gate has not gone quiet. A new connection starts quiet as if over
+// small messages: its first large arrival opens it, and a run of small collectives first (a
+// communicator's set-up, a benchmark's small sizes) never starts the kernel but for probes.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +65,8 @@ class OfferGate {
  private:
   uint32_t declined_ = 0;  // raw arrivals into offered staging since the last compressed one
   uint32_t large_declined_ = 0;  // of them large
-  uint32_t posts_ = 0;     // receives posted while quiet
-  bool quiet_ = false;
+  uint32_t posts_ = 1;     // receives posted while quiet
+  bool quiet_ = true;
   bool expecting_ = false;  // the last large message into offered staging came compressed
 };
 

@@ -1,5 +1,5 @@
-// OfferGate: a receiver stops offering staging to a sender that declines it, probes now and
-// then, and offers again from the first compressed arrival.
+// OfferGate: a receiver offers staging from its first large arrival, stops offering to a sender
+// that declines it, probes now and then, and offers again from the first compressed arrival.
 #include "offer_gate.h"
 
 #include <gtest/gtest.h>
@@ -18,8 +18,29 @@ int post(OfferGate* g, int n) {
   return offered;
 }
 
-TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
+// A gate its first large message has opened.
+OfferGate opened() {
   OfferGate g;
+  g.arrived(false, false, true);
+  return g;
+}
+
+// A new connection offers nothing until a message its sender could compress arrives (but for
+// probes); small ones leave it quiet.
+TEST(OfferGate, ANewGateOpensAtTheFirstLargeArrival) {
+  OfferGate g;
+  EXPECT_TRUE(g.quiet());
+  EXPECT_FALSE(g.expecting());
+  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
+  for (int i = 0; i < 100; ++i) g.arrived(false, false, false);
+  EXPECT_TRUE(g.quiet());
+  g.arrived(false, false, true);
+  EXPECT_FALSE(g.quiet());
+  EXPECT_EQ(post(&g, 50), 50);
+}
+
+TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
+  OfferGate g = opened();
   for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 100), 100);
@@ -30,7 +51,7 @@ TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
 }
 
 TEST(OfferGate, UnofferedRawArrivalsSayNothing) {
-  OfferGate g;
+  OfferGate g = opened();
   for (int i = 0; i < 1000; ++i) g.arrived(false, false, true);
   EXPECT_FALSE(g.quiet());
 }
@@ -38,7 +59,7 @@ TEST(OfferGate, UnofferedRawArrivalsSayNothing) {
 // Small collectives' messages come raw (too short to pay for their coding): offering staging
 // for them only keeps the kernel resident, so they count as declines too.
 TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
-  OfferGate g;
+  OfferGate g = opened();
   for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
   EXPECT_FALSE(g.quiet());
   g.arrived(true, false, false);
@@ -47,7 +68,7 @@ TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
 }
 
 TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
-  OfferGate g;
+  OfferGate g = opened();
   for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
   ASSERT_TRUE(g.quiet());
   g.arrived(true, true, true);
@@ -64,7 +85,7 @@ TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
 // Quiet over small collectives only: a large collective's first message, arriving unoffered,
 // asks again at once rather than at the next probe; after large declines it does not.
 TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
-  OfferGate g;
+  OfferGate g = opened();
   for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
   ASSERT_TRUE(g.quiet());
   g.arrived(false, false, false);
@@ -74,7 +95,7 @@ TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
   EXPECT_EQ(post(&g, 50), 50);
   EXPECT_FALSE(g.expecting()) << "nothing came compressed yet";
 
-  OfferGate h;
+  OfferGate h = opened();
   h.arrived(true, false, true);
   for (uint32_t i = 1; i < OfferGate::kQuietAfter; ++i) h.arrived(true, false, false);
   ASSERT_TRUE(h.quiet());
@@ -92,7 +113,7 @@ TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
 // holds until that receive is posted, and past receives that could not offer (no lease: the
 // kernel was stopped) until one does.
 TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
-  OfferGate g;
+  OfferGate g = opened();
   for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
   ASSERT_TRUE(g.quiet());
   int until_probe = 0;
@@ -114,7 +135,7 @@ TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
 // arrived compressed, nor after a large message came raw into offered staging, nor once the gate
 // is quiet; a collective's short last message or an unoffered raw arrival leaves it as it was.
 TEST(OfferGate, ExpectsCompressedBytesOnlyAfterTheLastLargeOneCameCompressed) {
-  OfferGate g;
+  OfferGate g = opened();
   EXPECT_FALSE(g.expecting());
   g.arrived(true, true, true);
   EXPECT_TRUE(g.expecting());
