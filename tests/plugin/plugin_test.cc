@@ -239,6 +239,20 @@ TEST(ExchangeData, ReceiverStopsOfferingWhatTheSenderDeclines) {
   }
 }
 
+// Messages too small to pay (here under NCCL_ZIP_MIN_BYTES) on a new connection: its receiver
+// offers staging, and so leases a GPU codec's kernel, only on its probes, one receive in 64.
+TEST(ExchangeData, ANewConnectionOffersNothingForSmallMessages) {
+  Env env = base_env("1");
+  env["NCCL_ZIP_LINK_MBPS"] = "10000";
+  const std::vector<std::string> args = {"--msgs=1500", "--max=65535", "--kind=bf16", "--seed=3"};
+  Pair p = run_pair(11, env, args, args);
+  expect_ok(p);
+  const long receives = field(p.recv_result, "receives");
+  ASSERT_GE(receives, 1500) << p.recv_result;
+  EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
+  EXPECT_LE(field(p.recv_result, "offered"), receives / 64 + 1) << p.recv_result;
+}
+
 // Data that becomes compressible (random bytes for 512 messages, bf16 after): the receiver went
 // quiet on the random bytes, and its probes let the sender find the bf16 and compress again;
 // also through the resident codec, whose kernel exits while the receiver is quiet (no leases),
