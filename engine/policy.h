@@ -79,9 +79,9 @@ class CompressPolicy {
   // be a cold or a crowded one (a GPU codec's rate depends on what else the GPU runs), and a
   // codec that is not used is never measured again. N doubles with each such probe, up to
   // kSlowProbeMax, and starts over once the codec keeps up: where the codec is slow a probe is
-  // slow too (unpaced loopback on one H200, NCCL's staging saturating PCIe: ~0.9 ms to encode
-  // and ~1.4 ms to decode a 750 KB message from host memory), and one slow message holds up its
-  // ring step, so one probe in 256 messages cost an all_gather there over half its speed.
+  // slow too (unpaced loopback on one H200 with two ranks: ~0.9 ms to encode and ~1.4 ms to
+  // decode a 750 KB message from host memory), and one slow message holds up its ring step, so
+  // one probe in 256 messages cost an all_gather there over half its speed.
   static constexpr uint32_t kSlowProbeFirst = 256;
   static constexpr uint32_t kSlowProbeMax = 1 << 16;
 
