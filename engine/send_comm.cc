@@ -11,7 +11,7 @@ namespace zipccl {
 SendComm::SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s)
     : Comm(kSend, dev, std::move(ctx), std::move(link)),
       meter_(link_meter(dev)),
-      policy_(zip_mode(), link_bytes_per_s, link_mbps() > 0 ? nullptr : meter_),
+      policy_(zip_mode(), link_bytes_per_s, planning_meter(dev)),
       reqs_(new Req[kPool]) {
   for (size_t i = 0; i < kPool; ++i) {
     reqs_[i].comm = this;
@@ -211,10 +211,14 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
 }
 
 uint64_t SendComm::bytes_ahead() const {
+  // Requests come from the back of free_, which starts at reqs_[0]: the ones in use lie at the
+  // low indices, and the scan (on every isend) ends once it has seen them all.
   uint64_t n = 0;
-  for (size_t i = 0; i < kPool; ++i) {
+  for (size_t i = 0, live = kPool - free_.size(); live > 0 && i < kPool; ++i) {
     const Req& r = reqs_[i];
-    if (r.state != kFree && !(r.state == kPosted && r.xfer.done())) n += r.h.wire_bytes;
+    if (r.state == kFree) continue;
+    --live;
+    if (!(r.state == kPosted && r.xfer.done())) n += r.h.wire_bytes;
   }
   return n;
 }
