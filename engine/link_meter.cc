@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "clock.h"
+#include "engine_params.h"
 
 namespace zipccl {
 
@@ -36,5 +37,7 @@ LinkMeter* link_meter(int dev) {
   if (!m) m.reset(new LinkMeter);
   return m.get();
 }
+
+const LinkMeter* planning_meter(int dev) { return link_mbps() > 0 ? nullptr : link_meter(dev); }
 
 }  // namespace zipccl

@@ -55,6 +55,9 @@ class LinkMeter {
 
 // Device dev's meter, for the life of the process.
 LinkMeter* link_meter(int dev);
+// The meter senders and receivers plan with on device dev: none where NCCL_ZIP_LINK_MBPS fixes
+// the link's rate.
+const LinkMeter* planning_meter(int dev);
 
 // The link rate to plan with: the measured peak where it is over twice the reported speed (the
 // device misreports it: a virtual interface such as lo says 10 Gb/s); short of that the reported

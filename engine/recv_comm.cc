@@ -11,7 +11,7 @@ namespace zipccl {
 RecvComm::RecvComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s)
     : Comm(kRecv, dev, std::move(ctx), std::move(link)),
       link_bps_(link_bytes_per_s),
-      meter_(link_mbps() > 0 ? nullptr : link_meter(dev)) {
+      meter_(planning_meter(dev)) {
   for (Req& r : reqs_) r.comm = this;
   for (FlushReq& f : flushes_) {
     f.comm = this;
