@@ -24,9 +24,19 @@ void LinkMeter::add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes, int64
 
 void LinkMeter::count(const Span& s) {
   const int64_t from = std::max(s.start, covered_ns_);
-  rate_.add(double(s.bytes), s.end > from ? double(s.end - from) : 0);
+  const double busy = s.end > from ? double(s.end - from) : 0;
+  rate_.add(double(s.bytes), busy);
+  if (window_bytes_ == 0) window_from_ns_ = from;
+  window_bytes_ += double(s.bytes);
+  window_busy_ns_ += busy;
   covered_ns_ = std::max(covered_ns_, s.end);
-  peak_.store(std::max(peak_.load(std::memory_order_relaxed), rate_.bytes_per_s()), std::memory_order_relaxed);
+  if (window_bytes_ < kWindowBytes) return;
+  const double wall = double(covered_ns_ - window_from_ns_);
+  if (window_busy_ns_ > 0 && window_busy_ns_ >= kPeakBusyShare * wall) {
+    peak_.store(std::max(peak_.load(std::memory_order_relaxed), window_bytes_ * 1e9 / window_busy_ns_),
+                std::memory_order_relaxed);
+  }
+  window_bytes_ = window_busy_ns_ = 0;
 }
 
 LinkMeter* link_meter(int dev) {

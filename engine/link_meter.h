@@ -11,6 +11,15 @@
 // spans that started before it have been tested too (a span tested later still counts the part
 // beyond the busy time counted so far). The rate: WindowedRate over kWindowBytes, so that spans
 // cut by a window's edge do not bias it.
+//
+// A span ends when the transport handed its last piece on, not when it left the NIC: after an
+// idle gap a buffer below (a socket's send buffer, NCCL_ZIP_SOCKET_PACE_MBPS's token bucket)
+// takes a burst at memory speed, and busy time shrinks to the copy's. Over wall time the bytes
+// cannot outrun the link, so a window's rate is at most link / busy share: the peak counts only
+// windows busy for kPeakBusyShare of their wall time, which keeps it under 1.5x the link (the
+// policy trusts it over the reported speed only beyond 2x). A codec slower than the link leaves
+// such gaps before every message: measured with the bursts, a 4 GB/s paced link read 8 GB/s
+// and auto mode stopped compressing there.
 #pragma once
 
 #include <atomic>
@@ -27,6 +36,7 @@ class LinkMeter {
  public:
   static constexpr double kWindowBytes = 32 << 20;
   static constexpr int64_t kSettleNs = 50 * 1000 * 1000;
+  static constexpr double kPeakBusyShare = 2.0 / 3;
 
   // One message: on the link from start_ns to end_ns (now_ns's clock), wire_bytes moved; now_ns:
   // when it is added.
@@ -34,8 +44,9 @@ class LinkMeter {
   void add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes);
   // 0 until a window's worth of spans has settled.
   double bytes_per_s() const { return rate_.bytes_per_s(); }
-  // The highest of those rates so far: what the link can move. The rate of the moment falls
-  // with the traffic (small messages move a fraction of it while busy), the link does not.
+  // The highest rate of a window of kWindowBytes busy for kPeakBusyShare of its wall time so far:
+  // what the link can move. The rate of the moment falls with the traffic (small messages move
+  // a fraction of it while busy), the link does not.
   double peak_bytes_per_s() const { return peak_.load(std::memory_order_relaxed); }
 
  private:
@@ -50,6 +61,9 @@ class LinkMeter {
   std::priority_queue<Span, std::vector<Span>, std::greater<Span>> settling_;  // earliest start first
   int64_t covered_ns_ = 0;  // busy time is counted up to here
   WindowedRate rate_{kWindowBytes, false};
+  // The peak's window: bytes, busy ns, and where its wall time began.
+  double window_bytes_ = 0, window_busy_ns_ = 0;
+  int64_t window_from_ns_ = 0;
   std::atomic<double> peak_{0};
 };
 

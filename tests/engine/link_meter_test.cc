@@ -68,6 +68,31 @@ TEST(LinkMeter, ThePeakOutlastsASlowPhase) {
   EXPECT_DOUBLE_EQ(m.peak_bytes_per_s(), 1e9);
 }
 
+// Short gaps between the spans (a link busy 80% of the time): its windows set the peak.
+TEST(LinkMeter, AMostlyBusyLinkSetsThePeak) {
+  LinkMeter m;
+  for (int i = 0; i < 40; ++i) m.add(i * kMs, i * kMs + 800000, kMB, kLate);
+  settle(&m);
+  EXPECT_DOUBLE_EQ(m.peak_bytes_per_s(), 1.25e9);
+}
+
+// A link of 1 GB/s with a buffer below the transport: after each idle gap a 1 MB message is taken
+// in 0.1 ms (10 GB/s while busy, 0.5 GB/s over wall time). The rate of the moment reads the
+// buffer; the peak, the link.
+TEST(LinkMeter, BurstsAfterIdleGapsDoNotRaiseThePeak) {
+  LinkMeter m;
+  for (int i = 0; i < 200; ++i) m.add(i * 2 * kMs, i * 2 * kMs + kMs / 10, kMB, kLate);
+  settle(&m);
+  EXPECT_GT(m.bytes_per_s(), 5e9);
+  EXPECT_EQ(m.peak_bytes_per_s(), 0) << "no window kept the link busy";
+  for (int i = 0; i < 40; ++i) m.add(2 * kLate + i * kMs, 2 * kLate + (i + 1) * kMs, kMB, 3 * kLate);
+  settle(&m);
+  EXPECT_DOUBLE_EQ(m.peak_bytes_per_s(), 1e9);
+  for (int i = 0; i < 200; ++i) m.add(4 * kLate + i * 2 * kMs, 4 * kLate + i * 2 * kMs + kMs / 10, kMB, 5 * kLate);
+  settle(&m);
+  EXPECT_DOUBLE_EQ(m.peak_bytes_per_s(), 1e9);
+}
+
 TEST(LinkMeter, OnePerDevice) {
   EXPECT_EQ(link_meter(3), link_meter(3));
   EXPECT_NE(link_meter(3), link_meter(4));
