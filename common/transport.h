@@ -92,6 +92,7 @@ struct DeviceInfo {
   std::string name;      // e.g. "lo", "eth0", "mlx5_0"
   std::string pci_path;  // real /sys PCI path, empty for virtual interfaces
   int speed_mbps = 0;
+  bool speed_known = true;  // false: speed_mbps is a guess (the kernel does not say)
   uint64_t guid = 0;     // NCCL groups devices of one NIC by it
   int port = 0;          // IB port number (NCCL's props.port)
   int max_comms = 65536;

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <queue>
 #include <vector>
@@ -74,12 +75,15 @@ LinkMeter* link_meter(int dev);
 const LinkMeter* planning_meter(int dev);
 
 // The link rate to plan with: the measured peak where it is over twice the reported speed (the
-// device misreports it: a virtual interface such as lo says 10 Gb/s); short of that the reported
-// speed. The peak, not the rate of the moment: after a phase of small collectives the latter fell
-// back under twice the reported speed, and auto mode then compressed the next large messages on
-// unpaced loopback, where its codec is slower than the link.
+// device misreports it); short of that the reported speed. The peak, not the rate of the moment:
+// after a phase of small collectives the latter fell back under twice the reported speed, and
+// auto mode then compressed the next large messages on unpaced loopback, where its codec is
+// slower than the link. reported 0: the device does not know its speed (a virtual interface such
+// as lo, which moves 7-14 GB/s on an H200 host): the peak alone, and until there is one an
+// infinitely fast link, so that nothing is compressed on a guess.
 inline double planning_link_bps(double reported, const LinkMeter* meter) {
   const double measured = meter ? meter->peak_bytes_per_s() : 0;
+  if (reported <= 0) return measured > 0 ? measured : std::numeric_limits<double>::infinity();
   return measured > 2 * reported ? measured : reported;
 }
 

@@ -55,6 +55,12 @@ double reported_link_bps(int dev) {
   return double(link_mbps() > 0 ? link_mbps() : g_transport->device(dev).speed_mbps) * 1e6 / 8;
 }
 
+// What the comms' policy and offer gate plan with: the reported speed, or 0 where it is a guess
+// (planning_link_bps(): the link meter's alone).
+double planning_reported_bps(int dev) {
+  return link_mbps() > 0 || g_transport->device(dev).speed_known ? reported_link_bps(dev) : 0;
+}
+
 const char* mode_name(ZipMode m) {
   return m == ZipMode::kOff ? "off (plain transport)" : m == ZipMode::kAuto ? "auto" : "always";
 }
@@ -87,7 +93,8 @@ ncclResult_t init(ncclDebugLogger_t logger, uint64_t comm_id, void** ctx, int tr
       for (int d = 0; d < g_transport->num_devices(); ++d) {
         const DeviceInfo& i = g_transport->device(d);
         const std::string port = i.port ? ":" + std::to_string(i.port) : "";
-        devs += " [" + std::to_string(d) + "]" + i.name + port + " (" + std::to_string(i.speed_mbps) + " Mb/s)";
+        devs += " [" + std::to_string(d) + "]" + i.name + port + " (" + std::to_string(i.speed_mbps) + " Mb/s" +
+                (i.speed_known ? ")" : ", a guess: auto mode compresses once the link is measured)");
       }
       ZIP_INFO(NCCL_INIT | NCCL_NET, "%s transport, devices:%s; compression %s, %s", g_transport->name(),
                devs.c_str(), mode_name(zip_mode()), g_transport->settings().c_str());
@@ -209,7 +216,7 @@ ncclResult_t connect(void* ctx, int dev, void* handle, void** send_comm, int tra
       h->connecting = nullptr;
     }
     if (r != ncclSuccess || !link) return r;
-    *send_comm = new SendComm(dev, ctx_of(ctx), std::move(link), reported_link_bps(dev));
+    *send_comm = new SendComm(dev, ctx_of(ctx), std::move(link), planning_reported_bps(dev));
     return ncclSuccess;
   });
 }
@@ -220,7 +227,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
     auto* lc = static_cast<ListenComm*>(listen_comm);
     std::unique_ptr<Link> link;
     ZIP_CHECK(lc->listener->accept(&link));
-    if (link) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(link), reported_link_bps(lc->dev));
+    if (link) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(link), planning_reported_bps(lc->dev));
     return ncclSuccess;
   });
 }

@@ -17,11 +17,11 @@ constexpr int kMaxDevs = 16;
 
 static_assert(sizeof(TcpHandle) <= kTransportHandleBytes, "handle fits");
 
+// 0 when the kernel does not say (virtual interfaces such as lo).
 int read_speed_mbps(const std::string& ifname) {
   std::ifstream f("/sys/class/net/" + ifname + "/speed");
   int v = 0;
-  if (f >> v && v > 0) return v;
-  return 10000;  // what NCCL assumes when the kernel does not say
+  return f >> v && v > 0 ? v : 0;
 }
 
 std::string read_pci_path(const std::string& ifname) {
@@ -40,6 +40,8 @@ class SocketTransport : public Transport {
       d.name = i.name;
       d.pci_path = read_pci_path(i.name);
       d.speed_mbps = pace_mbps() > 0 ? int(pace_mbps()) : read_speed_mbps(i.name);
+      d.speed_known = d.speed_mbps > 0;
+      if (!d.speed_known) d.speed_mbps = 10000;  // what NCCL assumes when the kernel does not say
       d.guid = devs_.size();
       devs_.push_back(d);
       pacers_.push_back(pace_mbps() > 0 ? std::make_shared<Pacer>(double(pace_mbps()) * 1e6 / 8) : nullptr);

@@ -225,5 +225,21 @@ TEST(CompressPolicy, AMeasuredLinkReplacesTheReportedSpeedOnlyFarAboveIt) {
   EXPECT_FALSE(measured.should_compress(kBig, codec)) << "planned with the link's peak";
 }
 
+// A device that does not know its speed (reported 0): nothing compressed on a guess, raw until the
+// meter has seen the link busy; then the usual rule against what it measured. Forced mode as ever.
+TEST(CompressPolicy, ALinkOfUnknownSpeedIsMeasuredBeforeAutoCompresses) {
+  FakeEngine codec(4 * kLink);
+  LinkMeter meter;
+  CompressPolicy p(ZipMode::kAuto, 0, &meter), always(ZipMode::kAlways, 0, &meter);
+  EXPECT_FALSE(p.should_compress(kBig, codec));
+  EXPECT_FALSE(p.should_compress(kBig, codec, 1e9)) << "no bytes ahead hide coding on an unmeasured link";
+  EXPECT_FALSE(compressible(double(kBig), planning_link_bps(0, &meter)));
+  EXPECT_TRUE(always.should_compress(kBig, codec));
+  meter.add(0, 800 * 1000000, uint64_t(1e9), LinkMeter::kSettleNs);  // 1.25 GB/s
+  EXPECT_DOUBLE_EQ(planning_link_bps(0, &meter), kLink);
+  EXPECT_TRUE(p.should_compress(kBig, codec));
+  EXPECT_TRUE(compressible(double(kBig), planning_link_bps(0, &meter)));
+}
+
 }  // namespace
 }  // namespace zipccl
