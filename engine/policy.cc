@@ -20,15 +20,36 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
   // engine's rate for both at once decides (the receiver's is alike).
   const double enc = coding_rate(codec);
   if (enc == 0) return Verdict::kUnmeasured;
-  return codec_keeps_up(enc, link_bps()) ? Verdict::kYes : Verdict::kSlowCodec;
+  const double margin = keeping_up_ ? kCodecKeepMargin : kCodecMargin;
+  return enc > margin * link_bps() ? Verdict::kYes : Verdict::kSlowCodec;
 }
 
 bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, double ahead) {
-  switch (verdict(bytes, codec, ahead)) {
+  const Verdict v = verdict(bytes, codec, ahead);
+  const bool yes = decide(v);
+  if (!yes && mode_ == ZipMode::kAuto) ++declined_[int(v)];
+  return yes;
+}
+
+std::string CompressPolicy::declines() const {
+  static const char* const kWhy[] = {"small for the link", "", "incompressible", "unmeasured codec", "slow codec"};
+  uint64_t all = 0;
+  std::string parts;
+  for (int v = 0; v < 5; ++v) {
+    if (declined_[v] == 0) continue;
+    all += declined_[v];
+    parts += (parts.empty() ? "" : ", ") + std::string(kWhy[v]) + " " + std::to_string(declined_[v]);
+  }
+  return all ? "declined " + std::to_string(all) + " (" + parts + ")" : "";
+}
+
+bool CompressPolicy::decide(Verdict v) {
+  switch (v) {
     case Verdict::kNo:
       return false;
     case Verdict::kYes:
       slow_every_ = kSlowProbeFirst;
+      keeping_up_ = true;
       return true;
     case Verdict::kIncompressible:
       // Send raw, but look again now and then in case the data changed.
@@ -41,6 +62,7 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, dou
       probing_ = true;
       return true;
     case Verdict::kSlowCodec:
+      keeping_up_ = false;
       if (++slow_skipped_ < slow_every_) return false;
       slow_skipped_ = 0;
       slow_every_ = std::min(2 * slow_every_, kSlowProbeMax);
@@ -51,7 +73,7 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, dou
 
 bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec, double ahead) const {
   CompressPolicy asked = *this;
-  return asked.should_compress(bytes, codec, ahead);
+  return asked.decide(verdict(bytes, codec, ahead));
 }
 
 void CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ahead) {

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "engine_params.h"
 
@@ -20,6 +21,12 @@ class LinkMeter;
 // NCCL to compressible protocols by the same rule, so the two agree.
 constexpr double kCodecMargin = 1.2;
 inline bool codec_keeps_up(double codec_bps, double link_bps) { return codec_bps > kCodecMargin * link_bps; }
+// Once compressing, a connection goes on while the codec beats the link at all: the GPU codec's
+// measured rate moves with the load on the GPU and its PCIe link, and the resident kernel's CTAs
+// are sized to the margin (resident_gpus.cc), so a connection that stopped at every dip under it
+// spent most messages backing off its probes (a 4 GB/s paced link on one H200, two ranks: auto
+// compressed 12% of the messages, forced 78%, and forced ran 1.25-1.47x).
+constexpr double kCodecKeepMargin = 1.0;
 // What a compressed message costs beyond the codec's throughput: one encode's and one decode's
 // turnaround (doorbell to result on the resident codec, 14-22 us for one 128-512 KiB job on an
 // H200, docs/benchmarks.md). A channel with one message in flight (a small collective) waits for
@@ -72,6 +79,9 @@ class CompressPolicy {
     skipped_ = kProbeEvery - 1;
     slow_skipped_ = slow_every_ - 1;
   }
+  // Why auto mode sent raw what it was offered, for the connection's summary: e.g. "declined 40
+  // (small 30, slow codec 10)"; empty when it declined nothing.
+  std::string declines() const;
 
  private:
   static constexpr uint32_t kProbeEvery = 16;  // retry incompressible data every Nth message
@@ -88,6 +98,7 @@ class CompressPolicy {
   // What a message meets before the probes: never, yes, or one of the cases that probe.
   enum class Verdict { kNo, kYes, kIncompressible, kUnmeasured, kSlowCodec };
   Verdict verdict(size_t bytes, const CodecEngine& codec, double ahead) const;
+  bool decide(Verdict v);  // should_compress's answer, probes counted
   double link_bps() const;
 
   ZipMode mode_;
@@ -98,6 +109,8 @@ class CompressPolicy {
   uint32_t slow_skipped_ = 0;
   uint32_t slow_every_ = kSlowProbeFirst;
   bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
+  bool keeping_up_ = false;  // the last verdict on the codec's rate was kYes: kCodecKeepMargin
+  uint64_t declined_[5] = {};  // by Verdict: offered messages should_compress sent raw
 };
 
 }  // namespace zipccl

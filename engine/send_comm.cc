@@ -169,6 +169,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (compress && !leased && zip_mode() != ZipMode::kAlways) {
     policy_.unmeasured();
     compress = false;
+    ++cold_;
   }
   Req* r = free_.back();
   free_.pop_back();
@@ -259,10 +260,12 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
 std::string SendComm::details() const {
   std::string s = codec_rate(CodecJob::kEncode);
   if (const double bps = meter_->bytes_per_s(); bps > 0) {
-    char buf[64];
-    snprintf(buf, sizeof buf, ", link %.2f GB/s", bps / 1e9);
+    char buf[96];
+    snprintf(buf, sizeof buf, ", link %.2f GB/s (peak %.2f)", bps / 1e9, meter_->peak_bytes_per_s() / 1e9);
     s += buf;
   }
+  if (const std::string d = policy_.declines(); !d.empty()) s += ", " + d;
+  if (cold_ > 0) s += ", " + std::to_string(cold_) + " raw for a cold kernel";
   return s;
 }
 

@@ -225,6 +225,33 @@ TEST(CompressPolicy, AMeasuredLinkReplacesTheReportedSpeedOnlyFarAboveIt) {
   EXPECT_FALSE(measured.should_compress(kBig, codec)) << "planned with the link's peak";
 }
 
+// The codec's measured rate moves with the load: a connection that compresses goes on while the
+// codec beats the link at all, and starts again only past the margin.
+TEST(CompressPolicy, OnceCompressingTheCodecNeedOnlyBeatTheLink) {
+  FakeEngine marginal(1.1 * kLink), ample(1.3 * kLink), slower(0.95 * kLink);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  EXPECT_FALSE(p.should_compress(kBig, marginal)) << "not yet compressing: the margin stands";
+  EXPECT_TRUE(p.should_compress(kBig, ample));
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(p.should_compress(kBig, marginal)) << i;
+  EXPECT_FALSE(p.should_compress(kBig, slower));
+  EXPECT_FALSE(p.should_compress(kBig, marginal)) << "stopped: the margin again";
+  EXPECT_TRUE(p.should_compress(kBig, ample));
+}
+
+// The summary says why offered messages went raw; forced mode declines nothing.
+TEST(CompressPolicy, DeclinesAreCountedByCause) {
+  FakeEngine fast(4 * kLink), slow(kLink / 2);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  EXPECT_EQ(p.declines(), "");
+  EXPECT_FALSE(p.should_compress(1000, fast));
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(p.should_compress(kBig, slow));
+  EXPECT_FALSE(p.would_compress(1000, fast)) << "asking does not count";
+  EXPECT_EQ(p.declines(), "declined 4 (small for the link 1, slow codec 3)");
+  CompressPolicy always(ZipMode::kAlways, kLink);
+  EXPECT_TRUE(always.should_compress(1, slow));
+  EXPECT_EQ(always.declines(), "");
+}
+
 // A device that does not know its speed (reported 0): nothing compressed on a guess, raw until the
 // meter has seen the link busy; then the usual rule against what it measured. Forced mode as ever.
 TEST(CompressPolicy, ALinkOfUnknownSpeedIsMeasuredBeforeAutoCompresses) {
