@@ -3,7 +3,9 @@
 // cudaDeviceSynchronize waiting for its idle exit), and staging memory; both are spent for
 // nothing while the sender declines: its codec does not beat the link, the data does not
 // compress, or its messages are too small to pay (a stream of small collectives). After
-// kQuietAfter messages in a row arrived raw where staging was offered, only every
+// kQuietAfter messages in a row arrived raw where staging was offered (kQuietAfterSmall if all
+// were too small to pay: a run of small collectives, each of which would otherwise start the
+// kernel and wait for its idle exit at the application's next synchronize), only every
 // kProbeEvery-th receive offers (the sender's policy only runs on offers), and a probe holds
 // until a receive can make it (its kernel runs); a message that arrives compressed makes every
 // receive offer again, and so does one large enough to compress arriving (unoffered) if only
@@ -21,6 +23,8 @@ namespace zipccl {
 class OfferGate {
  public:
   static constexpr uint32_t kQuietAfter = 32;
+  // A large collective ends with one short message per connection, not several in a row.
+  static constexpr uint32_t kQuietAfterSmall = 4;
   static constexpr uint32_t kProbeEvery = 64;
 
   // Whether the next receive offers (grouped receives share the answer); the same until it is
@@ -35,7 +39,7 @@ class OfferGate {
   void arrived(bool offered, bool compressed, bool large) {
     if (compressed) {
       quiet_ = false;
-      declined_ = large_declined_ = 0;
+      declined_ = large_declined_ = small_run_ = 0;
       expecting_ = true;
       return;
     }
@@ -52,8 +56,11 @@ class OfferGate {
     if (large) {
       expecting_ = false;
       ++large_declined_;
+      small_run_ = 0;
+    } else {
+      ++small_run_;
     }
-    if (++declined_ >= kQuietAfter && !quiet_) {
+    if ((++declined_ >= kQuietAfter || small_run_ >= kQuietAfterSmall) && !quiet_) {
       quiet_ = true;
       expecting_ = false;
       posts_ = 1;  // the first probe kProbeEvery - 1 receives on
@@ -65,6 +72,7 @@ class OfferGate {
  private:
   uint32_t declined_ = 0;  // raw arrivals into offered staging since the last compressed one
   uint32_t large_declined_ = 0;  // of them large
+  uint32_t small_run_ = 0;       // of them small, since the last large one
   uint32_t posts_ = 1;     // receives posted while quiet
   bool quiet_ = true;
   bool expecting_ = false;  // the last large message into offered staging came compressed

@@ -57,14 +57,28 @@ TEST(OfferGate, UnofferedRawArrivalsSayNothing) {
 }
 
 // Small collectives' messages come raw (too short to pay for their coding): offering staging
-// for them only keeps the kernel resident, so they count as declines too.
+// for them only keeps the kernel resident, so a few in a row end the offers. A large
+// collective's one short message between compressed ones does not.
 TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
   OfferGate g = opened();
-  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
+  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfterSmall; ++i) g.arrived(true, false, false);
   EXPECT_FALSE(g.quiet());
   g.arrived(true, false, false);
   EXPECT_TRUE(g.quiet());
   EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
+
+  OfferGate h = opened();
+  for (int i = 0; i < 100; ++i) {
+    for (int j = 0; j < 7; ++j) h.arrived(true, true, true);
+    h.arrived(true, false, false);
+  }
+  EXPECT_FALSE(h.quiet());
+  // Large declines and small ones in turn: the run of small ones starts over, the count does not.
+  OfferGate k = opened();
+  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) k.arrived(true, false, i % 2 == 0);
+  EXPECT_FALSE(k.quiet());
+  k.arrived(true, false, false);
+  EXPECT_TRUE(k.quiet());
 }
 
 TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
