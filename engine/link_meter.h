@@ -74,17 +74,17 @@ LinkMeter* link_meter(int dev);
 // the link's rate.
 const LinkMeter* planning_meter(int dev);
 
-// The link rate to plan with: the measured peak where it is over twice the reported speed (the
-// device misreports it); short of that the reported speed. The peak, not the rate of the moment:
-// after a phase of small collectives the latter fell back under twice the reported speed, and
-// auto mode then compressed the next large messages on unpaced loopback, where its codec is
-// slower than the link. reported 0: the device does not know its speed (a virtual interface such
-// as lo, which moves 7-14 GB/s on an H200 host): the peak alone, and until there is one an
-// infinitely fast link, so that nothing is compressed on a guess.
+// The link rate to plan with: the speed the device reports where it knows it (a NIC, an IB port, a
+// paced socket device; NCCL_ZIP_LINK_MBPS). reported 0: it does not (a virtual interface such as
+// lo, which moves 7-14 GB/s on an H200 host): the measured peak, and until there is one an
+// infinitely fast link, so that nothing is compressed on a guess. The peak, not the rate of the
+// moment, which falls in a phase of small collectives. Never the meter over a known speed: send
+// spans end when the transport hands the last piece on, and on a socket device paced to 4 GB/s
+// the peak read 12-61 GB/s, which turned auto mode off there.
 inline double planning_link_bps(double reported, const LinkMeter* meter) {
+  if (reported > 0) return reported;
   const double measured = meter ? meter->peak_bytes_per_s() : 0;
-  if (reported <= 0) return measured > 0 ? measured : std::numeric_limits<double>::infinity();
-  return measured > 2 * reported ? measured : reported;
+  return measured > 0 ? measured : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace zipccl
