@@ -2,24 +2,23 @@
 // NIC: wire bytes per second of busy time, the union of the messages' spans from when the
 // transport took each up until its threads saw its last piece through (not when NCCL tested it:
 // NCCL's proxy tests many sends at once, which reads as a burst far above the line rate). The
-// send comm decides which messages count (send_comm.cc).
-// The policy trusts it over the speed a device reports when it is far higher (a loopback
-// interface says 10 Gb/s and moves far more).
+// send comm decides which messages count (send_comm.cc). The policy plans with it only on a
+// device that does not know its speed (planning_link_bps()).
 //
-// Spans arrive in the order NCCL tests them, which across comms is not the order they started.
-// The union needs them in start order, so each waits kSettleNs before it counts: by then the
-// spans that started before it have been tested too (a span tested later still counts the part
-// beyond the busy time counted so far). The rate: WindowedRate over kWindowBytes, so that spans
-// cut by a window's edge do not bias it.
+// Spans arrive in the order NCCL tests them, which across comms is not the order they started,
+// so time is closed kSettleNs behind the latest test: by then the spans that started before have
+// been tested too (a span tested later counts only from where time was closed). Each closed
+// stretch counts the union of the spans in it as busy time and each span's bytes in proportion
+// to its time in it (spans overlap: NCCL keeps several messages of several channels on the link,
+// and crediting a span's bytes to the stretch where it started, its time to where it ended, read
+// a link that moved 0.45 GB/s as 4 GB/s at the end of a run). The rate: WindowedRate over
+// kWindowBytes of stretches.
 //
 // A span ends when the transport handed its last piece on, not when it left the NIC: after an
 // idle gap a buffer below (a socket's send buffer, NCCL_ZIP_SOCKET_PACE_MBPS's token bucket)
 // takes a burst at memory speed, and busy time shrinks to the copy's. Over wall time the bytes
 // cannot outrun the link, so a window's rate is at most link / busy share: the peak counts only
-// windows busy for kPeakBusyShare of their wall time, which keeps it under 1.5x the link (the
-// policy trusts it over the reported speed only beyond 2x). A codec slower than the link leaves
-// such gaps before every message: measured with the bursts, a 4 GB/s paced link read 8 GB/s
-// and auto mode stopped compressing there.
+// windows busy for kPeakBusyShare of their wall time, which keeps it under 1.5x the link.
 #pragma once
 
 #include <atomic>
@@ -56,15 +55,17 @@ class LinkMeter {
     uint64_t bytes;
     bool operator>(const Span& o) const { return start > o.start; }
   };
-  void count(const Span& s);
+  // Counts [closed_ns_, to): its busy time and its share of the open spans' bytes.
+  void close_until(int64_t to);
 
   std::mutex mu_;  // comms of several communicators (progress threads) share a device
   std::priority_queue<Span, std::vector<Span>, std::greater<Span>> settling_;  // earliest start first
-  int64_t covered_ns_ = 0;  // busy time is counted up to here
+  std::vector<Span> open_;  // settled spans that reach past closed_ns_, in start order
+  int64_t closed_ns_ = -1;  // time before this is counted (-1: nothing settled yet)
   WindowedRate rate_{kWindowBytes, false};
-  // The peak's window: bytes, busy ns, and where its wall time began.
+  // The peak's window: bytes, busy ns, and its first and last busy moments.
   double window_bytes_ = 0, window_busy_ns_ = 0;
-  int64_t window_from_ns_ = 0;
+  int64_t window_from_ns_ = 0, window_to_ns_ = 0;
   std::atomic<double> peak_{0};
 };
 

@@ -207,11 +207,13 @@ TEST(CompressPolicy, TheMeterPlansOnlyWhereTheDeviceDoesNotKnowItsSpeed) {
   FakeEngine codec(4 * kLink);
   LinkMeter meter;
   CompressPolicy known(ZipMode::kAuto, kLink, &meter), unknown(ZipMode::kAuto, 0, &meter);
-  meter.add(0, 10 * kMs, uint64_t(1e9), LinkMeter::kSettleNs);  // 100 GB/s
+  meter.add(0, 10 * kMs, uint64_t(1e9), 10 * kMs);  // 100 GB/s
+  meter.add(kLate, kLate, 0, kLate + LinkMeter::kSettleNs);
   EXPECT_GT(meter.peak_bytes_per_s(), 4 * kLink);
   EXPECT_TRUE(known.should_compress(kBig, codec)) << "the reported speed stands";
   EXPECT_FALSE(unknown.should_compress(kBig, codec)) << "planned with the measured 100 GB/s";
-  for (int i = 0; i < 400; ++i) meter.add(kLate + i * kMs, kLate + (i + 1) * kMs, 100000, 2 * kLate);
+  for (int i = 0; i < 400; ++i) meter.add(kLate + i * kMs, kLate + (i + 1) * kMs, 100000, kLate + (i + 1) * kMs);
+  meter.add(2 * kLate, 2 * kLate, 0, 2 * kLate + LinkMeter::kSettleNs);
   ASSERT_LT(meter.bytes_per_s(), 2 * kLink);
   EXPECT_FALSE(unknown.should_compress(kBig, codec)) << "planned with the link's peak";
 }
@@ -253,7 +255,8 @@ TEST(CompressPolicy, ALinkOfUnknownSpeedIsMeasuredBeforeAutoCompresses) {
   EXPECT_FALSE(p.should_compress(kBig, codec, 1e9)) << "no bytes ahead hide coding on an unmeasured link";
   EXPECT_FALSE(compressible(double(kBig), planning_link_bps(0, &meter)));
   EXPECT_TRUE(always.should_compress(kBig, codec));
-  meter.add(0, 800 * 1000000, uint64_t(1e9), LinkMeter::kSettleNs);  // 1.25 GB/s
+  meter.add(0, 800 * 1000000, uint64_t(1e9), 800 * 1000000);  // 1.25 GB/s
+  meter.add(1000 * 1000000, 1000 * 1000000, 0, 1000 * 1000000 + LinkMeter::kSettleNs);
   EXPECT_DOUBLE_EQ(planning_link_bps(0, &meter), kLink);
   EXPECT_TRUE(p.should_compress(kBig, codec));
   EXPECT_TRUE(compressible(double(kBig), planning_link_bps(0, &meter)));
