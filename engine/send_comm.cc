@@ -161,7 +161,10 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine, ahead) && wait_for_kernel(engine))
     return defer(size, tag);
   bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine, ahead);
-  if (engine && to.staging_bytes == 0) policy_.unoffered(size, *engine, ahead);
+  if (engine && to.staging_bytes == 0) {
+    if (zip_mode() == ZipMode::kAuto && policy_.would_compress(size, *engine, ahead)) ++unoffered_;
+    policy_.unoffered(size, *engine, ahead);
+  }
   // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
   // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
   // the next message: the lease asked the kernel to start); forced compression takes the CPU.
@@ -266,6 +269,7 @@ std::string SendComm::details() const {
   }
   if (const std::string d = policy_.declines(); !d.empty()) s += ", " + d;
   if (cold_ > 0) s += ", " + std::to_string(cold_) + " raw for a cold kernel";
+  if (unoffered_ > 0) s += ", " + std::to_string(unoffered_) + " raw unoffered that it would have compressed";
   return s;
 }
 

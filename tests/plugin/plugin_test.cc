@@ -235,6 +235,11 @@ TEST(ExchangeData, ReceiverStopsOfferingWhatTheSenderDeclines) {
     } else {
       EXPECT_GT(field(p.recv_result, "compressed"), 500) << p.recv_result;
       EXPECT_GT(offered, receives * 3 / 4) << p.recv_result;
+      // A new connection's receiver is quiet until the first large arrival: its sender counts
+      // the large messages that found no staging, no more than the receives that offered none.
+      const long unoffered = field(p.send_result, "unoffered");
+      EXPECT_GE(unoffered, 1) << p.send_result;
+      EXPECT_LE(unoffered, receives - offered) << p.send_result << " / " << p.recv_result;
     }
   }
 }

@@ -76,6 +76,7 @@ struct CommSummary {
   double mb_in = 0, mb_wire = 0, codec_s = 0;
   long gpu_jobs = 0;  // codec jobs the resident GPU codec ran
   long offered = -1, receives = -1;  // a receiver's: receives that offered staging, of all posted
+  long unoffered = 0;  // a sender's: messages its policy would have compressed, sent raw unoffered
 };
 // The last "send comm ..." or "recv comm ..." summary in the captured log; false if none.
 bool last_summary(const std::string& side, CommSummary* out);
