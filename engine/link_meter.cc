@@ -29,8 +29,8 @@ void LinkMeter::add(int64_t start_ns, int64_t end_ns, uint64_t wire_bytes, int64
 void LinkMeter::close_until(int64_t to) {
   const int64_t from = closed_ns_;
   // A span tested late settles after later-starting ones: the union needs them in start order.
-  if (!std::is_sorted(open_.begin(), open_.end(), [](const Span& x, const Span& y) { return x.start < y.start; }))
-    std::sort(open_.begin(), open_.end(), [](const Span& x, const Span& y) { return x.start < y.start; });
+  const auto by_start = [](const Span& x, const Span& y) { return x.start < y.start; };
+  if (!std::is_sorted(open_.begin(), open_.end(), by_start)) std::sort(open_.begin(), open_.end(), by_start);
   double bytes = 0, busy = 0;
   int64_t run_end = from;     // the union so far reaches here
   int64_t first_busy = -1;    // where the union starts in [from, to)
@@ -54,10 +54,9 @@ void LinkMeter::close_until(int64_t to) {
   closed_ns_ = to;
   if (bytes == 0 && busy == 0) return;
   rate_.add(bytes, busy);
-  // The window's wall time runs from its first busy moment to its last: idle time before and
-  // after it is not the link's.
   // A partial window before an idle gap longer than half its busy time was sparse: it starts over
-  // (else a burst phase would spoil the first window of the busy phase after it).
+  // (else a burst phase would spoil the first window of the busy phase after it). A window's wall
+  // time runs from its first busy moment to its last: idle time around it is not the link's.
   if (window_bytes_ > 0 && first_busy >= 0 && double(first_busy - window_to_ns_) > window_busy_ns_ / 2)
     window_bytes_ = window_busy_ns_ = 0;
   if (window_bytes_ == 0) window_from_ns_ = first_busy >= 0 ? first_busy : from;

@@ -20,8 +20,8 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
   // engine's rate for both at once decides (the receiver's is alike).
   const double enc = coding_rate(codec);
   if (enc == 0) return Verdict::kUnmeasured;
-  const double margin = keeping_up_ ? kCodecKeepMargin : kCodecMargin;
-  return enc > margin * link_bps() ? Verdict::kYes : Verdict::kSlowCodec;
+  return codec_keeps_up(enc, link_bps(), keeping_up_ ? kCodecKeepMargin : kCodecMargin) ? Verdict::kYes
+                                                                                      : Verdict::kSlowCodec;
 }
 
 bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, double ahead) {
@@ -32,10 +32,11 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, dou
 }
 
 std::string CompressPolicy::declines() const {
-  static const char* const kWhy[] = {"small for the link", "", "incompressible", "unmeasured codec", "slow codec"};
+  static const char* const kWhy[kVerdicts] = {"small for the link", "", "incompressible", "unmeasured codec",
+                                              "slow codec"};
   uint64_t all = 0;
   std::string parts;
-  for (int v = 0; v < 5; ++v) {
+  for (int v = 0; v < kVerdicts; ++v) {
     if (declined_[v] == 0) continue;
     all += declined_[v];
     parts += (parts.empty() ? "" : ", ") + std::string(kWhy[v]) + " " + std::to_string(declined_[v]);
@@ -76,8 +77,10 @@ bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec, doub
   return asked.decide(verdict(bytes, codec, ahead));
 }
 
-void CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ahead) {
-  switch (verdict(bytes, codec, ahead)) {
+bool CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ahead) {
+  const Verdict v = verdict(bytes, codec, ahead);
+  const bool would = CompressPolicy(*this).decide(v);
+  switch (v) {
     case Verdict::kIncompressible:
       skipped_ = std::min(skipped_ + 1, kProbeEvery - 1);
       break;
@@ -87,6 +90,7 @@ void CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ah
     default:
       break;
   }
+  return would;
 }
 
 void CompressPolicy::record(size_t in, size_t out) {

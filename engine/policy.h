@@ -20,7 +20,9 @@ class LinkMeter;
 // Auto mode compresses only where the encoder beats the link by this factor; the tuner steers
 // NCCL to compressible protocols by the same rule, so the two agree.
 constexpr double kCodecMargin = 1.2;
-inline bool codec_keeps_up(double codec_bps, double link_bps) { return codec_bps > kCodecMargin * link_bps; }
+inline bool codec_keeps_up(double codec_bps, double link_bps, double margin = kCodecMargin) {
+  return codec_bps > margin * link_bps;
+}
 // Once compressing, a connection goes on while the codec beats the link at all: the GPU codec's
 // measured rate moves with the load on the GPU and its PCIe link, and the resident kernel's CTAs
 // are sized to the margin (resident_gpus.cc), so a connection that stopped at every dip under it
@@ -66,8 +68,9 @@ class CompressPolicy {
   // nothing, and while a receiver is quiet its probes are rare).
   bool would_compress(size_t bytes, const CodecEngine& codec, double ahead = 0) const;
   // A message sent raw because its receive offered no staging (a quiet receiver, OfferGate): it
-  // counts toward the probes, so that the receiver's rare probe finds one due.
-  void unoffered(size_t bytes, const CodecEngine& codec, double ahead = 0);
+  // counts toward the probes, so that the receiver's rare probe finds one due. Returns what
+  // would_compress answered before it counted.
+  bool unoffered(size_t bytes, const CodecEngine& codec, double ahead = 0);
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
   // Called for every attempt, in completion order.
   void record(size_t in, size_t out);
@@ -97,6 +100,7 @@ class CompressPolicy {
 
   // What a message meets before the probes: never, yes, or one of the cases that probe.
   enum class Verdict { kNo, kYes, kIncompressible, kUnmeasured, kSlowCodec };
+  static constexpr int kVerdicts = int(Verdict::kSlowCodec) + 1;
   Verdict verdict(size_t bytes, const CodecEngine& codec, double ahead) const;
   bool decide(Verdict v);  // should_compress's answer, probes counted
   double link_bps() const;
@@ -110,7 +114,7 @@ class CompressPolicy {
   uint32_t slow_every_ = kSlowProbeFirst;
   bool probing_ = false;  // a compression is measuring the codec: the next ones wait for it
   bool keeping_up_ = false;  // the last verdict on the codec's rate was kYes: kCodecKeepMargin
-  uint64_t declined_[5] = {};  // by Verdict: offered messages should_compress sent raw
+  uint64_t declined_[kVerdicts] = {};  // by Verdict: offered messages should_compress sent raw
 };
 
 }  // namespace zipccl

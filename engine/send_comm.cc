@@ -161,10 +161,8 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine, ahead) && wait_for_kernel(engine))
     return defer(size, tag);
   bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine, ahead);
-  if (engine && to.staging_bytes == 0) {
-    if (zip_mode() == ZipMode::kAuto && policy_.would_compress(size, *engine, ahead)) ++unoffered_;
-    policy_.unoffered(size, *engine, ahead);
-  }
+  if (engine && to.staging_bytes == 0 && policy_.unoffered(size, *engine, ahead) && zip_mode() == ZipMode::kAuto)
+    ++unoffered_;
   // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
   // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
   // the next message: the lease asked the kernel to start); forced compression takes the CPU.
