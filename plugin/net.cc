@@ -134,7 +134,7 @@ PathView path_view() {
   {
     std::lock_guard<std::mutex> g(g_mu);
     if (!g_transport || g_transport->num_devices() == 0) return v;
-    v.link_bps = reported_link_bps(0);
+    v.link_bps = planning_reported_bps(0);
     resident = g_device_path.resident;
   }
   v.enabled = zip_mode() != ZipMode::kOff;

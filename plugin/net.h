@@ -54,7 +54,9 @@ ncclResult_t set_net_attr(void* ctx, ncclNetAttr_t* attr);
 // meter, codec speed or compression ratio would differ from its peers' and split the choice).
 struct PathView {
   bool enabled = false;   // compression not off
-  double link_bps = 0;    // device 0's speed (NCCL_ZIP_LINK_MBPS, else what it reports), bytes/s
+  // Device 0's speed (NCCL_ZIP_LINK_MBPS, else what it reports), bytes/s; 0 where that is a guess
+  // (lo): NCCL's choice stands, as the comms compress nothing until they have measured the link.
+  double link_bps = 0;
   double codec_bps = 0;   // nominal_coding_rate() of the codec host buffers get, bytes/s
   bool codec_keeps_up = false;  // the send comms compress (auto: engine/policy.h's rule; always)
 };
