@@ -35,7 +35,7 @@ class OfferGate {
     if (quiet_ && (offered || posts_ % kProbeEvery != 0)) ++posts_;
   }
   // A message arrived; offered: it could have come compressed; large: of a size the sender's
-  // policy compresses (compressible(), policy.h).
+  // policy compresses (compressible(), policy.h: alone or in a stream).
   void arrived(bool offered, bool compressed, bool large) {
     if (compressed) {
       quiet_ = false;

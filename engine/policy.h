@@ -49,9 +49,13 @@ inline bool hides_coding_time(double ahead_bytes, double link_bps) {
 constexpr double kAssumedRatio = 0.7;
 // Whether auto mode would compress a message of `bytes` on a link of link_bps at ratio
 // kAssumedRatio, its codec permitting: what a receiver counts as one its sender could have
-// compressed.
-inline bool compressible(double bytes, double link_bps) {
-  return bytes >= double(min_bytes()) && saves_coding_time(bytes, kAssumedRatio, link_bps);
+// compressed. followed: more receives were posted behind it (a stream, as NCCL's point-to-point
+// chunks), where the sender has bytes ahead (hides_coding_time) and compresses any message of
+// NCCL_ZIP_MIN_BYTES: a receiver that counted 128 KiB chunks at 4 GB/s as too small to pay closed
+// its offers over a stream's first chunks (sent raw with nothing ahead of them) and left 45% of an
+// alltoallv's chunks unoffered.
+inline bool compressible(double bytes, double link_bps, bool followed = false) {
+  return bytes >= double(min_bytes()) && (followed || saves_coding_time(bytes, kAssumedRatio, link_bps));
 }
 
 class CompressPolicy {

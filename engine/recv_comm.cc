@@ -124,8 +124,9 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.bytes_wire += h.wire_bytes;
   stats_.compressed += h.compressed;
   mark(Timeline::kWire, h.seq, h.sub, h.wire_bytes, h.compressed ? Timeline::kCompressed : 0);
+  const bool followed = uint32_t(next_seq_ - h.seq) > 1;  // receives posted behind this one
   offers_.arrived(s.stage.p != nullptr, h.compressed,
-                  compressible(double(h.wire_bytes), planning_link_bps(link_bps_, meter_)));
+                  compressible(double(h.wire_bytes), planning_link_bps(link_bps_, meter_), followed));
   if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
     end_lease(&s);

@@ -74,7 +74,7 @@ TEST(CompressPolicy, MessagesAheadHideTheCoding) {
 }
 
 // What a receiver counts as a message its sender could have compressed: the same 20 us at the
-// assumed ratio 0.7, never below NCCL_ZIP_MIN_BYTES.
+// assumed ratio 0.7, or any size in a stream, never below NCCL_ZIP_MIN_BYTES.
 TEST(CompressPolicy, CompressibleFollowsTheLink) {
   EXPECT_FALSE(compressible(333332, 5e9));
   EXPECT_TRUE(compressible(333334, 5e9));
@@ -82,6 +82,10 @@ TEST(CompressPolicy, CompressibleFollowsTheLink) {
   EXPECT_TRUE(compressible(83334, 1.25e9));
   EXPECT_FALSE(compressible(double(min_bytes()) - 1, 1e8));
   EXPECT_TRUE(compressible(double(min_bytes()), 1e8));
+  // Followed by more receives: a stream, whose sender hides the coding behind the bytes ahead.
+  EXPECT_TRUE(compressible(128 << 10, 4e9, true));
+  EXPECT_FALSE(compressible(128 << 10, 4e9, false));
+  EXPECT_FALSE(compressible(double(min_bytes()) - 1, 4e9, true));
   FakeEngine fast(1e12);
   CompressPolicy p(ZipMode::kAuto, 5e9);
   EXPECT_FALSE(p.should_compress(333333 - 64, fast));
