@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "clock.h"
@@ -47,6 +48,7 @@ bool ResidentCodec::acquire() {
   // Wake the launcher once per demand; under its mutex, so that it cannot miss the wake-up
   // between looking at demand_ and sleeping (it never holds the mutex across a CUDA call).
   if (!demand_.exchange(true, std::memory_order_acq_rel)) {
+    demand_ns_.store(now_ns(), std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(mu_);
     cv_.notify_all();  // shutdown() may wait on it too
   }
@@ -107,6 +109,7 @@ void ResidentCodec::run() {
 }
 
 void ResidentCodec::start() {
+  const int64_t asked = demand_ns_.load(std::memory_order_relaxed);  // later demands find it starting
   demand_.store(false, std::memory_order_release);
   if (!set_state(kStopped, kStarting)) return;
   __atomic_store_n(&host_->stop, uint64_t(0), __ATOMIC_RELEASE);
@@ -122,17 +125,36 @@ void ResidentCodec::start() {
   }
   generation_.store(g, std::memory_order_release);
   // A launch may wait behind other work before it gets SMs: leases are granted once it runs.
+  // Callers wait for that (NCCL_ZIP_GPU_WAIT_US), so the first 200 us are polled without sleeping
+  // (a sleep of 20 us lasts 70 us or more: a thread's default timer slack is 50 us).
+  const int64_t launched = now_ns();
   while (!gpu::service_started(host_, g)) {
     if (quit_.load(std::memory_order_acquire)) {
       set_state(kStarting, kStopping);
       return;  // run()'s shutdown stops it
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (now_ns() - launched < 200000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
-  last_active_ns_.store(now_ns(), std::memory_order_relaxed);
+  const int64_t running = now_ns();
+  if (start_ns_.size() < kStartSamples) start_ns_.push_back(running - asked);
+  last_active_ns_.store(running, std::memory_order_relaxed);
   demand_.store(false, std::memory_order_release);  // whoever asked meanwhile finds it running
   set_state(kStarting, kRunning);
   ZIP_TRACE("GPU codec: resident kernel %u running", g);
+}
+
+std::string ResidentCodec::start_summary() const {
+  if (start_ns_.empty()) return "";
+  std::vector<int64_t> t = start_ns_;
+  std::sort(t.begin(), t.end());
+  auto us = [&](double q) { return (long long)(t[size_t(q * double(t.size() - 1))] / 1000); };
+  char buf[160];
+  snprintf(buf, sizeof buf, "started %u times, %lld us median from demand to running (p90 %lld, max %lld)",
+           launches(), us(0.5), us(0.9), us(1.0));
+  return buf;
 }
 
 void ResidentCodec::stop_if_idle(std::unique_lock<std::mutex>& lk) {

@@ -125,7 +125,10 @@ void release_resident(int device) {
   gone->engine.reset();  // waits for the jobs the kernel still codes
   release_cpu_codec();
   if (gone->emulation) gone->emulation->block_launch = false;  // a hung emulated launch returns
-  gone->codec->shutdown();
+  if (gone->codec->shutdown()) {
+    const std::string starts = gone->codec->start_summary();
+    if (!starts.empty()) ZIP_INFO(NCCL_NET, "GPU codec on GPU %d: resident kernel %s", device, starts.c_str());
+  }
 }
 
 }  // namespace zipccl
