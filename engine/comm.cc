@@ -40,14 +40,24 @@ bool Comm::wait_for_kernel(CodecEngine* engine) {
   }
   const int64_t now = now_ns();
   if (now < no_wait_until_ns_) return false;
-  if (cold_since_ns_ == 0) cold_since_ns_ = now;
+  if (cold_since_ns_ == 0) {
+    cold_since_ns_ = now;
+    ++kernel_waits_;
+  }
   if (now - cold_since_ns_ < gpu_wait_us() * 1000) return true;
+  ++vain_waits_;
   // In vain: a launcher stuck in a CUDA call, or a start slower than the wait. Waiting again soon
   // would cost each message that wait; never waiting again would cost every later message its
   // compression (a kernel started for a message that went raw has exited by the next offer).
   cold_since_ns_ = 0;
   no_wait_until_ns_ = now + kColdBackoffNs;
   return false;
+}
+
+std::string Comm::kernel_waits() const {
+  if (kernel_waits_ == 0) return "";
+  return ", waited for a cold kernel " + std::to_string(kernel_waits_) + " times (" + std::to_string(vain_waits_) +
+         " in vain)";
 }
 
 void Comm::cancel_and_wait(CodecJob* job) {

@@ -80,6 +80,8 @@ class Comm {
   // until a lease is granted.
   bool wait_for_kernel(CodecEngine* engine);
   static constexpr int64_t kColdBackoffNs = 100 * 1000 * 1000;
+  // ", waited for a cold kernel N times (M in vain)" for the close line; empty before any wait.
+  std::string kernel_waits() const;
   // Waits until the engines have finished or dropped `job` (teardown only).
   void cancel_and_wait(CodecJob* job);
   // ", <name> <rate> GB/s" for the codec engine in use and op, where measured.
@@ -99,6 +101,7 @@ class Comm {
   bool unmapped_logged_ = false;
   int64_t cold_since_ns_ = 0;  // the first call that found the kernel stopped; 0: none
   int64_t no_wait_until_ns_ = 0;  // after a wait in vain: none until then (kColdBackoffNs)
+  uint64_t kernel_waits_ = 0, vain_waits_ = 0;  // waits begun, and those that ran out
   StagingPool staging_;  // host buffers' compressed messages
   Stats stats_;
   std::unique_ptr<Timeline> timeline_;  // NCCL_ZIP_TIMELINE

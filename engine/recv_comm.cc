@@ -79,6 +79,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     if (compress_ok) {
       s.leased = s.engine->lease();
       compress_ok = s.leased || zip_mode() == ZipMode::kAlways;
+      cold_ += !compress_ok;
     }
     Placement& p = cts.p[i];
     p.tag = tags[i];
@@ -158,8 +159,10 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
 }
 
 std::string RecvComm::details() const {
-  return codec_rate(CodecJob::kDecode) + ", staging offered to " + std::to_string(offered_) + " of " +
-         std::to_string(receives_) + " receives";
+  std::string s = codec_rate(CodecJob::kDecode) + ", staging offered to " + std::to_string(offered_) + " of " +
+                  std::to_string(receives_) + " receives";
+  if (cold_ > 0) s += ", " + std::to_string(cold_) + " unoffered for a cold kernel";
+  return s + kernel_waits();
 }
 
 ncclResult_t RecvComm::corrupt(uint32_t seq, const std::string& why) {

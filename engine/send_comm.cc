@@ -268,7 +268,7 @@ std::string SendComm::details() const {
   if (const std::string d = policy_.declines(); !d.empty()) s += ", " + d;
   if (cold_ > 0) s += ", " + std::to_string(cold_) + " raw for a cold kernel";
   if (unoffered_ > 0) s += ", " + std::to_string(unoffered_) + " raw unoffered that it would have compressed";
-  return s;
+  return s + kernel_waits();
 }
 
 }  // namespace zipccl
