@@ -13,7 +13,11 @@
 // the sender compresses: since the last large message that arrived compressed, none arrived raw
 // into offered staging and the gate has not gone quiet. A new connection starts quiet as if over
 // small messages: its first large arrival opens it, and a run of small collectives first (a
-// communicator's set-up, a benchmark's small sizes) never starts the kernel but for probes.
+// communicator's set-up, a benchmark's small sizes) never starts the kernel but for probes. A gate
+// quiet over small messages that a large arrival opens expects what it did before them: the
+// first receive after a run of small collectives waits for a cold kernel if the sender was
+// compressing (NCCL posts up to 8 receives at once, and each that finds the kernel stopped offers
+// nothing).
 #pragma once
 
 #include <cstdint>
@@ -44,10 +48,12 @@ class OfferGate {
       return;
     }
     if (!offered) {
-      // Quiet over small messages only: one the sender may compress asks again.
+      // Quiet over small messages only: one the sender may compress asks again, and a sender
+      // that compressed the large ones before the small run is expected to again.
       if (quiet_ && large && large_declined_ == 0) {
         quiet_ = false;
         declined_ = 0;
+        expecting_ = resume_expecting_;
       }
       return;
     }
@@ -62,6 +68,7 @@ class OfferGate {
     }
     if ((++declined_ >= kQuietAfter || small_run_ >= kQuietAfterSmall) && !quiet_) {
       quiet_ = true;
+      resume_expecting_ = expecting_ && large_declined_ == 0;
       expecting_ = false;
       posts_ = 1;  // the first probe kProbeEvery - 1 receives on
     }
@@ -76,6 +83,7 @@ class OfferGate {
   uint32_t posts_ = 1;     // receives posted while quiet
   bool quiet_ = true;
   bool expecting_ = false;  // the last large message into offered staging came compressed
+  bool resume_expecting_ = false;  // expecting_ when the gate went quiet over small messages
 };
 
 }  // namespace zipccl

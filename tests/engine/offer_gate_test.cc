@@ -123,6 +123,31 @@ TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
   EXPECT_FALSE(h.quiet()) << "the compressed arrival cleared the large declines";
 }
 
+// Small collectives between large compressed ones: the large arrival that ends the quiet expects
+// compressed bytes again (its next receive waits for a cold kernel), as it did before the small
+// run; not after a large one came raw into offered staging.
+TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
+  OfferGate g = opened();
+  g.arrived(true, true, true);
+  ASSERT_TRUE(g.expecting());
+  for (uint32_t i = 0; i < OfferGate::kQuietAfterSmall; ++i) g.arrived(true, false, false);
+  ASSERT_TRUE(g.quiet());
+  EXPECT_FALSE(g.expecting()) << "quiet: no waits for the kernel";
+  g.arrived(false, false, true);
+  EXPECT_FALSE(g.quiet());
+  EXPECT_TRUE(g.expecting());
+
+  OfferGate h = opened();
+  h.arrived(true, true, true);
+  h.arrived(true, false, true);  // a large one declined: the sender may have stopped
+  for (uint32_t i = 0; i < OfferGate::kQuietAfterSmall; ++i) h.arrived(true, false, false);
+  ASSERT_TRUE(h.quiet());
+  h.arrived(false, false, true);
+  EXPECT_TRUE(h.quiet()) << "after a large decline only a probe or a compressed arrival asks again";
+  h.arrived(true, true, true);
+  EXPECT_TRUE(h.expecting());
+}
+
 // NCCL calls irecv again when one returns no request (a cold kernel's wait): the probe's answer
 // holds until that receive is posted, and past receives that could not offer (no lease: the
 // kernel was stopped) until one does.
