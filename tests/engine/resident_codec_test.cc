@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -214,15 +215,26 @@ TEST_F(Resident, FailedLaunchIsRetried) {
   codec_->release();
 }
 
-// A launch queued behind other work: no lease until the kernel says it runs.
+// A launch queued behind other work: no lease until the kernel says it runs; the start's time,
+// from the first lease asked for, in the summary logged at shutdown.
 TEST_F(Resident, NoLeaseBeforeTheKernelRuns) {
   ctl_->start_delay_us = 50000;
   make();
+  EXPECT_EQ(codec_->start_summary(), "");
   const auto t0 = Clock::now();
   ASSERT_TRUE(lease());
   EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(45));
   EXPECT_EQ(ctl_->running.load(), 1);
   codec_->release();
+  ASSERT_TRUE(codec_->shutdown());
+  const std::string s = codec_->start_summary();
+  long long median_us = -1, max_us = -1;
+  ASSERT_EQ(sscanf(s.c_str(), "started 1 times, %lld us median from demand to running (p90 %*d, max %lld)",
+                   &median_us, &max_us),
+            2)
+      << s;
+  EXPECT_GE(median_us, 45000) << s;
+  EXPECT_EQ(max_us, median_us) << s;
 }
 
 // 256 jobs out and none read: the next post is refused (the caller goes raw) until one is read.
