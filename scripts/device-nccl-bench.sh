@@ -26,17 +26,28 @@
 #                                              grads_bf16.safetensors: its values, not Gaussian;
 #                                              SYNC=stream: stream syncs around each timing, not
 #                                              torch.cuda.synchronize(), which also waits for the
-#                                              codec kernel's idle exit)
+#                                              codec kernel's idle exit; BASE=DIR: another
+#                                              tree, e.g. `git archive REV | (mkdir -p .ab-base
+#                                              && tar -x -C .ab-base)` carried into the call,
+#                                              built alike, its plugin run as the variant
+#                                              <p>_auto_base: an A/B of code in one call)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-/tmp/device-nccl-bench}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 PACES=${PACES:-${PACE:-32000}}
 export NCCL_MIN_NCHANNELS=${CHANNELS:-8}
 GPU=${GPU:-1}
 . scripts/device-nccl-job.sh
 nccl_job_build nccl-net-zip
+if [ -n "${BASE:-}" ]; then
+  # Fresh: git archive gives every file its commit's time, which ninja would take as up to date.
+  rm -rf "$BASE/build-dev"
+  (cd "$BASE" && OUT=$OUT/base && mkdir -p "$OUT" && nccl_job_build nccl-net-zip) ||
+    { echo "BASE=$BASE did not build"; exit 1; }
+  VARIANTS="${VARIANTS:-} base:NCCL_NET_PLUGIN=$(cd "$BASE" && pwd)/build-dev/plugin/libnccl-net-zip.so"
+fi
 nccl_job_start
 nccl_job_plugin 0  # unpaced here: each run sets its own pace
 BENCH=(python3 "$ROOT/bench/nccl/collective_bench.py" --sizes "${SIZES:-64,128,256}" --repeats "${REPEATS:-10}"
