@@ -9,6 +9,19 @@
 #include "log.h"
 
 namespace zipccl {
+namespace {
+
+// One round of a launcher's poll of mapped memory begun at since_ns: the first 200 us without
+// sleeping (a sleep of 20 us lasts 70 us or more: a thread's default timer slack is 50 us), then
+// naps of nap_us.
+void poll_pause(int64_t since_ns, int nap_us) {
+  if (now_ns() - since_ns < 200000)
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
+}
+
+}  // namespace
 
 ResidentCodec::ResidentCodec(std::unique_ptr<ServiceDevice> device, const Options& options)
     : device_(std::move(device)), host_(device_->host()), opt_(options) {
@@ -125,18 +138,14 @@ void ResidentCodec::start() {
   }
   generation_.store(g, std::memory_order_release);
   // A launch may wait behind other work before it gets SMs: leases are granted once it runs.
-  // Callers wait for that (NCCL_ZIP_GPU_WAIT_US), so the first 200 us are polled without sleeping
-  // (a sleep of 20 us lasts 70 us or more: a thread's default timer slack is 50 us).
+  // Callers wait for that (NCCL_ZIP_GPU_WAIT_US): poll_pause() polls the first 200 us unslept.
   const int64_t launched = now_ns();
   while (!gpu::service_started(host_, g)) {
     if (quit_.load(std::memory_order_acquire)) {
       set_state(kStarting, kStopping);
       return;  // run()'s shutdown stops it
     }
-    if (now_ns() - launched < 200000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    poll_pause(launched, 20);
   }
   const int64_t running = now_ns();
   if (start_ns_.size() < kStartSamples) start_ns_.push_back(running - asked);
@@ -177,12 +186,8 @@ bool ResidentCodec::wait_memory(bool (*seen)(const gpu::ServiceHost*, uint32_t),
   const uint32_t g = generation_.load(std::memory_order_acquire);
   const int64_t start = now_ns(), end = start + limit_ms * 1000000;
   while (!seen(host_, g)) {
-    const int64_t now = now_ns();
-    if (now > end) return false;
-    if (now - start < 200000)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (now_ns() > end) return false;
+    poll_pause(start, 50);
   }
   return true;
 }
