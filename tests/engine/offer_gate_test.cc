@@ -18,6 +18,11 @@ int post(OfferGate* g, int n) {
   return offered;
 }
 
+// n messages arrive raw into offered staging (the sender declined them), large or not.
+void declined(OfferGate* g, uint32_t n, bool large) {
+  for (uint32_t i = 0; i < n; ++i) g->arrived(true, false, large);
+}
+
 // A gate its first large message has opened.
 OfferGate opened() {
   OfferGate g;
@@ -41,7 +46,7 @@ TEST(OfferGate, ANewGateOpensAtTheFirstLargeArrival) {
 
 TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
   OfferGate g = opened();
-  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
+  declined(&g, OfferGate::kQuietAfter - 1, true);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 100), 100);
   g.arrived(true, false, true);
@@ -61,7 +66,7 @@ TEST(OfferGate, UnofferedRawArrivalsSayNothing) {
 // collective's one short message between compressed ones does not.
 TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
   OfferGate g = opened();
-  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfterSmall; ++i) g.arrived(true, false, false);
+  declined(&g, OfferGate::kQuietAfterSmall - 1, false);
   EXPECT_FALSE(g.quiet());
   g.arrived(true, false, false);
   EXPECT_TRUE(g.quiet());
@@ -83,16 +88,16 @@ TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
 
 TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
   OfferGate g = opened();
-  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
+  declined(&g, OfferGate::kQuietAfter, true);
   ASSERT_TRUE(g.quiet());
   g.arrived(true, true, true);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 50), 50);
   // The count starts over: a run of declines one short of the limit keeps the offers.
-  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
+  declined(&g, OfferGate::kQuietAfter - 1, true);
   EXPECT_FALSE(g.quiet());
   g.arrived(true, true, true);
-  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
+  declined(&g, OfferGate::kQuietAfter - 1, true);
   EXPECT_FALSE(g.quiet());
 }
 
@@ -100,7 +105,7 @@ TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
 // asks again at once rather than at the next probe; after large declines it does not.
 TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
   OfferGate g = opened();
-  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
+  declined(&g, OfferGate::kQuietAfter, false);
   ASSERT_TRUE(g.quiet());
   g.arrived(false, false, false);
   EXPECT_TRUE(g.quiet()) << "another small one";
@@ -111,13 +116,13 @@ TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
 
   OfferGate h = opened();
   h.arrived(true, false, true);
-  for (uint32_t i = 1; i < OfferGate::kQuietAfter; ++i) h.arrived(true, false, false);
+  declined(&h, OfferGate::kQuietAfter - 1, false);
   ASSERT_TRUE(h.quiet());
   for (int i = 0; i < 100; ++i) h.arrived(false, false, true);
   EXPECT_TRUE(h.quiet()) << "the sender declined a large one: only a probe or a compressed arrival asks again";
   h.arrived(true, true, true);
   EXPECT_FALSE(h.quiet());
-  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) h.arrived(true, false, false);
+  declined(&h, OfferGate::kQuietAfter, false);
   ASSERT_TRUE(h.quiet());
   h.arrived(false, false, true);
   EXPECT_FALSE(h.quiet()) << "the compressed arrival cleared the large declines";
@@ -130,7 +135,7 @@ TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
   OfferGate g = opened();
   g.arrived(true, true, true);
   ASSERT_TRUE(g.expecting());
-  for (uint32_t i = 0; i < OfferGate::kQuietAfterSmall; ++i) g.arrived(true, false, false);
+  declined(&g, OfferGate::kQuietAfterSmall, false);
   ASSERT_TRUE(g.quiet());
   EXPECT_FALSE(g.expecting()) << "quiet: no waits for the kernel";
   g.arrived(false, false, true);
@@ -140,7 +145,7 @@ TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
   OfferGate h = opened();
   h.arrived(true, true, true);
   h.arrived(true, false, true);  // a large one declined: the sender may have stopped
-  for (uint32_t i = 0; i < OfferGate::kQuietAfterSmall; ++i) h.arrived(true, false, false);
+  declined(&h, OfferGate::kQuietAfterSmall, false);
   ASSERT_TRUE(h.quiet());
   h.arrived(false, false, true);
   EXPECT_TRUE(h.quiet()) << "after a large decline only a probe or a compressed arrival asks again";
@@ -153,7 +158,7 @@ TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
 // kernel was stopped) until one does.
 TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
   OfferGate g = opened();
-  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, true);
+  declined(&g, OfferGate::kQuietAfter, true);
   ASSERT_TRUE(g.quiet());
   int until_probe = 0;
   while (!g.offer()) {
@@ -185,7 +190,7 @@ TEST(OfferGate, ExpectsCompressedBytesOnlyAfterTheLastLargeOneCameCompressed) {
   EXPECT_FALSE(g.expecting());
   g.arrived(true, true, true);
   EXPECT_TRUE(g.expecting());
-  for (uint32_t i = 0; i < OfferGate::kQuietAfter; ++i) g.arrived(true, false, false);
+  declined(&g, OfferGate::kQuietAfter, false);
   ASSERT_TRUE(g.quiet());
   EXPECT_FALSE(g.expecting());
 }
