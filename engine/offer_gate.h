@@ -1,23 +1,24 @@
 // Whether a receive offers its sender staging for compressed bytes (auto mode). An offer costs a
 // lease, which keeps the resident GPU codec's kernel on its SMs (and an application's
-// cudaDeviceSynchronize waiting for its idle exit), and staging memory; both are spent for
-// nothing while the sender declines: its codec does not beat the link, the data does not
-// compress, or its messages are too small to pay (a stream of small collectives). After
-// kQuietAfter messages in a row arrived raw where staging was offered (kQuietAfterSmall if all
-// were too small to pay: a run of small collectives, each of which would otherwise start the
-// kernel and wait for its idle exit at the application's next synchronize), only every
-// kProbeEvery-th receive offers (the sender's policy only runs on offers), and a probe holds
-// until a receive can make it (its kernel runs); a message that arrives compressed makes every
-// receive offer again, and so does one large enough to compress arriving (unoffered) if only
-// small ones were declined. A cold kernel is worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while
-// the sender compresses: since the last large message that arrived compressed, none arrived raw
-// into offered staging and the gate has not gone quiet. A new connection starts quiet as if over
-// small messages: its first large arrival opens it, and a run of small collectives first (a
-// communicator's set-up, a benchmark's small sizes) never starts the kernel but for probes. A gate
-// quiet over small messages that a large arrival opens expects what it did before them: the
-// first receive after a run of small collectives waits for a cold kernel if the sender was
-// compressing (NCCL posts up to 8 receives at once, and each that finds the kernel stopped offers
-// nothing).
+// cudaDeviceSynchronize waiting for its idle exit), and staging memory; both are spent for nothing
+// while the sender declines: its codec does not beat the link, the data does not compress, or its
+// messages are too small to pay (a stream of small collectives). After kQuietAfter messages in a
+// row arrived raw where staging was offered (kQuietAfterSmall if all were too small to pay: a run
+// of small collectives, each of which would otherwise start the kernel and wait for its idle exit
+// at the application's next synchronize), only every kProbeEvery-th receive offers (the sender's
+// policy only runs on offers), and a probe holds until a receive can make it (its kernel runs); a
+// message that arrives compressed makes every receive offer again, and so does one large enough to
+// compress arriving (unoffered) if only small ones were declined. A gate quiet over small messages
+// only does not probe: that arrival reopens it, and a probe of a small collective would start the
+// kernel for a message sent raw (and the application's next synchronize would wait for the kernel's
+// idle exit). A cold kernel is worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender
+// compresses: since the last large message that arrived compressed, none arrived raw into offered
+// staging and the gate has not gone quiet. A new connection starts quiet as if over small messages:
+// its first large arrival opens it, and a run of small collectives first (a communicator's set-up,
+// a benchmark's small sizes) never starts the kernel. A gate quiet over small messages that a large
+// arrival opens expects what it did before them: the first receive after a run of small collectives
+// waits for a cold kernel if the sender was compressing (NCCL posts up to 8 receives at once, and
+// each that finds the kernel stopped offers nothing).
 #pragma once
 
 #include <cstdint>
@@ -33,10 +34,10 @@ class OfferGate {
 
   // Whether the next receive offers (grouped receives share the answer); the same until it is
   // posted, since NCCL calls irecv again when one returns no request.
-  bool offer() const { return !quiet_ || posts_ % kProbeEvery == 0; }
+  bool offer() const { return !quiet_ || probe_due(); }
   // A receive was posted; offered: it did offer staging. A probe that could not stays due.
   void posted(bool offered) {
-    if (quiet_ && (offered || posts_ % kProbeEvery != 0)) ++posts_;
+    if (quiet_ && (offered || !probe_due())) ++posts_;
   }
   // A message arrived; offered: it could have come compressed; large: of a size the sender's
   // policy compresses (compressible(), policy.h: alone or in a stream).
@@ -77,6 +78,8 @@ class OfferGate {
   bool expecting() const { return expecting_; }
 
  private:
+  bool probe_due() const { return large_declined_ > 0 && posts_ % kProbeEvery == 0; }
+
   uint32_t declined_ = 0;  // raw arrivals into offered staging since the last compressed one
   uint32_t large_declined_ = 0;  // of them large
   uint32_t small_run_ = 0;       // of them small, since the last large one

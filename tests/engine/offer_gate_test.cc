@@ -30,13 +30,13 @@ OfferGate opened() {
   return g;
 }
 
-// A new connection offers nothing until a message its sender could compress arrives (but for
-// probes); small ones leave it quiet.
+// A new connection offers nothing, not even probes, until a message its sender could compress
+// arrives; small ones leave it quiet.
 TEST(OfferGate, ANewGateOpensAtTheFirstLargeArrival) {
   OfferGate g;
   EXPECT_TRUE(g.quiet());
   EXPECT_FALSE(g.expecting());
-  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
+  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 0);
   for (int i = 0; i < 100; ++i) g.arrived(false, false, false);
   EXPECT_TRUE(g.quiet());
   g.arrived(false, false, true);
@@ -62,15 +62,16 @@ TEST(OfferGate, UnofferedRawArrivalsSayNothing) {
 }
 
 // Small collectives' messages come raw (too short to pay for their coding): offering staging
-// for them only keeps the kernel resident, so a few in a row end the offers. A large
-// collective's one short message between compressed ones does not.
+// for them only keeps the kernel resident, so a few in a row end the offers, probes too (a large
+// arrival reopens the gate). A large collective's one short message between compressed ones does
+// not.
 TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
   OfferGate g = opened();
   declined(&g, OfferGate::kQuietAfterSmall - 1, false);
   EXPECT_FALSE(g.quiet());
   g.arrived(true, false, false);
   EXPECT_TRUE(g.quiet());
-  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
+  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 0);
 
   OfferGate h = opened();
   for (int i = 0; i < 100; ++i) {
@@ -84,6 +85,18 @@ TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
   EXPECT_FALSE(k.quiet());
   k.arrived(true, false, false);
   EXPECT_TRUE(k.quiet());
+  EXPECT_EQ(post(&k, 10 * OfferGate::kProbeEvery), 10) << "large ones were declined too: probes";
+}
+
+// A large message that arrives raw into offered staging while the gate is quiet over small ones
+// (it was offered before the quiet: NCCL posts up to 8 receives at once) starts the probes.
+TEST(OfferGate, ALargeDeclineInAQuietOverSmallMessagesStartsProbes) {
+  OfferGate g = opened();
+  declined(&g, OfferGate::kQuietAfterSmall, false);
+  ASSERT_TRUE(g.quiet());
+  EXPECT_EQ(post(&g, 3 * OfferGate::kProbeEvery), 0);
+  g.arrived(true, false, true);
+  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
 }
 
 TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
