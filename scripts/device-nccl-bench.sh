@@ -30,7 +30,8 @@
 #                                              tree, e.g. `git archive REV | (mkdir -p .ab-base
 #                                              && tar -x -C .ab-base)` carried into the call,
 #                                              built alike, its plugin run as the variant
-#                                              <p>_auto_base: an A/B of code in one call)
+#                                              <p>_auto_base: an A/B of code in one call;
+#                                              ALWAYS=0: no forced-compression runs)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -84,7 +85,7 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
     p=p$pace
     run ${p}_off NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=0
     run ${p}_auto NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
-    run ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
+    [ "${ALWAYS:-1}" = 0 ] || run ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
     variants "$p" NCCL_ZIP_SOCKET_PACE_MBPS="$pace"
   done
   run lo_off NCCL_ZIP_ENABLE=0
