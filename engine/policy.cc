@@ -72,9 +72,9 @@ bool CompressPolicy::decide(Verdict v) {
   return false;
 }
 
-bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec) const {
+bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec, double ahead) const {
   CompressPolicy asked = *this;
-  return asked.decide(verdict(bytes, codec, 0));
+  return asked.decide(verdict(bytes, codec, ahead));
 }
 
 bool CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ahead) {

@@ -67,15 +67,13 @@ class CompressPolicy {
   // Only asked for messages the receiver allows to arrive compressed. ahead: wire bytes of this
   // connection's earlier messages not yet through the link.
   bool should_compress(size_t bytes, const CodecEngine& codec, double ahead = 0);
-  // What should_compress would answer now for a message with nothing ahead of it, its probes
-  // included, without changing anything: a cold GPU codec is worth waiting for exactly then (a
-  // probe that finds it stopped measures nothing, and while a receiver is quiet its probes are
-  // rare). A stream's chunk that pays only behind bytes ahead goes raw while the kernel starts:
-  // a short stream (a small alltoall) would wait for a kernel it hardly uses.
-  bool would_compress(size_t bytes, const CodecEngine& codec) const;
+  // What should_compress would answer now, its probes included, without changing anything: a
+  // cold GPU codec is worth waiting for exactly then (a probe that finds it stopped measures
+  // nothing, and while a receiver is quiet its probes are rare).
+  bool would_compress(size_t bytes, const CodecEngine& codec, double ahead = 0) const;
   // A message sent raw because its receive offered no staging (a quiet receiver, OfferGate): it
   // counts toward the probes, so that the receiver's rare probe finds one due. Returns what
-  // should_compress would have answered before it counted.
+  // would_compress answered before it counted.
   bool unoffered(size_t bytes, const CodecEngine& codec, double ahead = 0);
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
   // Called for every attempt, in completion order.

@@ -50,14 +50,11 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   auto may_compress = [&](const Mr* mr, size_t capacity) {
     return zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && engine_for(mr) && capacity > 0;
   };
-  // The first receive that could take compressed bytes, from a sender that compresses, of a
-  // size that pays alone: a cold kernel is worth a short wait. Not for a stream's chunks (NCCL's
-  // point-to-point 128 KiB), which pay only with bytes ahead: the kernel starts while the first
-  // go raw, and a short stream (a small alltoall) would wait for nothing.
-  const double link = planning_link_bps(link_bps_, meter_);
+  // The first receive that could take compressed bytes, from a sender that compresses: a cold
+  // kernel is worth a short wait.
   for (int i = 0; i < n && offers_.expecting(); ++i) {
     const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
-    if (!may_compress(mr, sizes[i]) || !compressible(double(sizes[i]), link)) continue;
+    if (!may_compress(mr, sizes[i])) continue;
     if (wait_for_kernel(engine_for(mr))) return ncclSuccess;
     break;
   }

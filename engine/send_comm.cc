@@ -156,9 +156,9 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
                                       " bytes posted by the peer");
   CodecEngine* engine = engine_for(mr);
   const double ahead = engine ? double(bytes_ahead()) : 0;
-  // The receiver takes compressed bytes (its kernel runs) and this message would be compressed
-  // alone: a cold kernel here is worth a short wait.
-  if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine) && wait_for_kernel(engine))
+  // The receiver takes compressed bytes (its kernel runs) and this message would be compressed:
+  // a cold kernel here is worth a short wait.
+  if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine, ahead) && wait_for_kernel(engine))
     return defer(size, tag);
   bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine, ahead);
   if (engine && to.staging_bytes == 0 && policy_.unoffered(size, *engine, ahead) && zip_mode() == ZipMode::kAuto)

@@ -68,7 +68,7 @@ TEST(CompressPolicy, MessagesAheadHideTheCoding) {
   EXPECT_FALSE(p.should_compress(128 << 10, fast)) << "alone: saves 7.9 us";
   EXPECT_FALSE(p.should_compress(128 << 10, fast, 199000)) << "39.8 us ahead";
   EXPECT_TRUE(p.should_compress(128 << 10, fast, 201000)) << "40.2 us ahead";
-  EXPECT_FALSE(p.would_compress(128 << 10, fast)) << "a stream's chunk is not worth a cold kernel's wait";
+  EXPECT_TRUE(p.would_compress(128 << 10, fast, 201000)) << "worth a cold kernel's wait as well";
   EXPECT_FALSE(p.should_compress(128 << 10, slow, 1 << 30)) << "a codec slower than the link still is";
   EXPECT_FALSE(p.should_compress(1000, fast, 1 << 30)) << "below NCCL_ZIP_MIN_BYTES";
 }
@@ -102,8 +102,7 @@ TEST(CompressPolicy, EncodeAndDecodeTogetherMustOutrunTheLink) {
   EXPECT_DOUBLE_EQ(coding_rate(FakeEngine(3, 0)), 3.0) << "no decode measured yet: the encoder's";
 }
 
-// would_compress(): should_compress's answer for a message alone, probes included, without
-// touching the policy's state.
+// would_compress(): should_compress's answer, probes included, without touching the policy's state.
 TEST(CompressPolicy, WouldCompressIsTheDecisionWithoutItsEffects) {
   FakeEngine fast(10 * kLink), slow(kLink), unmeasured(0);
   CompressPolicy p(ZipMode::kAuto, kLink);
