@@ -3,6 +3,7 @@
 namespace zipccl {
 
 const char* placement_misfit(const Placement& p, const MessageHeader& h) {
+  if (h.compressed && h.why != RawWhy::kUnsaid) return "a compressed message that says why it went raw";
   if (!h.compressed) {
     if (h.wire_bytes != h.orig_bytes) return "a raw message whose sizes disagree";
     if (h.wire_bytes > p.capacity) return "more bytes than the receive takes";

@@ -73,11 +73,27 @@ struct ClearToSend {
   Placement p[kMaxRecvs];
 };
 
+// Why a raw message went raw, as its sender tells the receiver, whose offers of staging follow
+// the sender's decisions (engine/offer_gate.h) instead of guessing them from sizes.
+enum class RawWhy : uint8_t {
+  kUnsaid = 0,    // compressed, or a sender that does not say
+  kSmall = 1,     // too small to pay for its coding on this link (alone and behind the bytes ahead)
+  kDeclined = 2,  // the sender does not compress it: the data did not compress, the codec is
+                  // slower than the link, compression is off, or its coding did not pay
+  kWanted = 3,    // the sender would have compressed it: no staging was offered, or its codec's
+                  // kernel was not running
+};
+constexpr uint32_t kRawWhyValues = 4;
+// The largest message NCCL may hand a transport (its max_p2p_bytes): a verbs immediate carries a
+// raw message's size in 29 bits beside its RawWhy.
+constexpr size_t kMaxMessageBytes = size_t(1) << 28;
+
 // What a message says about itself: the placement it fills (sub of clear-to-send seq), how it
 // landed and its sizes.
 struct MessageHeader {
   uint32_t seq = 0, sub = 0;
   bool compressed = false;
+  RawWhy why = RawWhy::kUnsaid;  // raw messages only
   uint64_t wire_bytes = 0;  // bytes that landed (at staging when compressed, else at target)
   // Raw: wire_bytes. Compressed: the size it decodes to as the sender announced it, or 0 where
   // the transport does not carry it (the decoder then reads it from the message, within capacity).

@@ -1,27 +1,29 @@
 // Whether a receive offers its sender staging for compressed bytes (auto mode). An offer costs a
 // lease, which keeps the resident GPU codec's kernel on its SMs (and an application's
 // cudaDeviceSynchronize waiting for its idle exit), and staging memory; both are spent for nothing
-// while the sender declines: its codec does not beat the link, the data does not compress, or its
-// messages are too small to pay (a stream of small collectives). After kQuietAfter messages in a
-// row arrived raw where staging was offered (kQuietAfterSmall if all were too small to pay: a run
-// of small collectives, each of which would otherwise start the kernel and wait for its idle exit
-// at the application's next synchronize), only every kProbeEvery-th receive offers (the sender's
-// policy only runs on offers), and a probe holds until a receive can make it (its kernel runs); a
-// message that arrives compressed makes every receive offer again, and so does one large enough to
-// compress arriving (unoffered) if only small ones were declined. A gate quiet over small messages
-// only does not probe: that arrival reopens it, and a probe of a small collective would start the
-// kernel for a message sent raw (and the application's next synchronize would wait for the kernel's
-// idle exit). A cold kernel is worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender
-// compresses: since the last large message that arrived compressed, none arrived raw into offered
-// staging and the gate has not gone quiet. A new connection starts quiet as if over small messages:
-// its first large arrival opens it, and a run of small collectives first (a communicator's set-up,
-// a benchmark's small sizes) never starts the kernel. A gate quiet over small messages that a large
-// arrival opens expects what it did before them: the first receive after a run of small collectives
-// waits for a cold kernel if the sender was compressing (NCCL posts up to 8 receives at once, and
-// each that finds the kernel stopped offers nothing).
+// while the sender declines. Each raw message says why it came raw (RawWhy, the sender's policy's
+// word), and the gate follows that: after kQuietAfter messages in a row arrived raw into offered
+// staging, declined (kQuietAfterSmall if all were too small to pay: a run of small collectives,
+// each of which would otherwise start the kernel and hold the application's next synchronize until
+// its idle exit), only every kProbeEvery-th receive offers (the sender's policy only runs on
+// offers), and a probe holds until a receive can make it (its kernel runs). A gate quiet over small
+// messages only does not probe: a message its sender would have compressed (kWanted), arriving
+// unoffered, opens it again. A message that arrives compressed makes every receive offer again. One
+// the sender would have compressed but for its kernel not running is no decline, unless
+// kQuietAfterCold come without a compressed one (a kernel that does not start). A cold kernel is
+// worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender compresses: since the last message
+// that arrived compressed, none was declined but for its size, and the gate has not gone quiet. A
+// new connection starts quiet as if over small messages: the first message its sender would
+// compress opens it, and a run of small collectives first (a communicator's set-up, a benchmark's
+// small sizes) never starts the kernel. A gate quiet over small messages that opens again expects
+// what it did before them: the first receive after a run of small collectives waits for a cold
+// kernel if the sender was compressing (NCCL posts up to 8 receives at once, and each that finds
+// the kernel stopped offers nothing).
 #pragma once
 
 #include <cstdint>
+
+#include "transport.h"
 
 namespace zipccl {
 
@@ -30,6 +32,11 @@ class OfferGate {
   static constexpr uint32_t kQuietAfter = 32;
   // A large collective ends with one short message per connection, not several in a row.
   static constexpr uint32_t kQuietAfterSmall = 4;
+  // Raw arrivals into offered staging that the sender wanted to compress (its kernel was not
+  // running) since the last compressed one: a kernel starts within a few messages, so this many
+  // mean one that does not (its launcher held in a CUDA call), for which the offers keep this
+  // side's kernel resident in vain.
+  static constexpr uint32_t kQuietAfterCold = 256;
   static constexpr uint32_t kProbeEvery = 64;
 
   // Whether the next receive offers (grouped receives share the answer); the same until it is
@@ -39,33 +46,39 @@ class OfferGate {
   void posted(bool offered) {
     if (quiet_ && (offered || !probe_due())) ++posts_;
   }
-  // A message arrived; offered: it could have come compressed; large: of a size the sender's
-  // policy compresses (compressible(), policy.h: alone or in a stream).
-  void arrived(bool offered, bool compressed, bool large) {
+  // A message arrived; offered: it could have come compressed; why: what its sender said of it if
+  // it came raw (RawWhy).
+  void arrived(bool offered, bool compressed, RawWhy why) {
     if (compressed) {
       quiet_ = false;
-      declined_ = large_declined_ = small_run_ = 0;
+      declined_ = large_declined_ = small_run_ = cold_run_ = 0;
       expecting_ = true;
       return;
     }
-    if (!offered) {
-      // Quiet over small messages only: one the sender may compress asks again, and a sender
-      // that compressed the large ones before the small run is expected to again.
-      if (quiet_ && large && large_declined_ == 0) {
+    if (why == RawWhy::kWanted) {
+      // The sender would have compressed it (no staging offered, or its kernel was not running):
+      // no decline, unless its kernel stays stopped, and no run of small collectives. A gate
+      // quiet over small messages only asks again, and expects what it did before them.
+      small_run_ = 0;
+      if (!offered && quiet_ && large_declined_ == 0) {
         quiet_ = false;
         declined_ = 0;
         expecting_ = resume_expecting_;
       }
-      return;
+      if (!offered || ++cold_run_ < kQuietAfterCold) return;
+      // A kernel that does not start: as good as kQuietAfter declines for more than size.
+      cold_run_ = 0;
+      declined_ = kQuietAfter - 1;
     }
+    if (!offered) return;
     // A collective's last, short message comes raw whatever the sender decides: it alone does
     // not say that the next collective's will.
-    if (large) {
+    if (why == RawWhy::kSmall) {
+      ++small_run_;
+    } else {
       expecting_ = false;
       ++large_declined_;
       small_run_ = 0;
-    } else {
-      ++small_run_;
     }
     if ((++declined_ >= kQuietAfter || small_run_ >= kQuietAfterSmall) && !quiet_) {
       quiet_ = true;
@@ -80,12 +93,13 @@ class OfferGate {
  private:
   bool probe_due() const { return large_declined_ > 0 && posts_ % kProbeEvery == 0; }
 
-  uint32_t declined_ = 0;  // raw arrivals into offered staging since the last compressed one
-  uint32_t large_declined_ = 0;  // of them large
-  uint32_t small_run_ = 0;       // of them small, since the last large one
+  uint32_t declined_ = 0;  // declined arrivals into offered staging since the last compressed one
+  uint32_t large_declined_ = 0;  // of them declined but for their size (kDeclined)
+  uint32_t small_run_ = 0;       // of them too small (kSmall), since the last larger arrival
+  uint32_t cold_run_ = 0;  // wanted arrivals into offered staging since the last compressed one
   uint32_t posts_ = 1;     // receives posted while quiet
   bool quiet_ = true;
-  bool expecting_ = false;  // the last large message into offered staging came compressed
+  bool expecting_ = false;  // nothing declined but for its size since the last compressed arrival
   bool resume_expecting_ = false;  // expecting_ when the gate went quiet over small messages
 };
 

@@ -24,9 +24,15 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
                                                                                       : Verdict::kSlowCodec;
 }
 
-bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, double ahead) {
+RawWhy CompressPolicy::raw_why(Verdict v) const {
+  if (v == Verdict::kNo) return mode_ == ZipMode::kOff ? RawWhy::kDeclined : RawWhy::kSmall;
+  return v == Verdict::kIncompressible || v == Verdict::kSlowCodec ? RawWhy::kDeclined : RawWhy::kWanted;
+}
+
+bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, double ahead, RawWhy* why) {
   const Verdict v = verdict(bytes, codec, ahead);
   const bool yes = decide(v);
+  if (why && !yes) *why = raw_why(v);
   if (!yes && mode_ == ZipMode::kAuto) ++declined_[int(v)];
   return yes;
 }
@@ -77,9 +83,10 @@ bool CompressPolicy::would_compress(size_t bytes, const CodecEngine& codec, doub
   return asked.decide(verdict(bytes, codec, ahead));
 }
 
-bool CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ahead) {
+bool CompressPolicy::unoffered(size_t bytes, const CodecEngine& codec, double ahead, RawWhy* why) {
   const Verdict v = verdict(bytes, codec, ahead);
   const bool would = CompressPolicy(*this).decide(v);
+  if (why) *why = would ? RawWhy::kWanted : raw_why(v);
   switch (v) {
     case Verdict::kIncompressible:
       skipped_ = std::min(skipped_ + 1, kProbeEvery - 1);

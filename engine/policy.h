@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine_params.h"
+#include "transport.h"
 
 namespace zipccl {
 
@@ -47,16 +48,6 @@ inline bool hides_coding_time(double ahead_bytes, double link_bps) {
 }
 // The ratio auto mode assumes until a connection has measured its own (bf16 codes to ~0.70).
 constexpr double kAssumedRatio = 0.7;
-// Whether auto mode would compress a message of `bytes` on a link of link_bps at ratio
-// kAssumedRatio, its codec permitting: what a receiver counts as one its sender could have
-// compressed. followed: more receives were posted behind it (a stream, as NCCL's point-to-point
-// chunks), where the sender has bytes ahead (hides_coding_time) and compresses any message of
-// NCCL_ZIP_MIN_BYTES: a receiver that counted 128 KiB chunks at 4 GB/s as too small to pay closed
-// its offers over a stream's first chunks (sent raw with nothing ahead of them) and left 45% of an
-// alltoallv's chunks unoffered.
-inline bool compressible(double bytes, double link_bps, bool followed = false) {
-  return bytes >= double(min_bytes()) && (followed || saves_coding_time(bytes, kAssumedRatio, link_bps));
-}
 
 class CompressPolicy {
  public:
@@ -65,16 +56,18 @@ class CompressPolicy {
       : mode_(mode), link_bps_(link_bytes_per_s), link_(link) {}
 
   // Only asked for messages the receiver allows to arrive compressed. ahead: wire bytes of this
-  // connection's earlier messages not yet through the link.
-  bool should_compress(size_t bytes, const CodecEngine& codec, double ahead = 0);
+  // connection's earlier messages not yet through the link. why (where given): on a no, what the
+  // sender tells the receiver of the raw message (a probe of the codec still measuring: kWanted).
+  bool should_compress(size_t bytes, const CodecEngine& codec, double ahead = 0, RawWhy* why = nullptr);
   // What should_compress would answer now, its probes included, without changing anything: a
   // cold GPU codec is worth waiting for exactly then (a probe that finds it stopped measures
   // nothing, and while a receiver is quiet its probes are rare).
   bool would_compress(size_t bytes, const CodecEngine& codec, double ahead = 0) const;
   // A message sent raw because its receive offered no staging (a quiet receiver, OfferGate): it
   // counts toward the probes, so that the receiver's rare probe finds one due. Returns what
-  // would_compress answered before it counted.
-  bool unoffered(size_t bytes, const CodecEngine& codec, double ahead = 0);
+  // should_compress would have answered before it counted; why: kWanted where it would have said
+  // yes, else as there.
+  bool unoffered(size_t bytes, const CodecEngine& codec, double ahead = 0, RawWhy* why = nullptr);
   // Outcome of a compression attempt: in bytes became out bytes (out = in when it did not pay).
   // Called for every attempt, in completion order.
   void record(size_t in, size_t out);
@@ -106,6 +99,7 @@ class CompressPolicy {
   enum class Verdict { kNo, kYes, kIncompressible, kUnmeasured, kSlowCodec };
   static constexpr int kVerdicts = int(Verdict::kSlowCodec) + 1;
   Verdict verdict(size_t bytes, const CodecEngine& codec, double ahead) const;
+  RawWhy raw_why(Verdict v) const;  // what a no on verdict v tells the receiver
   bool decide(Verdict v);  // should_compress's answer, probes counted
   double link_bps() const;
 

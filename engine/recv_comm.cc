@@ -1,17 +1,13 @@
 #include "recv_comm.h"
 
 #include "engine_params.h"
-#include "link_meter.h"
 #include "log.h"
-#include "policy.h"
 #include "zipccl/format.h"
 
 namespace zipccl {
 
-RecvComm::RecvComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s)
-    : Comm(kRecv, dev, std::move(ctx), std::move(link)),
-      link_bps_(link_bytes_per_s),
-      meter_(planning_meter(dev)) {
+RecvComm::RecvComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link)
+    : Comm(kRecv, dev, std::move(ctx), std::move(link)) {
   for (Req& r : reqs_) r.comm = this;
   for (FlushReq& f : flushes_) {
     f.comm = this;
@@ -125,9 +121,7 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.bytes_wire += h.wire_bytes;
   stats_.compressed += h.compressed;
   mark(Timeline::kWire, h.seq, h.sub, h.wire_bytes, h.compressed ? Timeline::kCompressed : 0);
-  const bool followed = uint32_t(next_seq_ - h.seq) > 1;  // receives posted behind this one
-  offers_.arrived(s.stage.p != nullptr, h.compressed,
-                  compressible(double(h.wire_bytes), planning_link_bps(link_bps_, meter_), followed));
+  offers_.arrived(s.stage.p != nullptr, h.compressed, h.why);
   if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
     end_lease(&s);

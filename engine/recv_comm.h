@@ -11,12 +11,9 @@
 
 namespace zipccl {
 
-class LinkMeter;
-
 class RecvComm : public Comm {
  public:
-  // link_bytes_per_s: the device's speed, as the sender's policy plans with it.
-  RecvComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s);
+  RecvComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link);
   ~RecvComm() override;
 
   // flag_polled: NCCL preset *request to NCCL_NET_OPTIONAL_RECV_COMPLETION (LL/LL128, v9+).
@@ -60,8 +57,6 @@ class RecvComm : public Comm {
   ncclResult_t corrupt(uint32_t seq, const std::string& why);
   static void end_lease(Sub* s);
 
-  const double link_bps_;
-  const LinkMeter* const meter_;  // the device's measured link, as the sender's policy reads it
   Req reqs_[kMaxRequests];  // slot = seq % kMaxRequests
   // NCCL flushes a receive after test() freed its request: no more than kMaxRequests at once.
   FlushReq flushes_[kMaxRequests];

@@ -53,6 +53,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
   if (j.skipped) {  // no GPU at hand: raw, and nothing learnt about the data
     policy_.unmeasured();
     r->h.compressed = false;
+    r->h.why = RawWhy::kWanted;
     r->wire = r->data;
     staging_.give(std::move(r->stage));
     return ncclSuccess;
@@ -69,6 +70,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
            h.codec != uint8_t(zipccl::Codec::Raw);
   }
   r->h.compressed = pays;
+  r->h.why = pays ? RawWhy::kUnsaid : RawWhy::kDeclined;
   r->h.wire_bytes = pays ? j.out_bytes : r->size;
   if (pays) {
     r->wire = r->stage.p;
@@ -160,9 +162,15 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   // a cold kernel here is worth a short wait.
   if (to.staging_bytes > 0 && engine && policy_.would_compress(size, *engine, ahead) && wait_for_kernel(engine))
     return defer(size, tag);
-  bool compress = engine && to.staging_bytes > 0 && policy_.should_compress(size, *engine, ahead);
-  if (engine && to.staging_bytes == 0 && policy_.unoffered(size, *engine, ahead) && zip_mode() == ZipMode::kAuto)
+  // Why it goes raw, if it does, as the receiver is told (RawWhy): no codec for this memory, or
+  // the policy's word.
+  RawWhy why = RawWhy::kDeclined;
+  bool compress = false;
+  if (engine && to.staging_bytes > 0) {
+    compress = policy_.should_compress(size, *engine, ahead, &why);
+  } else if (engine && policy_.unoffered(size, *engine, ahead, &why) && zip_mode() == ZipMode::kAuto) {
     ++unoffered_;
+  }
   // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
   // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
   // the next message: the lease asked the kernel to start); forced compression takes the CPU.
@@ -170,6 +178,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (compress && !leased && zip_mode() != ZipMode::kAlways) {
     policy_.unmeasured();
     compress = false;
+    why = RawWhy::kWanted;
     ++cold_;
   }
   Req* r = free_.back();
@@ -181,6 +190,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   r->h.seq = p.cts.seq;
   r->h.sub = sub;
   r->h.wire_bytes = r->h.orig_bytes = size;
+  r->h.why = compress ? RawWhy::kUnsaid : why;
   r->wire = r->data;
   r->staging_cap = to.staging_bytes;
   r->leased = leased ? engine : nullptr;

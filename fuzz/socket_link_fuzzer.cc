@@ -72,6 +72,7 @@ void receiver(zipccl::tcp::SocketLink& link, Buffers& b) {
     if (got) {
       require(h.seq == 0 && h.sub == 0, "an arrival for no posted placement");
       require(h.wire_bytes <= (h.compressed ? kStaging : kCapacity), "an arrival larger than its placement");
+      require(!h.compressed || h.why == zipccl::RawWhy::kUnsaid, "a compressed arrival that says why it is raw");
       break;
     }
   }

@@ -166,8 +166,8 @@ ncclResult_t properties(int dev, Props* p) {
     p->speed_mbps = d.speed_mbps;
     p->max_comms = d.max_comms;
     p->max_recvs = int(kMaxRecvs);
-    p->max_p2p_bytes = size_t(1) << 30;
-    p->max_coll_bytes = size_t(1) << 30;
+    p->max_p2p_bytes = kMaxMessageBytes;
+    p->max_coll_bytes = kMaxMessageBytes;
     return ncclSuccess;
   });
 }
@@ -227,7 +227,7 @@ ncclResult_t accept(void* listen_comm, void** recv_comm, ncclNetDeviceHandle_t**
     auto* lc = static_cast<ListenComm*>(listen_comm);
     std::unique_ptr<Link> link;
     ZIP_CHECK(lc->listener->accept(&link));
-    if (link) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(link), planning_reported_bps(lc->dev));
+    if (link) *recv_comm = new RecvComm(lc->dev, lc->ctx, std::move(link));
     return ncclSuccess;
   });
 }

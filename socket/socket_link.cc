@@ -219,13 +219,14 @@ ncclResult_t SocketLink::on_header(const HeaderRecord& r) {
   Posted& slot = posted_[r.seq % kMaxRequests];
   if (!slot.in_use || slot.cts.seq != r.seq || r.sub >= slot.cts.n || (slot.headers_seen >> r.sub & 1))
     return fail(ncclRemoteError, "protocol error: data header for no posted receive");
-  if (r.flags & ~uint32_t(kCompressed))  // a peer speaking a protocol this one does not know
+  if (r.flags & ~uint32_t(kCompressed | kRawWhyMask))  // a peer speaking a protocol this one does not know
     return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(r.seq) + ") with unknown flags " +
                                      std::to_string(r.flags));
   MessageHeader h;
   h.seq = r.seq;
   h.sub = r.sub;
   h.compressed = r.flags & kCompressed;
+  h.why = RawWhy((r.flags & kRawWhyMask) >> kRawWhyShift);
   h.wire_bytes = r.wire_bytes;
   h.orig_bytes = r.orig_bytes;
   const Placement& p = slot.cts.p[r.sub];
@@ -284,7 +285,8 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
 
 ncclResult_t SocketLink::post_message(const MessageHeader& h, const Placement&, const void* buf, Xfer* x) {
   if (err_.code() != ncclSuccess) return err_.code();
-  const HeaderRecord r{kHeader, h.seq, h.sub, h.compressed ? uint32_t(kCompressed) : 0u, h.orig_bytes, h.wire_bytes};
+  const uint32_t flags = (h.compressed ? uint32_t(kCompressed) : 0u) | uint32_t(h.why) << kRawWhyShift;
+  const HeaderRecord r{kHeader, h.seq, h.sub, flags, h.orig_bytes, h.wire_bytes};
   queue_record(&r, uint32_t(sizeof r), x);
   post_bytes(const_cast<char*>(static_cast<const char*>(buf)), h.wire_bytes, x, true);
   return send_records();

@@ -12,7 +12,7 @@ namespace zipccl::tcp {
 
 constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
 constexpr uint32_t kHelloMagic = 0x5A49484Cu;
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;
 constexpr size_t kMaxRecord = 4096;
 
 struct Hello {
@@ -31,7 +31,9 @@ enum RecordType : uint32_t { kCts = 0x5A435453u /* "STCZ" */, kHeader = 0x5A4441
 enum RecordFlags : uint32_t {
   kCompressOk = 0x1,  // CtsEntry: the receive takes compressed bytes (staging_bytes of them)
   kCompressed = 0x1,  // HeaderRecord: the bytes that follow are a compressed message
+  kRawWhyMask = 0x6,  // HeaderRecord: why a raw message went raw (RawWhy << kRawWhyShift)
 };
+constexpr uint32_t kRawWhyShift = 1;
 
 struct CtsEntry {
   int32_t tag;

@@ -43,7 +43,8 @@ MessageHeader header_of(uint32_t seq, uint32_t sub, uint32_t imm) {
   h.seq = seq;
   h.sub = sub;
   h.compressed = imm & kImmCompressed;
-  h.wire_bytes = imm & ~kImmCompressed;
+  h.why = h.compressed ? RawWhy::kUnsaid : RawWhy(imm >> kImmRawWhyShift);
+  h.wire_bytes = h.compressed ? imm & ~kImmCompressed : imm & kImmRawBytes;
   h.orig_bytes = h.compressed ? 0 : h.wire_bytes;  // a compressed message says it itself
   return h;
 }
@@ -287,7 +288,7 @@ ncclResult_t IbLink::post_message(const MessageHeader& h, const Placement& to, c
     next_sub_ = 0;
     ++next_seq_;
   }
-  const uint32_t imm = (h.compressed ? kImmCompressed : 0u) | uint32_t(h.wire_bytes);
+  const uint32_t imm = (h.compressed ? kImmCompressed : uint32_t(h.why) << kImmRawWhyShift) | uint32_t(h.wire_bytes);
   sends_.push_back(SendOp{static_cast<const char*>(buf), h.wire_bytes, x, send_seq_++, imm,
                           h.compressed ? to.staging : to.target, h.compressed ? to.staging_key : to.target_key,
                           std::move(mr)});

@@ -14,7 +14,7 @@ namespace zipccl::verbs {
 constexpr uint32_t kHandleMagic = 0x5A494249u;  // "IBIZ"
 constexpr uint32_t kInfoMagic = 0x5A49514Fu;
 constexpr uint32_t kReadyMagic = 0x5A495244u;
-constexpr uint16_t kWireVersion = 2;
+constexpr uint16_t kWireVersion = 3;
 
 // The handle is a TcpHandle (common/tcp_bootstrap.h) with kHandleMagic: the bootstrap
 // listener's address and the nonce a connector must present.
@@ -77,9 +77,13 @@ struct Mailbox {
 };
 
 // A message's last write on each queue pair it uses carries this immediate: whether the bytes are
-// compressed and how many landed. Which placement it fills follows from the order: messages go out
+// compressed and how many landed (31 bits), or for a raw message why it went raw (RawWhy, 2 bits)
+// and how many landed (29 bits). Which placement it fills follows from the order: messages go out
 // in (seq, sub) order.
 constexpr uint32_t kImmCompressed = 0x80000000u;
-constexpr uint64_t kMaxWireBytes = 0x7FFFFFFFu;
+constexpr uint32_t kImmRawWhyShift = 29;
+constexpr uint32_t kImmRawBytes = (1u << kImmRawWhyShift) - 1;
+constexpr uint64_t kMaxWireBytes = kImmRawBytes;
+static_assert(kMaxMessageBytes <= kMaxWireBytes, "NCCL's largest message fits an immediate");
 
 }  // namespace zipccl::verbs

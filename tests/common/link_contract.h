@@ -137,7 +137,7 @@ TEST_P(LinkContract, RawMessagesLandInTheirTargets) {
 }
 
 // A grouped clear-to-send: messages go out in sub order, compressed ones into staging, raw ones
-// into their targets, and nothing lands anywhere else.
+// into their targets (each saying why it went raw, every RawWhy), and nothing lands anywhere else.
 TEST_P(LinkContract, GroupedPlacementsRawAndCompressed) {
   constexpr uint32_t kN = kMaxRecvs;
   constexpr size_t kCap = 100000;
@@ -165,6 +165,7 @@ TEST_P(LinkContract, GroupedPlacementsRawAndCompressed) {
     MessageHeader h;
     h.sub = i;
     h.compressed = i % 2;
+    if (!h.compressed) h.why = RawWhy(i / 2 % kRawWhyValues);
     h.wire_bytes = 1000 * (i + 1);
     h.orig_bytes = h.compressed ? 0 : h.wire_bytes;
     ASSERT_EQ(send().post_message(h, got.p[i], send_arena_.data() + i * kCap, &x[i]), ncclSuccess);
@@ -177,6 +178,7 @@ TEST_P(LinkContract, GroupedPlacementsRawAndCompressed) {
     EXPECT_FALSE(seen >> a.sub & 1) << "sub " << a.sub << " arrived twice";
     seen |= 1u << a.sub;
     EXPECT_EQ(a.compressed, a.sub % 2 == 1);
+    EXPECT_EQ(a.why, a.compressed ? RawWhy::kUnsaid : RawWhy(a.sub / 2 % kRawWhyValues)) << "sub " << a.sub;
     EXPECT_EQ(a.wire_bytes, 1000u * (a.sub + 1));
     const char* landed = (a.compressed ? staging_.data() : recv_arena_.data()) + a.sub * kCap;
     const char* untouched = (a.compressed ? recv_arena_.data() : staging_.data()) + a.sub * kCap;

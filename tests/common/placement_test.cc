@@ -35,5 +35,18 @@ TEST(PlacementMisfit, CompressedNeedsStaging) {
   EXPECT_NE(placement_misfit(p, header(true, 300, 1001)), nullptr) << "decodes to more than the receive takes";
 }
 
+// Only a raw message says why it went raw: a compressed one that does is no peer of ours.
+TEST(PlacementMisfit, OnlyRawMessagesSayWhy) {
+  Placement p;
+  p.capacity = 1000;
+  p.staging_bytes = 1200;
+  for (uint32_t w = 0; w < kRawWhyValues; ++w) {
+    MessageHeader raw = header(false, 1000, 1000), coded = header(true, 300, 1000);
+    raw.why = coded.why = RawWhy(w);
+    EXPECT_EQ(placement_misfit(p, raw), nullptr) << w;
+    EXPECT_EQ(placement_misfit(p, coded) == nullptr, RawWhy(w) == RawWhy::kUnsaid) << w;
+  }
+}
+
 }  // namespace
 }  // namespace zipccl

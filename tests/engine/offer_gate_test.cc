@@ -1,5 +1,6 @@
-// OfferGate: a receiver offers staging from its first large arrival, stops offering to a sender
-// that declines it, probes now and then, and offers again from the first compressed arrival.
+// OfferGate: a receiver offers staging from the first message its sender would compress, stops
+// offering to a sender that declines it, probes now and then, and offers again from the first
+// compressed arrival; it follows what the sender says of each raw message (RawWhy).
 #include "offer_gate.h"
 
 #include <gtest/gtest.h>
@@ -18,151 +19,183 @@ int post(OfferGate* g, int n) {
   return offered;
 }
 
-// n messages arrive raw into offered staging (the sender declined them), large or not.
-void declined(OfferGate* g, uint32_t n, bool large) {
-  for (uint32_t i = 0; i < n; ++i) g->arrived(true, false, large);
+// n messages arrive raw into offered staging, declined: too small to pay (kSmall) or for another
+// reason (kDeclined: the data or the codec).
+void declined(OfferGate* g, uint32_t n, RawWhy why) {
+  for (uint32_t i = 0; i < n; ++i) g->arrived(true, false, why);
 }
 
-// A gate its first large message has opened.
+// A message the sender would have compressed arrives without staging offered.
+void wanted(OfferGate* g) { g->arrived(false, false, RawWhy::kWanted); }
+void compressed(OfferGate* g) { g->arrived(true, true, RawWhy::kUnsaid); }
+
+// A gate its first wanted message has opened.
 OfferGate opened() {
   OfferGate g;
-  g.arrived(false, false, true);
+  wanted(&g);
   return g;
 }
 
-// A new connection offers nothing, not even probes, until a message its sender could compress
+// A new connection offers nothing, not even probes, until a message its sender would compress
 // arrives; small ones leave it quiet.
-TEST(OfferGate, ANewGateOpensAtTheFirstLargeArrival) {
+TEST(OfferGate, ANewGateOpensAtTheFirstMessageItsSenderWouldCompress) {
   OfferGate g;
   EXPECT_TRUE(g.quiet());
   EXPECT_FALSE(g.expecting());
   EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 0);
-  for (int i = 0; i < 100; ++i) g.arrived(false, false, false);
+  for (int i = 0; i < 100; ++i) g.arrived(false, false, RawWhy::kSmall);
+  for (int i = 0; i < 100; ++i) g.arrived(false, false, RawWhy::kDeclined);
   EXPECT_TRUE(g.quiet());
-  g.arrived(false, false, true);
+  wanted(&g);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 50), 50);
 }
 
 TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
   OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfter - 1, true);
+  declined(&g, OfferGate::kQuietAfter - 1, RawWhy::kDeclined);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 100), 100);
-  g.arrived(true, false, true);
+  declined(&g, 1, RawWhy::kDeclined);
   EXPECT_TRUE(g.quiet());
   // Probes: one receive in kProbeEvery.
   EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
 }
 
-TEST(OfferGate, UnofferedRawArrivalsSayNothing) {
+// A raw message its sender wanted to compress is no decline: into offered staging its sender's
+// kernel was not running, and unoffered it found no staging. The gate stays open and expecting,
+// until kQuietAfterCold in a row say the sender's kernel does not start: then it goes quiet, with
+// probes.
+TEST(OfferGate, AMessageTheSenderWantedToCompressIsNoDecline) {
   OfferGate g = opened();
-  for (int i = 0; i < 1000; ++i) g.arrived(false, false, true);
+  compressed(&g);
+  for (int i = 0; i < 1000; ++i) wanted(&g);
+  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfterCold; ++i) g.arrived(true, false, RawWhy::kWanted);
   EXPECT_FALSE(g.quiet());
+  EXPECT_TRUE(g.expecting());
+  compressed(&g);
+  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfterCold; ++i) g.arrived(true, false, RawWhy::kWanted);
+  EXPECT_FALSE(g.quiet()) << "the compressed arrival started the count over";
+  g.arrived(true, false, RawWhy::kWanted);
+  EXPECT_TRUE(g.quiet());
+  EXPECT_FALSE(g.expecting());
+  EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
+  // Nor does one break a run of declines: the count goes on.
+  OfferGate h = opened();
+  declined(&h, OfferGate::kQuietAfter - 1, RawWhy::kDeclined);
+  h.arrived(true, false, RawWhy::kWanted);
+  declined(&h, 1, RawWhy::kDeclined);
+  EXPECT_TRUE(h.quiet());
 }
 
 // Small collectives' messages come raw (too short to pay for their coding): offering staging
-// for them only keeps the kernel resident, so a few in a row end the offers, probes too (a large
-// arrival reopens the gate). A large collective's one short message between compressed ones does
-// not.
+// for them only keeps the kernel resident, so a few in a row end the offers, probes too (a wanted
+// arrival opens the gate again). A large collective's one short message between compressed ones
+// does not.
 TEST(OfferGate, SmallRawArrivalsIntoOfferedStagingAreDeclines) {
   OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfterSmall - 1, false);
+  declined(&g, OfferGate::kQuietAfterSmall - 1, RawWhy::kSmall);
   EXPECT_FALSE(g.quiet());
-  g.arrived(true, false, false);
+  declined(&g, 1, RawWhy::kSmall);
   EXPECT_TRUE(g.quiet());
   EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 0);
 
   OfferGate h = opened();
   for (int i = 0; i < 100; ++i) {
-    for (int j = 0; j < 7; ++j) h.arrived(true, true, true);
-    h.arrived(true, false, false);
+    for (int j = 0; j < 7; ++j) compressed(&h);
+    declined(&h, 1, RawWhy::kSmall);
   }
   EXPECT_FALSE(h.quiet());
-  // Large declines and small ones in turn: the run of small ones starts over, the count does not.
+  // Declines for the data and small ones in turn: the run of small ones starts over, the count
+  // does not.
   OfferGate k = opened();
-  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i) k.arrived(true, false, i % 2 == 0);
+  for (uint32_t i = 0; i + 1 < OfferGate::kQuietAfter; ++i)
+    declined(&k, 1, i % 2 == 0 ? RawWhy::kDeclined : RawWhy::kSmall);
   EXPECT_FALSE(k.quiet());
-  k.arrived(true, false, false);
+  declined(&k, 1, RawWhy::kSmall);
   EXPECT_TRUE(k.quiet());
-  EXPECT_EQ(post(&k, 10 * OfferGate::kProbeEvery), 10) << "large ones were declined too: probes";
+  EXPECT_EQ(post(&k, 10 * OfferGate::kProbeEvery), 10) << "declined for more than size too: probes";
 }
 
-// A large message that arrives raw into offered staging while the gate is quiet over small ones
-// (it was offered before the quiet: NCCL posts up to 8 receives at once) starts the probes.
-TEST(OfferGate, ALargeDeclineInAQuietOverSmallMessagesStartsProbes) {
+// A message declined for more than its size, arriving into offered staging while the gate is
+// quiet over small ones (it was offered before the quiet: NCCL posts up to 8 receives at once),
+// starts the probes.
+TEST(OfferGate, ADeclineInAQuietOverSmallMessagesStartsProbes) {
   OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfterSmall, false);
+  declined(&g, OfferGate::kQuietAfterSmall, RawWhy::kSmall);
   ASSERT_TRUE(g.quiet());
   EXPECT_EQ(post(&g, 3 * OfferGate::kProbeEvery), 0);
-  g.arrived(true, false, true);
+  declined(&g, 1, RawWhy::kDeclined);
   EXPECT_EQ(post(&g, 10 * OfferGate::kProbeEvery), 10);
 }
 
 TEST(OfferGate, ACompressedArrivalEndsTheQuietAndTheCount) {
   OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfter, true);
+  declined(&g, OfferGate::kQuietAfter, RawWhy::kDeclined);
   ASSERT_TRUE(g.quiet());
-  g.arrived(true, true, true);
+  compressed(&g);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 50), 50);
   // The count starts over: a run of declines one short of the limit keeps the offers.
-  declined(&g, OfferGate::kQuietAfter - 1, true);
+  declined(&g, OfferGate::kQuietAfter - 1, RawWhy::kDeclined);
   EXPECT_FALSE(g.quiet());
-  g.arrived(true, true, true);
-  declined(&g, OfferGate::kQuietAfter - 1, true);
+  compressed(&g);
+  declined(&g, OfferGate::kQuietAfter - 1, RawWhy::kDeclined);
   EXPECT_FALSE(g.quiet());
 }
 
-// Quiet over small collectives only: a large collective's first message, arriving unoffered,
-// asks again at once rather than at the next probe; after large declines it does not.
-TEST(OfferGate, ALargeArrivalEndsAQuietOverSmallMessages) {
+// Quiet over small collectives only: a large collective's first message, which its sender would
+// compress, arriving unoffered, asks again at once rather than at the next probe; after a decline
+// for more than size it does not.
+TEST(OfferGate, AWantedArrivalEndsAQuietOverSmallMessages) {
   OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfter, false);
+  declined(&g, OfferGate::kQuietAfter, RawWhy::kSmall);
   ASSERT_TRUE(g.quiet());
-  g.arrived(false, false, false);
+  g.arrived(false, false, RawWhy::kSmall);
   EXPECT_TRUE(g.quiet()) << "another small one";
-  g.arrived(false, false, true);
+  g.arrived(false, false, RawWhy::kDeclined);
+  EXPECT_TRUE(g.quiet()) << "one the sender would not compress";
+  wanted(&g);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 50), 50);
   EXPECT_FALSE(g.expecting()) << "nothing came compressed yet";
 
   OfferGate h = opened();
-  h.arrived(true, false, true);
-  declined(&h, OfferGate::kQuietAfter - 1, false);
+  declined(&h, 1, RawWhy::kDeclined);
+  declined(&h, OfferGate::kQuietAfter - 1, RawWhy::kSmall);
   ASSERT_TRUE(h.quiet());
-  for (int i = 0; i < 100; ++i) h.arrived(false, false, true);
-  EXPECT_TRUE(h.quiet()) << "the sender declined a large one: only a probe or a compressed arrival asks again";
-  h.arrived(true, true, true);
+  for (int i = 0; i < 100; ++i) wanted(&h);
+  EXPECT_TRUE(h.quiet()) << "the sender declined one for more than size: only a probe or a compressed arrival asks again";
+  compressed(&h);
   EXPECT_FALSE(h.quiet());
-  declined(&h, OfferGate::kQuietAfter, false);
+  declined(&h, OfferGate::kQuietAfter, RawWhy::kSmall);
   ASSERT_TRUE(h.quiet());
-  h.arrived(false, false, true);
-  EXPECT_FALSE(h.quiet()) << "the compressed arrival cleared the large declines";
+  wanted(&h);
+  EXPECT_FALSE(h.quiet()) << "the compressed arrival cleared the declines";
 }
 
-// Small collectives between large compressed ones: the large arrival that ends the quiet expects
-// compressed bytes again (its next receive waits for a cold kernel), as it did before the small
-// run; not after a large one came raw into offered staging.
+// Small collectives between large compressed ones: the wanted arrival that ends the quiet
+// expects compressed bytes again (its next receive waits for a cold kernel), as it did before the
+// small run; not after a decline for more than size.
 TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
   OfferGate g = opened();
-  g.arrived(true, true, true);
+  compressed(&g);
   ASSERT_TRUE(g.expecting());
-  declined(&g, OfferGate::kQuietAfterSmall, false);
+  declined(&g, OfferGate::kQuietAfterSmall, RawWhy::kSmall);
   ASSERT_TRUE(g.quiet());
   EXPECT_FALSE(g.expecting()) << "quiet: no waits for the kernel";
-  g.arrived(false, false, true);
+  wanted(&g);
   EXPECT_FALSE(g.quiet());
   EXPECT_TRUE(g.expecting());
 
   OfferGate h = opened();
-  h.arrived(true, true, true);
-  h.arrived(true, false, true);  // a large one declined: the sender may have stopped
-  declined(&h, OfferGate::kQuietAfterSmall, false);
+  compressed(&h);
+  declined(&h, 1, RawWhy::kDeclined);  // the sender may have stopped
+  declined(&h, OfferGate::kQuietAfterSmall, RawWhy::kSmall);
   ASSERT_TRUE(h.quiet());
-  h.arrived(false, false, true);
-  EXPECT_TRUE(h.quiet()) << "after a large decline only a probe or a compressed arrival asks again";
-  h.arrived(true, true, true);
+  wanted(&h);
+  EXPECT_TRUE(h.quiet()) << "after a decline for more than size only a probe or a compressed arrival asks again";
+  compressed(&h);
   EXPECT_TRUE(h.expecting());
 }
 
@@ -171,7 +204,7 @@ TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
 // kernel was stopped) until one does.
 TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
   OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfter, true);
+  declined(&g, OfferGate::kQuietAfter, RawWhy::kDeclined);
   ASSERT_TRUE(g.quiet());
   int until_probe = 0;
   while (!g.offer()) {
@@ -189,21 +222,22 @@ TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
 }
 
 // A cold kernel is worth waiting for only while the sender compresses: not before anything
-// arrived compressed, nor after a large message came raw into offered staging, nor once the gate
-// is quiet; a collective's short last message or an unoffered raw arrival leaves it as it was.
-TEST(OfferGate, ExpectsCompressedBytesOnlyAfterTheLastLargeOneCameCompressed) {
+// arrived compressed, nor after a decline for more than size, nor once the gate is quiet; a
+// collective's short last message or a wanted raw arrival leaves it as it was.
+TEST(OfferGate, ExpectsCompressedBytesOnlyWhileTheSenderCompresses) {
   OfferGate g = opened();
   EXPECT_FALSE(g.expecting());
-  g.arrived(true, true, true);
+  compressed(&g);
   EXPECT_TRUE(g.expecting());
-  g.arrived(true, false, false);
-  g.arrived(false, false, true);
+  declined(&g, 1, RawWhy::kSmall);
+  wanted(&g);
+  g.arrived(true, false, RawWhy::kWanted);
   EXPECT_TRUE(g.expecting());
-  g.arrived(true, false, true);
+  declined(&g, 1, RawWhy::kDeclined);
   EXPECT_FALSE(g.expecting());
-  g.arrived(true, true, true);
+  compressed(&g);
   EXPECT_TRUE(g.expecting());
-  declined(&g, OfferGate::kQuietAfter, false);
+  declined(&g, OfferGate::kQuietAfter, RawWhy::kSmall);
   ASSERT_TRUE(g.quiet());
   EXPECT_FALSE(g.expecting());
 }

@@ -73,19 +73,36 @@ TEST(CompressPolicy, MessagesAheadHideTheCoding) {
   EXPECT_FALSE(p.should_compress(1000, fast, 1 << 30)) << "below NCCL_ZIP_MIN_BYTES";
 }
 
-// What a receiver counts as a message its sender could have compressed: the same 20 us at the
-// assumed ratio 0.7, or any size in a stream, never below NCCL_ZIP_MIN_BYTES.
+// What the sender tells the receiver of a message it sends raw (RawWhy): too small to pay, declined
+// for the data or the codec, or wanted (it would compress but the codec has not been measured).
+TEST(CompressPolicy, ARawMessageSaysWhy) {
+  FakeEngine fast(10 * kLink), slow(kLink), unmeasured(0);
+  CompressPolicy p(ZipMode::kAuto, kLink);
+  RawWhy why = RawWhy::kUnsaid;
+  EXPECT_FALSE(p.should_compress(1000, fast, 0, &why));
+  EXPECT_EQ(why, RawWhy::kSmall) << "below NCCL_ZIP_MIN_BYTES";
+  EXPECT_FALSE(p.should_compress(64 << 10, fast, 0, &why));
+  EXPECT_EQ(why, RawWhy::kSmall) << "saves 15.7 us of a 1.25 GB/s link";
+  EXPECT_FALSE(p.should_compress(kBig, slow, 0, &why));
+  EXPECT_EQ(why, RawWhy::kDeclined) << "a codec no faster than the link";
+  EXPECT_TRUE(p.should_compress(kBig, unmeasured, 0, &why)) << "the first probe measures it";
+  EXPECT_FALSE(p.should_compress(kBig, unmeasured, 0, &why));
+  EXPECT_EQ(why, RawWhy::kWanted) << "the probe is still measuring";
+  EXPECT_FALSE(p.unoffered(1000, fast, 0, &why));
+  EXPECT_EQ(why, RawWhy::kSmall);
+  CompressPolicy q(ZipMode::kAuto, kLink);
+  EXPECT_TRUE(q.unoffered(kBig, fast, 0, &why));
+  EXPECT_EQ(why, RawWhy::kWanted) << "unoffered, it would have gone compressed";
+  for (int i = 0; i < 7; ++i) q.record(kBig, kBig);  // the measured ratio passes NCCL_ZIP_MAX_RATIO
+  EXPECT_FALSE(q.should_compress(kBig, fast, 0, &why));
+  EXPECT_EQ(why, RawWhy::kDeclined) << "incompressible";
+  CompressPolicy off(ZipMode::kOff, kLink);
+  EXPECT_FALSE(off.should_compress(kBig, fast, 0, &why));
+  EXPECT_EQ(why, RawWhy::kDeclined) << "compression off";
+}
+
+// The boundary of a message that pays alone: 20 us of a 5 GB/s link saved at ratio 0.7.
 TEST(CompressPolicy, CompressibleFollowsTheLink) {
-  EXPECT_FALSE(compressible(333332, 5e9));
-  EXPECT_TRUE(compressible(333334, 5e9));
-  EXPECT_FALSE(compressible(83332, 1.25e9));
-  EXPECT_TRUE(compressible(83334, 1.25e9));
-  EXPECT_FALSE(compressible(double(min_bytes()) - 1, 1e8));
-  EXPECT_TRUE(compressible(double(min_bytes()), 1e8));
-  // Followed by more receives: a stream, whose sender hides the coding behind the bytes ahead.
-  EXPECT_TRUE(compressible(128 << 10, 4e9, true));
-  EXPECT_FALSE(compressible(128 << 10, 4e9, false));
-  EXPECT_FALSE(compressible(double(min_bytes()) - 1, 4e9, true));
   FakeEngine fast(1e12);
   CompressPolicy p(ZipMode::kAuto, 5e9);
   EXPECT_FALSE(p.should_compress(333333 - 64, fast));
@@ -257,13 +274,11 @@ TEST(CompressPolicy, ALinkOfUnknownSpeedIsMeasuredBeforeAutoCompresses) {
   CompressPolicy p(ZipMode::kAuto, 0, &meter), always(ZipMode::kAlways, 0, &meter);
   EXPECT_FALSE(p.should_compress(kBig, codec));
   EXPECT_FALSE(p.should_compress(kBig, codec, 1e9)) << "no bytes ahead hide coding on an unmeasured link";
-  EXPECT_FALSE(compressible(double(kBig), planning_link_bps(0, &meter)));
   EXPECT_TRUE(always.should_compress(kBig, codec));
   meter.add(0, 800 * 1000000, uint64_t(1e9), 800 * 1000000);  // 1.25 GB/s
   meter.add(1000 * 1000000, 1000 * 1000000, 0, 1000 * 1000000 + LinkMeter::kSettleNs);
   EXPECT_DOUBLE_EQ(planning_link_bps(0, &meter), kLink);
   EXPECT_TRUE(p.should_compress(kBig, codec));
-  EXPECT_TRUE(compressible(double(kBig), planning_link_bps(0, &meter)));
 }
 
 }  // namespace

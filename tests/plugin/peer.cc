@@ -25,6 +25,7 @@
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
 // --pause-at (recv): once K messages arrived, post nothing for 300 ms, then a window of receives.
+// --env=K=V: an environment variable for this side only (the other's comes from the parent).
 #include <dlfcn.h>
 #include <signal.h>
 #include <unistd.h>
@@ -69,7 +70,11 @@ Args parse(int argc, char** argv) {
       size_t l = strlen(k);
       return s.compare(0, l, k) == 0 ? s.c_str() + l : nullptr;
     };
-    if (auto v = val("--plugin=")) a.plugin = v;
+    if (auto v = val("--env=")) {  // K=V for this side only, before the plugin reads it
+      const std::string kv = v;
+      const size_t eq = kv.find('=');
+      if (eq != std::string::npos) setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 1);
+    } else if (auto v = val("--plugin=")) a.plugin = v;
     else if (auto v = val("--tuner=")) a.tuner = v;
     else if (auto v = val("--handle=")) a.handle = v;
     else if (auto v = val("--version=")) a.version = atoi(v);
@@ -140,9 +145,9 @@ long g_tuned_us = -1;  // --tune-after: the ring/Simple entry the tuner left, us
 
 int finish(bool ok, const char* what, long done) {
   const CommSummary s = summary_from_log();
-  printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld offered=%ld receives=%ld unoffered=%ld rejected=%d flushes=%ld "
-         "tclass=%ld inline=%ld tuned=%ld what=%s\n",
-         ok ? 1 : 0, done, s.compressed, s.gpu_jobs, s.offered, s.receives, s.unoffered, count_log("rejected connection"),
+  printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld offered=%ld receives=%ld unoffered=%ld cold=%ld rejected=%d "
+         "flushes=%ld tclass=%ld inline=%ld tuned=%ld what=%s\n",
+         ok ? 1 : 0, done, s.compressed, s.gpu_jobs, s.offered, s.receives, s.unoffered, s.cold, count_log("rejected connection"),
          g_flushes, from_connection_log("traffic class "), from_connection_log("inline "), g_tuned_us, what);
   fflush(stdout);
   return ok ? 0 : 1;

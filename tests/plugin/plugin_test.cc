@@ -181,6 +181,32 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
   printf("compressed messages: %ld without waiting, %ld waiting\n", compressed[0], compressed[1]);
 }
 
+// Auto mode with a sender whose kernel does not start (its launcher stuck in a CUDA call,
+// NCCL_ZIP_GPU_EMULATE=2 on that side only) and no waits for it: each message it sends raw says
+// it wanted to compress it (RawWhy::kWanted), so its receiver goes on offering staging past
+// OfferGate::kQuietAfter (32) of them, and goes quiet, probing, only after kQuietAfterCold (256),
+// so that a stuck sender does not hold the receiver's kernel resident for ever.
+TEST(ResidentCodec, ASendersColdKernelIsNoDeclineUntilItStaysCold) {
+  Env env = base_env("1");
+  env["NCCL_ZIP_GPU"] = "1";
+  env["NCCL_ZIP_GPU_EMULATE"] = "1";
+  env["NCCL_ZIP_LINK_MBPS"] = "1";
+  env["NCCL_ZIP_GPU_WAIT_US"] = "0";
+  env["NCCL_ZIP_GPU_IDLE_US"] = "2000000";
+  const std::vector<std::string> args = {"--msgs=3000", "--max=262144", "--kind=bf16", "--seed=14"};
+  std::vector<std::string> send_args = args;
+  send_args.push_back("--env=NCCL_ZIP_GPU_EMULATE=2");
+  Pair p = run_pair(11, env, args, send_args);
+  expect_ok(p);
+  const long receives = field(p.recv_result, "receives"), offered = field(p.recv_result, "offered");
+  ASSERT_GE(receives, 3000) << p.recv_result;
+  EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
+  EXPECT_GE(field(p.send_result, "cold"), 256) << p.send_result;
+  // A quarter of the sizes are too small to pay: offered too until the quiet, declined.
+  EXPECT_GE(offered, 256) << "quiet before kQuietAfterCold: " << p.recv_result;
+  EXPECT_LT(offered, receives / 4) << "never quiet: " << p.recv_result;
+}
+
 // NCCL_ZIP_GPU=0: the CPU codes everything.
 TEST(ResidentCodec, OffWithGpuZero) {
   Env env = base_env("2");
@@ -487,7 +513,7 @@ TEST(Strangers, RejectedAndLoggedWhileTheRealConnectionWorks) {
       uint16_t version, index, nsocks, r0;
       uint32_t r1;
       uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 1, 0, 2, 0, 0, 0xDEADBEEFull, 42};
+    } hello{0x5A49484Cu, 2, 0, 2, 0, 0, 0xDEADBEEFull, 42};
     fds.push_back(stranger(a, &hello, sizeof hello));             // right format, wrong nonce
     fds.push_back(stranger(a, nullptr, 0));                       // silent: times out
     close(stranger(a, "zi", 2));                                  // closes mid-handshake
@@ -752,7 +778,7 @@ struct EvilCase {
   const char* name;
   bool ll_hint;        // the receive is flag-polled: compressed bytes are not allowed
   uint32_t seq;        // which receive the header claims
-  uint32_t flags;      // 1: compressed
+  uint32_t flags;      // 1: compressed; 2-6: why a raw message went raw
   uint64_t orig, wire;
   const char* expect;  // in the WARN
   bool empty_record = false;  // send a control record of length 0 instead of the header
@@ -778,7 +804,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
       uint16_t version, index, nsocks, r0;
       uint32_t r1;
       uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 1, i, 2, 0, 0, nonce, 77};
+    } hello{0x5A49484Cu, 2, i, 2, 0, 0, nonce, 77};
     fds[i] = stranger(addr, &hello, sizeof hello);
   }
   const double end = now_s() + 5;
@@ -841,7 +867,8 @@ INSTANTIATE_TEST_SUITE_P(
                       EvilCase{"LargerThanCapacity", false, 0, 0, 65537, 65537, "does not fit the receive"},
                       EvilCase{"RawSizeMismatch", false, 0, 0, 100, 200, "does not fit the receive"},
                       EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"},
-                      EvilCase{"UnknownHeaderFlags", false, 0, 4, 10, 10, "with unknown flags 4"},
+                      EvilCase{"UnknownHeaderFlags", false, 0, 8, 10, 10, "with unknown flags 8"},
+                      EvilCase{"CompressedSaysWhyRaw", false, 0, 3, 4096, 1000, "says why it went raw"},
                       EvilCase{"EmptyControlRecord", false, 0, 0, 0, 0, "control record of 0 bytes", true},
                       EvilCase{"BytesAfterTheMessage", false, 0, 1, 4096, 0, "its header says", false, 16}),
     [](const auto& info) { return std::string(info.param.name); });

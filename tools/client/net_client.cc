@@ -71,6 +71,8 @@ bool last_summary(const std::string& side, CommSummary* out) {
     if (o != std::string::npos) sscanf(it->c_str() + o, ", staging offered to %ld of %ld", &s.offered, &s.receives);
     const size_t u = it->find(" raw unoffered that it would have compressed");
     if (u != std::string::npos) s.unoffered = atol(it->c_str() + it->rfind(", ", u) + 2);
+    const size_t k = it->find(" raw for a cold kernel");
+    if (k != std::string::npos) s.cold = atol(it->c_str() + it->rfind(", ", k) + 2);
     *out = s;
     return true;
   }
