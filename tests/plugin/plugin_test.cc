@@ -135,17 +135,23 @@ TEST(ResidentCodec, StuckLauncherMeansTheCpuOrRaw) {
   }
 }
 
-// Auto mode: the first messages find no kernel running and go raw, which measures nothing; the
-// next ones try again and, once the kernels run, compress (the link said to be 1 Mb/s, so that
-// the emulated kernel outruns it even under a sanitizer on a loaded machine). Both ends hold leases of their kernels, so every compressed
-// message is decoded there, none by the CPU. The receiver's first 32 receives are posted before
-// its kernel runs and take raw bytes; of the rest most compress.
-TEST(ResidentCodec, AutoCompressesOnceTheKernelRuns) {
+// Auto mode on the emulated resident codec, on a link said to be 1 Mb/s (so that the emulated
+// kernel outruns it even under a sanitizer on a loaded machine); the kernel exits after idle_us.
+Env emulated_auto_env(const char* idle_us) {
   Env env = base_env("1");
   env["NCCL_ZIP_GPU"] = "1";
   env["NCCL_ZIP_GPU_EMULATE"] = "1";
   env["NCCL_ZIP_LINK_MBPS"] = "1";
-  env["NCCL_ZIP_GPU_IDLE_US"] = "1000000";  // messages come every few ms here
+  env["NCCL_ZIP_GPU_IDLE_US"] = idle_us;
+  return env;
+}
+
+// Auto mode: the first messages find no kernel running and go raw, which measures nothing; the
+// next ones try again and, once the kernels run, compress. Both ends hold leases of their
+// kernels, so every compressed message is decoded there, none by the CPU. The receiver's first 32
+// receives are posted before its kernel runs and take raw bytes; of the rest most compress.
+TEST(ResidentCodec, AutoCompressesOnceTheKernelRuns) {
+  Env env = emulated_auto_env("1000000");  // messages come every few ms here
   const std::vector<std::string> args = {"--msgs=200", "--max=1048576", "--kind=bf16", "--seed=12"};
   Pair p = run_pair(11, env, args, args);
   expect_ok(p);
@@ -162,12 +168,8 @@ TEST(ResidentCodec, AutoCompressesOnceTheKernelRuns) {
 TEST(ResidentCodec, AutoWaitsForAColdKernel) {
   long compressed[2] = {};
   for (int wait : {0, 1}) {
-    Env env = base_env("1");
-    env["NCCL_ZIP_GPU"] = "1";
-    env["NCCL_ZIP_GPU_EMULATE"] = "1";
-    env["NCCL_ZIP_LINK_MBPS"] = "1";
+    Env env = emulated_auto_env("100000");
     env["NCCL_ZIP_GPU_WAIT_US"] = wait ? "200000" : "0";
-    env["NCCL_ZIP_GPU_IDLE_US"] = "100000";
     env["NCCL_ZIP_GPU_EMULATE_START_US"] = "50000";
     const std::vector<std::string> args = {"--msgs=100", "--max=1048576", "--kind=bf16", "--seed=13"};
     std::vector<std::string> recv_args = args;
@@ -187,12 +189,8 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
 // OfferGate::kQuietAfter (32) of them, and goes quiet, probing, only after kQuietAfterCold (256),
 // so that a stuck sender does not hold the receiver's kernel resident for ever.
 TEST(ResidentCodec, ASendersColdKernelIsNoDeclineUntilItStaysCold) {
-  Env env = base_env("1");
-  env["NCCL_ZIP_GPU"] = "1";
-  env["NCCL_ZIP_GPU_EMULATE"] = "1";
-  env["NCCL_ZIP_LINK_MBPS"] = "1";
+  Env env = emulated_auto_env("2000000");
   env["NCCL_ZIP_GPU_WAIT_US"] = "0";
-  env["NCCL_ZIP_GPU_IDLE_US"] = "2000000";
   const std::vector<std::string> args = {"--msgs=3000", "--max=262144", "--kind=bf16", "--seed=14"};
   std::vector<std::string> send_args = args;
   send_args.push_back("--env=NCCL_ZIP_GPU_EMULATE=2");
