@@ -66,9 +66,12 @@ class OfferGate {
         expecting_ = resume_expecting_;
       }
       if (!offered || ++cold_run_ < kQuietAfterCold) return;
-      // A kernel that does not start: as good as kQuietAfter declines for more than size.
+      // A kernel that does not start: the sender compresses nothing, as after declines.
       cold_run_ = 0;
-      declined_ = kQuietAfter - 1;
+      expecting_ = false;
+      ++large_declined_;
+      go_quiet();
+      return;
     }
     if (!offered) return;
     // A collective's last, short message comes raw whatever the sender decides: it alone does
@@ -80,18 +83,20 @@ class OfferGate {
       ++large_declined_;
       small_run_ = 0;
     }
-    if ((++declined_ >= kQuietAfter || small_run_ >= kQuietAfterSmall) && !quiet_) {
-      quiet_ = true;
-      resume_expecting_ = expecting_ && large_declined_ == 0;
-      expecting_ = false;
-      posts_ = 1;  // the first probe kProbeEvery - 1 receives on
-    }
+    if (++declined_ >= kQuietAfter || small_run_ >= kQuietAfterSmall) go_quiet();
   }
   bool quiet() const { return quiet_; }
   bool expecting() const { return expecting_; }
 
  private:
   bool probe_due() const { return large_declined_ > 0 && posts_ % kProbeEvery == 0; }
+  void go_quiet() {
+    if (quiet_) return;
+    quiet_ = true;
+    resume_expecting_ = expecting_ && large_declined_ == 0;
+    expecting_ = false;
+    posts_ = 1;  // the first probe kProbeEvery - 1 receives on
+  }
 
   uint32_t declined_ = 0;  // declined arrivals into offered staging since the last compressed one
   uint32_t large_declined_ = 0;  // of them declined but for their size (kDeclined)
