@@ -54,7 +54,7 @@ ResidentGpu* make(int device) {
   auto g = std::make_unique<ResidentGpu>();
   g->device = device;
   g->codec = ResidentCodec::create(std::move(dev), o);
-  g->arena = std::make_shared<PinnedArena>(mem, arena_bytes, free_mem);
+  g->arena = std::make_shared<StagingArena>(mem, arena_bytes, free_mem);
   // Forced compression (NCCL_ZIP_ENABLE=2) takes the CPU when the GPU is not at hand; auto
   // sends those messages raw (a CPU codec is slower than the links it would pay on).
   g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec(), zip_mode() == ZipMode::kAlways);

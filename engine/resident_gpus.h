@@ -8,7 +8,7 @@
 #include <string>
 
 #include "emulated_service.h"
-#include "pinned_arena.h"
+#include "staging_arena.h"
 #include "resident_codec.h"
 #include "resident_engine.h"
 
@@ -17,7 +17,7 @@ namespace zipccl {
 struct ResidentGpu {
   int device;
   std::shared_ptr<ResidentCodec> codec;
-  std::shared_ptr<PinnedArena> arena;
+  std::shared_ptr<StagingArena> arena;
   std::unique_ptr<ResidentEngine> engine;
   std::shared_ptr<EmulatedServiceDevice::Control> emulation;  // NCCL_ZIP_GPU_EMULATE only
 };

@@ -10,17 +10,17 @@
 #include <memory>
 #include <vector>
 
-#include "pinned_arena.h"
+#include "staging_arena.h"
 #include "transport.h"
 
 namespace zipccl {
 
 class StagingPool {
  public:
-  explicit StagingPool(Link* link, std::shared_ptr<PinnedArena> arena = nullptr)
+  explicit StagingPool(Link* link, std::shared_ptr<StagingArena> arena = nullptr)
       : link_(link), arena_(std::move(arena)) {}
   // Takes arena memory for buffers allocated from now on (the GPU codec became available).
-  void set_arena(std::shared_ptr<PinnedArena> arena) { arena_ = std::move(arena); }
+  void set_arena(std::shared_ptr<StagingArena> arena) { arena_ = std::move(arena); }
 
   class Buf {
    public:
@@ -36,7 +36,7 @@ class StagingPool {
    private:
     friend class StagingPool;
     void release();  // the registration first, then the memory
-    std::shared_ptr<PinnedArena> arena_;  // p's owner, or null: p came from new[]
+    std::shared_ptr<StagingArena> arena_;  // p's owner, or null: p came from new[]
   };
   // A buffer of at least `bytes`: the best fit among the free ones, else the largest grown.
   Buf take(size_t bytes);
@@ -49,7 +49,7 @@ class StagingPool {
   void allocate(Buf* b, size_t bytes, char* from_arena = nullptr);
 
   Link* link_;
-  std::shared_ptr<PinnedArena> arena_;
+  std::shared_ptr<StagingArena> arena_;
   std::vector<Buf> free_;
   size_t held_ = 0;  // bytes allocated, in use or free
 };

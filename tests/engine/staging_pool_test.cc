@@ -6,7 +6,7 @@
 #include <set>
 #include <vector>
 
-#include "pinned_arena.h"
+#include "staging_arena.h"
 #include "staging_pool.h"
 
 namespace zipccl {
@@ -68,27 +68,27 @@ TEST(StagingPool, GrowsTheLargestFreeBufferInsteadOfAddingOne) {
   pool.give(std::move(big));
 }
 
-TEST(PinnedArena, FirstFitCoalescesAndRunsDry) {
-  std::vector<char> mem(64 * PinnedArena::kGrain);
+TEST(StagingArena, FirstFitCoalescesAndRunsDry) {
+  std::vector<char> mem(64 * StagingArena::kGrain);
   bool released = false;
   {
-    PinnedArena a(mem.data(), mem.size(), [&](char* p) { released = p == mem.data(); });
+    StagingArena a(mem.data(), mem.size(), [&](char* p) { released = p == mem.data(); });
     char* x = a.alloc(1);
-    char* y = a.alloc(PinnedArena::kGrain + 1);
-    char* z = a.alloc(10 * PinnedArena::kGrain);
+    char* y = a.alloc(StagingArena::kGrain + 1);
+    char* z = a.alloc(10 * StagingArena::kGrain);
     ASSERT_TRUE(x && y && z);
     EXPECT_EQ(x, mem.data());
-    EXPECT_EQ(y, x + PinnedArena::kGrain);
-    EXPECT_EQ(z, y + 2 * PinnedArena::kGrain);
-    EXPECT_EQ(a.used(), 13 * PinnedArena::kGrain);
-    EXPECT_EQ(a.alloc(52 * PinnedArena::kGrain), nullptr) << "51 grains are left";
+    EXPECT_EQ(y, x + StagingArena::kGrain);
+    EXPECT_EQ(z, y + 2 * StagingArena::kGrain);
+    EXPECT_EQ(a.used(), 13 * StagingArena::kGrain);
+    EXPECT_EQ(a.alloc(52 * StagingArena::kGrain), nullptr) << "51 grains are left";
     a.free(y);
     a.free(x);  // merges with y's range
-    EXPECT_EQ(a.alloc(3 * PinnedArena::kGrain), x) << "x and y's ranges as one";
+    EXPECT_EQ(a.alloc(3 * StagingArena::kGrain), x) << "x and y's ranges as one";
     a.free(x);
     a.free(z);  // everything free again, one range
     EXPECT_EQ(a.used(), 0u);
-    EXPECT_EQ(a.alloc(64 * PinnedArena::kGrain), mem.data());
+    EXPECT_EQ(a.alloc(64 * StagingArena::kGrain), mem.data());
     EXPECT_EQ(a.alloc(1), nullptr);
   }
   EXPECT_TRUE(released);
@@ -98,17 +98,17 @@ TEST(PinnedArena, FirstFitCoalescesAndRunsDry) {
 // where it came from.
 TEST(StagingPool, ArenaFirstThenHeap) {
   CountingLink link;
-  std::vector<char> mem(16 * PinnedArena::kGrain);
-  auto arena = std::make_shared<PinnedArena>(mem.data(), mem.size(), nullptr);
+  std::vector<char> mem(16 * StagingArena::kGrain);
+  auto arena = std::make_shared<StagingArena>(mem.data(), mem.size(), nullptr);
   {
     StagingPool pool(&link, arena);
-    StagingPool::Buf a = pool.take(10 * PinnedArena::kGrain);
-    StagingPool::Buf b = pool.take(10 * PinnedArena::kGrain);
+    StagingPool::Buf a = pool.take(10 * StagingArena::kGrain);
+    StagingPool::Buf b = pool.take(10 * StagingArena::kGrain);
     EXPECT_TRUE(a.gpu_mapped);
     EXPECT_EQ(a.p, mem.data());
     EXPECT_FALSE(b.gpu_mapped) << "the arena has 6 grains left";
     EXPECT_TRUE(b.p < mem.data() || b.p >= mem.data() + mem.size());
-    EXPECT_EQ(arena->used(), 10 * PinnedArena::kGrain);
+    EXPECT_EQ(arena->used(), 10 * StagingArena::kGrain);
     StagingPool::Buf moved = std::move(a);
     EXPECT_EQ(a.p, nullptr);
     EXPECT_TRUE(moved.gpu_mapped);
@@ -124,22 +124,22 @@ TEST(StagingPool, ArenaFirstThenHeap) {
 // arena buffers back instead of keeping them, so a comm made later still gets arena memory.
 TEST(StagingPool, GivesArenaBuffersBackWhileTheArenaIsMoreThanHalfUsed) {
   CountingLink link;
-  std::vector<char> mem(16 * PinnedArena::kGrain);
-  auto arena = std::make_shared<PinnedArena>(mem.data(), mem.size(), nullptr);
+  std::vector<char> mem(16 * StagingArena::kGrain);
+  auto arena = std::make_shared<StagingArena>(mem.data(), mem.size(), nullptr);
   StagingPool first(&link, arena), later(&link, arena);
-  StagingPool::Buf small = first.take(2 * PinnedArena::kGrain);
+  StagingPool::Buf small = first.take(2 * StagingArena::kGrain);
   first.give(std::move(small));
-  EXPECT_EQ(arena->used(), 2 * PinnedArena::kGrain) << "a quarter used: kept for reuse";
-  StagingPool::Buf a = first.take(2 * PinnedArena::kGrain), b = first.take(7 * PinnedArena::kGrain);
+  EXPECT_EQ(arena->used(), 2 * StagingArena::kGrain) << "a quarter used: kept for reuse";
+  StagingPool::Buf a = first.take(2 * StagingArena::kGrain), b = first.take(7 * StagingArena::kGrain);
   EXPECT_TRUE(a.gpu_mapped && b.gpu_mapped);
   first.give(std::move(b));
-  EXPECT_EQ(arena->used(), 2 * PinnedArena::kGrain) << "the 7-grain buffer went back (9 of 16 used when given)";
+  EXPECT_EQ(arena->used(), 2 * StagingArena::kGrain) << "the 7-grain buffer went back (9 of 16 used when given)";
   first.give(std::move(a));
-  EXPECT_EQ(arena->used(), 2 * PinnedArena::kGrain) << "the 2-grain one is kept (2 of 16 used)";
-  StagingPool::Buf c = later.take(12 * PinnedArena::kGrain);
+  EXPECT_EQ(arena->used(), 2 * StagingArena::kGrain) << "the 2-grain one is kept (2 of 16 used)";
+  StagingPool::Buf c = later.take(12 * StagingArena::kGrain);
   EXPECT_TRUE(c.gpu_mapped) << "the later comm finds room";
   later.give(std::move(c));
-  EXPECT_EQ(first.held_bytes(), 2 * PinnedArena::kGrain);
+  EXPECT_EQ(first.held_bytes(), 2 * StagingArena::kGrain);
   EXPECT_EQ(later.held_bytes(), 0u);
 }
 
@@ -147,17 +147,17 @@ TEST(StagingPool, GivesArenaBuffersBackWhileTheArenaIsMoreThanHalfUsed) {
 // the arena has room.
 TEST(StagingPool, AHeapBufferMovesIntoTheArenaOnceItHasRoom) {
   CountingLink link;
-  std::vector<char> mem(16 * PinnedArena::kGrain);
-  auto arena = std::make_shared<PinnedArena>(mem.data(), mem.size(), nullptr);
+  std::vector<char> mem(16 * StagingArena::kGrain);
+  auto arena = std::make_shared<StagingArena>(mem.data(), mem.size(), nullptr);
   StagingPool pool(&link, arena);
-  StagingPool::Buf a = pool.take(10 * PinnedArena::kGrain), b = pool.take(10 * PinnedArena::kGrain);
+  StagingPool::Buf a = pool.take(10 * StagingArena::kGrain), b = pool.take(10 * StagingArena::kGrain);
   ASSERT_TRUE(a.gpu_mapped);
   ASSERT_FALSE(b.gpu_mapped);
   pool.give(std::move(a));  // back to the arena: 10 of 16 grains were in use
   pool.give(std::move(b));
-  StagingPool::Buf c = pool.take(8 * PinnedArena::kGrain);
+  StagingPool::Buf c = pool.take(8 * StagingArena::kGrain);
   EXPECT_TRUE(c.gpu_mapped);
-  EXPECT_GE(c.cap, 8 * PinnedArena::kGrain);
+  EXPECT_GE(c.cap, 8 * StagingArena::kGrain);
   EXPECT_EQ(link.live.size(), 1u) << "the heap buffer and its registration are gone";
   EXPECT_EQ(pool.held_bytes(), c.cap);
   pool.give(std::move(c));

@@ -1,7 +1,7 @@
-// Staging memory the GPU codec can address (pinned host memory mapped for the device): allocated
-// once where CUDA calls may block, then carved and returned without any CUDA call, so the data
-// path never allocates pinned memory (cudaHostAlloc may wait for the device, and NCCL's kernel may
-// be waiting for the very message being staged).
+// Staging memory the GPU codec can address (pinned host memory mapped for the device, or device
+// memory): allocated once where CUDA calls may block, then carved and returned without any CUDA
+// call, so the data path never allocates (cudaHostAlloc and cudaMalloc may wait for the device,
+// and NCCL's kernel may be waiting for the very message being staged).
 #pragma once
 
 #include <cstddef>
@@ -11,17 +11,18 @@
 
 namespace zipccl {
 
-class PinnedArena {
+class StagingArena {
  public:
   // [base, base + size) is handed out; release(base) runs when the arena goes.
-  PinnedArena(char* base, size_t size, std::function<void(char*)> release);
-  ~PinnedArena();
-  PinnedArena(const PinnedArena&) = delete;
-  PinnedArena& operator=(const PinnedArena&) = delete;
+  StagingArena(char* base, size_t size, std::function<void(char*)> release);
+  ~StagingArena();
+  StagingArena(const StagingArena&) = delete;
+  StagingArena& operator=(const StagingArena&) = delete;
 
   // A range of at least `bytes` (first fit, in kGrain units), or null when none is free.
   char* alloc(size_t bytes);
   void free(char* p);
+  char* base() const { return base_; }
   size_t size() const { return size_; }
   size_t used() const;
 

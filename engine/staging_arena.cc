@@ -1,19 +1,19 @@
-#include "pinned_arena.h"
+#include "staging_arena.h"
 
 #include <iterator>
 
 namespace zipccl {
 
-PinnedArena::PinnedArena(char* base, size_t size, std::function<void(char*)> release)
+StagingArena::StagingArena(char* base, size_t size, std::function<void(char*)> release)
     : base_(base), size_(size / kGrain * kGrain), release_(std::move(release)) {
   if (size_) free_[0] = size_;
 }
 
-PinnedArena::~PinnedArena() {
+StagingArena::~StagingArena() {
   if (release_) release_(base_);
 }
 
-char* PinnedArena::alloc(size_t bytes) {
+char* StagingArena::alloc(size_t bytes) {
   const size_t n = (bytes ? bytes + kGrain - 1 : kGrain) / kGrain * kGrain;
   std::lock_guard<std::mutex> lk(mu_);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
@@ -28,7 +28,7 @@ char* PinnedArena::alloc(size_t bytes) {
   return nullptr;
 }
 
-void PinnedArena::free(char* p) {
+void StagingArena::free(char* p) {
   if (!p) return;
   std::lock_guard<std::mutex> lk(mu_);
   const auto u = used_.find(size_t(p - base_));
@@ -51,7 +51,7 @@ void PinnedArena::free(char* p) {
   free_[off] = len;
 }
 
-size_t PinnedArena::used() const {
+size_t StagingArena::used() const {
   std::lock_guard<std::mutex> lk(mu_);
   return used_bytes_;
 }
