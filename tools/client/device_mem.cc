@@ -19,6 +19,19 @@ void check(cudaError_t e, const char* what) {
   fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
   abort();
 }
+
+// Copies and fills run on a non-blocking stream of this process's own and wait for it alone: a
+// device-wide synchronisation would also wait for the plugin's resident codec kernel, which stays
+// while requests of this very thread hold it (under NCCL a proxy thread completes them; a driver
+// that progresses its requests itself would deadlock).
+cudaStream_t own_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st = nullptr;
+    check(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    return st;
+  }();
+  return s;
+}
 }  // namespace
 
 bool have_cuda_device(std::string* why) {
@@ -42,17 +55,16 @@ void* host_alloc_mapped(size_t bytes) {
 }
 void host_free_mapped(void* p) { check(cudaFreeHost(p), "cudaFreeHost"); }
 void to_device(void* dst, const void* src, size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
-  // From pageable memory cudaMemcpy may return before the DMA has landed, and the plugin reads
-  // the buffer from its own non-blocking stream, which does not wait for the legacy stream.
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, own_stream()), "cudaMemcpyAsync H2D");
+  check(cudaStreamSynchronize(own_stream()), "cudaStreamSynchronize");
 }
 void from_device(void* dst, const void* src, size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, own_stream()), "cudaMemcpyAsync D2H");
+  check(cudaStreamSynchronize(own_stream()), "cudaStreamSynchronize");
 }
 void dev_fill(void* p, int byte, size_t bytes) {
-  check(cudaMemset(p, byte, bytes), "cudaMemset");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // cudaMemset is asynchronous
+  check(cudaMemsetAsync(p, byte, bytes, own_stream()), "cudaMemsetAsync");
+  check(cudaStreamSynchronize(own_stream()), "cudaStreamSynchronize");
 }
 
 int dev_dmabuf_fd(void* p, size_t bytes, std::string* why) {
