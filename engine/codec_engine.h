@@ -14,8 +14,8 @@
 
 namespace zipccl {
 
-// One message to code: an encode from NCCL's host buffer into staging, or a decode from staging
-// into NCCL's buffer.
+// One message to code: an encode from NCCL's buffer into staging, or a decode from staging into
+// NCCL's buffer.
 struct CodecJob {
   enum Op : uint8_t { kEncode, kDecode };
   // Inputs.
@@ -27,9 +27,11 @@ struct CodecJob {
   bool checksum = false;    // encode: store a CRC32C of the input
   double max_ratio = 1.0;   // encode: emit a raw-format message when coding saves less
   bool gpu_ok = false;      // src and dst are memory the resident GPU codec may use
+  bool gpu_only = false;    // and no other engine may (device memory): an encode the GPU does not
+                            // take is skipped, a decode waits for it
   // Outputs, valid once done().
   zipccl::Status status = zipccl::Status::kOk;
-  zipccl::Codec codec = zipccl::Codec::Raw;  // encode: what the data was coded as
+  zipccl::Codec codec = zipccl::Codec::Raw;  // encode: the codec of the message emitted
   size_t out_bytes = 0;
   double seconds = 0;
   bool on_gpu = false;  // coded by the resident GPU codec

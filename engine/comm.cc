@@ -16,6 +16,7 @@ Comm::Comm(Kind kind, int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link
       link_(std::move(link)),
       cpu_codec_(acquire_cpu_codec()),
       staging_(link_.get()),
+      device_staging_(link_.get()),
       timeline_(Timeline::create(kind == kSend, link_->peer())),
       stall_warn_ms_(stall_warn_s() * 1000) {}
 
@@ -81,9 +82,45 @@ bool Comm::use_resident() {
   resident_ = g->engine.get();
   resident_device_ = device;
   staging_.set_arena(g->arena);
+  device_arena_ = g->device_arena;
+  device_arena_fd_ = g->device_arena_fd;
   ZIP_INFO(NCCL_NET, "%s comm %s %s: host buffers coded by the resident GPU codec of GPU %d while it runs, "
            "by the CPU otherwise", kind_ == kSend ? "send" : "recv", kind_ == kSend ? "to" : "from",
            link_->peer().c_str(), device);
+  return true;
+}
+
+bool Comm::use_resident_device(const DeviceInfo& dev) {
+  if (device_staging_.device()) return true;
+  if (device_failed_) return false;
+  device_failed_ = true;
+  const char* side = kind_ == kSend ? "send comm to" : "recv comm from";
+  if (!use_resident()) return false;
+  if (!device_arena_) {
+    ZIP_INFO(NCCL_NET, "%s %s: device buffers sent raw (no device staging)", side, link_->peer().c_str());
+    return false;
+  }
+  // By pointer where nvidia-peermem pins device memory, else as the DMA-BUF.
+  const int fd = dev.gdr_peermem ? -1 : device_arena_fd_;
+  if (!dev.gdr_peermem && fd < 0) {
+    ZIP_INFO(NCCL_NET, "%s %s: device buffers sent raw (%s has no nvidia-peermem and the device staging no "
+             "DMA-BUF)", side, link_->peer().c_str(), dev.name.c_str());
+    return false;
+  }
+  std::unique_ptr<MemReg> reg;
+  const bool flushed = kind_ == kRecv && dev.gdr_flush;
+  if (link_->reg_device_mem(device_arena_->base(), device_arena_->size(), fd, 0, flushed, &reg) !=
+      ncclSuccess) {
+    ZIP_WARN("%s %s: registering the device staging with %s failed; device buffers are sent raw", side,
+             link_->peer().c_str(), dev.name.c_str());
+    return false;
+  }
+  device_staging_.set_device_arena(device_arena_, std::move(reg));
+  flush_staging_ = flushed;
+  device_failed_ = false;
+  ZIP_INFO(NCCL_NET, "%s %s: device buffers coded by the resident GPU codec of GPU %d while it runs, raw "
+           "otherwise (%zu MiB device staging%s)", side, link_->peer().c_str(), resident_device_,
+           device_arena_->size() >> 20, fd >= 0 ? ", DMA-BUF" : "");
   return true;
 }
 

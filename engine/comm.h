@@ -44,6 +44,11 @@ class Comm {
   // service thread: the communicator's GPU) and its staging arena are taken by the first such
   // registration. False when there is none (logged once). Call with mutex() held.
   bool use_resident();
+  // A device buffer was registered (GPUDirect RDMA) while the resident codec is on: the codec
+  // (use_resident()) and its device staging, registered whole with this comm's link now (dev: the
+  // link's device, whose receives may need flushing), code it. False when either is missing
+  // (logged once): its messages go raw. Call with mutex() held.
+  bool use_resident_device(const DeviceInfo& dev);
   // A host buffer the GPU does not map was registered while the resident codec is on: logged
   // once per comm (its messages are coded by the CPU).
   void note_unmapped(const void* data, size_t size, int cuda_type);
@@ -63,12 +68,15 @@ class Comm {
   }
   void log_stall(const std::string& state);
 
-  // The codec engine for a registered host buffer; none for unregistered memory or device memory
-  // (the transport moves it itself, GPUDirect RDMA), which is always raw.
+  // The codec engine for a registered buffer; none for unregistered memory, or device memory
+  // (GPUDirect RDMA) the resident codec does not code, which is always raw.
   CodecEngine* engine_for(const Mr* mr) const {
-    if (!mr || mr->kind == MemKind::kDevice) return nullptr;
+    if (!mr) return nullptr;
+    if (mr->kind == MemKind::kDevice) return mr->gpu_mapped ? resident_ : nullptr;
     return mr->gpu_mapped && resident_ ? resident_ : cpu_codec_;
   }
+  // Where compressed messages of memory of kind k are staged.
+  StagingPool& staging(MemKind k) { return k == MemKind::kDevice ? device_staging_ : staging_; }
   // Lets every engine in use complete jobs that need this thread (resident results).
   void poll_engines() {
     cpu_codec_->poll();
@@ -102,7 +110,12 @@ class Comm {
   int64_t cold_since_ns_ = 0;  // the first call that found the kernel stopped; 0: none
   int64_t no_wait_until_ns_ = 0;  // after a wait in vain: none until then (kColdBackoffNs)
   uint64_t kernel_waits_ = 0, vain_waits_ = 0;  // waits begun, and those that ran out
+  bool device_failed_ = false;  // use_resident_device() said no (logged)
+  std::shared_ptr<StagingArena> device_arena_;  // the resident codec's, for use_resident_device()
+  int device_arena_fd_ = -1;
+  bool flush_staging_ = false;  // receives into device staging are flushed before they are decoded
   StagingPool staging_;  // host buffers' compressed messages
+  StagingPool device_staging_;  // device buffers' (GPUDirect RDMA)
   Stats stats_;
   std::unique_ptr<Timeline> timeline_;  // NCCL_ZIP_TIMELINE
   ncclResult_t failed_ = ncclSuccess;

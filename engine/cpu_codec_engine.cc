@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <chrono>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -74,20 +75,25 @@ class CpuCodecEngine : public CodecEngine {
       return;
     }
     const auto t0 = std::chrono::steady_clock::now();
+    zipccl::Codec tried = zipccl::Codec::Raw;
     if (job->op == CodecJob::kEncode) {
-      job->codec = zipccl::classify(job->src, job->src_bytes);
+      tried = zipccl::classify(job->src, job->src_bytes);
       zipccl::EncodeOptions opt;
       opt.checksum = job->checksum;
       opt.max_ratio = job->max_ratio;
-      job->status = zipccl::encode(job->codec, job->src, job->src_bytes, job->dst, job->dst_cap,
-                                   &job->out_bytes, opt);
+      job->status = zipccl::encode(tried, job->src, job->src_bytes, job->dst, job->dst_cap, &job->out_bytes, opt);
+      // What was emitted: a coding that saved too little comes out as a Raw message.
+      zipccl::Header h{};
+      h.codec = uint8_t(tried);
+      if (job->status == zipccl::Status::kOk && job->out_bytes >= sizeof h) std::memcpy(&h, job->dst, sizeof h);
+      job->codec = zipccl::Codec(h.codec);
     } else {
       job->status = zipccl::decode(job->src, job->src_bytes, job->dst, job->dst_cap, &job->out_bytes);
     }
     job->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     // Throughput of uncompressed bytes, a moving average over jobs big enough to time well.
     const double bytes = job->op == CodecJob::kEncode ? double(job->src_bytes) : double(job->out_bytes);
-    const bool coded = job->op == CodecJob::kDecode || job->codec != zipccl::Codec::Raw;
+    const bool coded = job->op == CodecJob::kDecode || tried != zipccl::Codec::Raw;
     if (coded && job->status == zipccl::Status::kOk && bytes >= 64 * 1024 && job->seconds > 0) {
       const double v = bytes / job->seconds;
       const double old = bps_[job->op].load(std::memory_order_relaxed);

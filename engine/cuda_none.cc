@@ -19,5 +19,14 @@ char* alloc_mapped(size_t, std::string* err) {
   return nullptr;
 }
 void free_mapped(char*) {}
+char* alloc_device(int, size_t, std::string* err) {
+  *err = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
+  return nullptr;
+}
+void free_device(int, char*) {}
+int export_dmabuf(int, char*, size_t, std::string* err) {
+  *err = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
+  return -1;
+}
 
 }  // namespace zipccl

@@ -70,11 +70,13 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.gpu_mapped = mr && mr->gpu_mapped;
     s.engine = engine_for(mr);
     bool compress_ok = may_compress(mr, s.capacity);
+    const bool device = s.kind == MemKind::kDevice;
     // In auto mode only where the decode will be fast: a resident GPU codec that is not running
-    // now would leave it to the CPU, slower than the link. Forced compression takes the CPU.
+    // now would leave it to the CPU, slower than the link. Forced compression takes the CPU,
+    // except into device memory, which only the kernel reaches.
     if (compress_ok) {
       s.leased = s.engine->lease();
-      compress_ok = s.leased || zip_mode() == ZipMode::kAlways;
+      compress_ok = s.leased || (zip_mode() == ZipMode::kAlways && !device);
       cold_ += !compress_ok;
     }
     Placement& p = cts.p[i];
@@ -82,10 +84,11 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     p.capacity = s.capacity;
     p.target = reinterpret_cast<uintptr_t>(s.data);
     receives_++;
-    if (compress_ok) s.stage = staging_.take(zipccl::max_compressed_bytes(s.capacity));
-    // Staging outside the GPU's arena (it is full) would leave the decode to the CPU.
-    if (compress_ok && s.engine == resident_ && !s.stage.gpu_mapped && zip_mode() == ZipMode::kAuto) {
-      staging_.give(std::move(s.stage));
+    if (compress_ok) s.stage = staging(s.kind).take(zipccl::max_compressed_bytes(s.capacity));
+    // Staging outside the GPU's arena (it is full) would leave the decode to the CPU; device
+    // staging has none then.
+    if (compress_ok && s.engine == resident_ && !s.stage.gpu_mapped && (zip_mode() == ZipMode::kAuto || device)) {
+      staging(s.kind).give(std::move(s.stage));
       end_lease(&s);
       compress_ok = false;
     }
@@ -129,26 +132,66 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
     return ncclSuccess;
   }
   // The message must be exactly what arrived: bytes after its end would be accepted by the
-  // decoder and mean a peer that does not speak this protocol.
+  // decoder and mean a peer that does not speak this protocol. (Device staging is not the
+  // host's to read: there the decoder's checks stand alone.)
   zipccl::Header head;
-  if (h.wire_bytes >= sizeof head) {
+  if (h.wire_bytes >= sizeof head && s.kind != MemKind::kDevice) {
     std::memcpy(&head, s.stage.p, sizeof head);
     if (head.total_bytes != h.wire_bytes)
       return corrupt(h.seq, "its header says " + std::to_string(head.total_bytes) + " bytes, " +
                                 std::to_string(h.wire_bytes) + " arrived");
   }
+  if (s.kind == MemKind::kDevice && flush_staging_) {
+    s.state = kLanded;
+    ++landed_;
+    return ncclSuccess;
+  }
+  submit_decode(&s);
+  return ncclSuccess;
+}
+
+void RecvComm::submit_decode(Sub* sp) {
+  Sub& s = *sp;
   CodecJob& j = s.job;
   j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
   j.cancelled.store(false, std::memory_order_relaxed);
   j.op = CodecJob::kDecode;
   j.src = s.stage.p;
-  j.src_bytes = h.wire_bytes;
+  j.src_bytes = s.wire_bytes;
   j.dst = s.data;
   j.gpu_ok = s.gpu_mapped && s.stage.gpu_mapped;
+  j.gpu_only = s.kind == MemKind::kDevice;
   // The decoder must produce exactly the announced size, or at most what the receive takes.
-  j.dst_cap = h.orig_bytes ? h.orig_bytes : s.capacity;
+  j.dst_cap = s.orig_bytes ? s.orig_bytes : s.capacity;
   s.state = kDecoding;
   s.engine->submit(&j);
+}
+
+ncclResult_t RecvComm::flush_staging() {
+  if (landed_ > 0) {
+    uint32_t f = 0;
+    while (f < kStagingFlushes && (staging_flushes_[f].waiting > 0 || !staging_flushes_[f].xfer.done())) ++f;
+    if (f < kStagingFlushes) {  // else the next progress() tries again
+      const char* any = nullptr;
+      for (Req& r : reqs_)
+        for (uint32_t i = 0; r.in_use && i < r.n; ++i)
+          if (r.subs[i].state == kLanded) {
+            any = r.subs[i].stage.p;
+            r.subs[i].state = kFlushing;
+            r.subs[i].flush = f;
+            ++staging_flushes_[f].waiting;
+          }
+      landed_ = 0;
+      if (link_->flush(any, &staging_flushes_[f].xfer) != ncclSuccess) return check_link();
+    }
+  }
+  for (Req& r : reqs_)
+    for (uint32_t i = 0; r.in_use && i < r.n; ++i) {
+      Sub& s = r.subs[i];
+      if (s.state != kFlushing || !staging_flushes_[s.flush].xfer.done()) continue;
+      --staging_flushes_[s.flush].waiting;
+      submit_decode(&s);
+    }
   return ncclSuccess;
 }
 
@@ -189,6 +232,7 @@ ncclResult_t RecvComm::progress() {
     if (!got) break;
     if (ncclResult_t e = on_arrival(h)) return e;
   }
+  if (ncclResult_t e = flush_staging()) return e;
   poll_engines();
   for (Req& r : reqs_) {
     if (!r.in_use) continue;
@@ -236,7 +280,8 @@ ncclResult_t RecvComm::test(Request* req, int* done, int* sizes) {
   }
   if (!all) {
     log_if_stalled(r, [&] {
-      static const char* const names[] = {"waiting for its header", "in the codec engine", "done"};
+      static const char* const names[] = {"waiting for its header", "landed, its flush not yet posted",
+                                          "landed, flushing", "in the codec engine", "done"};
       std::string s = "seq " + std::to_string(r->seq) + ":";
       for (uint32_t i = 0; i < r->n; ++i) {
         const Sub& u = r->subs[i];
@@ -255,7 +300,7 @@ ncclResult_t RecvComm::test(Request* req, int* done, int* sizes) {
     if (sizes) sizes[i] = int(r->subs[i].orig_bytes);
     mark(Timeline::kDone, r->seq, i, r->subs[i].orig_bytes);
     // Only now: a link may hold a registration of the whole receive's staging until then.
-    staging_.give(std::move(r->subs[i].stage));
+    staging(r->subs[i].kind).give(std::move(r->subs[i].stage));
   }
   r->in_use = false;
   return ncclSuccess;

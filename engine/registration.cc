@@ -41,7 +41,12 @@ DevicePath decide_device_path(const Transport& t) {
   else
     ZIP_INFO(NCCL_INIT | NCCL_NET, "host buffers: coded by the CPU (%s)", resident_why);
   p.gdr = decide_gdr(t);
-  if (p.gdr)
+  set_resident_device_staging(p.gdr && p.resident);
+  if (p.gdr && p.resident)
+    ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: GPUDirect RDMA, coded by the resident GPU codec through "
+             "device staging while its kernel runs, raw otherwise (NCCL_ZIP_GDR=0 stages everything through host "
+             "memory)");
+  else if (p.gdr)
     ZIP_INFO(NCCL_INIT | NCCL_NET, "device buffers: GPUDirect RDMA, sent raw (compression applies to what NCCL "
              "stages through host memory; NCCL_ZIP_GDR=0 stages everything there)");
   else
@@ -65,9 +70,11 @@ ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& p
     return ncclInvalidUsage;
   }
   bool gpu_mapped = false;
-  if (kind == MemKind::kHost && path.resident) {
+  if (path.resident) {
     std::lock_guard<std::mutex> g(c->mutex());
-    if (info.gpu_mapped)
+    if (device)
+      gpu_mapped = c->use_resident_device(dev);
+    else if (info.gpu_mapped)
       gpu_mapped = c->use_resident();
     else
       c->note_unmapped(data, size, info.cuda_type);
@@ -81,7 +88,8 @@ ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& p
                                 : c->link().reg_mem(data, size, &mr->reg);
   if (r != ncclSuccess) return r;
   ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size,
-            device               ? (dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)" : "device, GPUDirect")
+            device && gpu_mapped ? (dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf), GPU codec" : "device, GPUDirect, GPU codec")
+            : device             ? (dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)" : "device, GPUDirect")
             : gpu_mapped         ? "host, mapped for the GPU codec"
             : info.gpu_mapped    ? "host, mapped (GPU codec off)"
                                  : "host, not mapped for the GPU: CPU codec",

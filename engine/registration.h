@@ -17,8 +17,9 @@ class Comm;
 // How buffers are handled in this process. Without GPUDirect RDMA NCCL is offered host buffers
 // only and stages GPU data through host memory itself.
 struct DevicePath {
-  bool gdr = false;        // device buffers moved by the HCA itself, raw (GPUDirect RDMA, NCCL_ZIP_GDR)
-  bool resident = false;   // host buffers the GPU maps coded by the resident GPU codec (NCCL_ZIP_GPU=1)
+  bool gdr = false;        // device buffers moved by the HCA itself (GPUDirect RDMA, NCCL_ZIP_GDR)
+  bool resident = false;   // host buffers the GPU maps, and device buffers under gdr, coded by the
+                           // resident GPU codec (NCCL_ZIP_GPU=1)
 };
 // Logs the decision and why.
 DevicePath decide_device_path(const Transport& t);
@@ -27,8 +28,8 @@ struct Mr {
   char* base;
   size_t size;
   MemKind kind;
-  // Host memory pinned and mapped for the GPU at the same address (NCCL's host buffers are): the
-  // resident GPU codec may read and write it.
+  // The resident GPU codec may read and write it: host memory pinned and mapped for the GPU at
+  // the same address (NCCL's host buffers are), or device memory whose comm has device staging.
   bool gpu_mapped;
   // NCCL's kernel polls flags inside this buffer (LL/LL128): recognised by size, since NCCL
   // registers each protocol's buffer separately with NCCL_LL_BUFFSIZE / NCCL_LL128_BUFFSIZE bytes.

@@ -1,6 +1,8 @@
 // The resident codec's device side on CUDA: its mapped ServiceHost, device state and stream, made
 // and the module loaded by make_cuda_service_device() (where the caller may block, before any
 // kernel of ours runs); launches and reaps on the launcher thread.
+#include <cuda.h>
+
 #include <cstring>
 
 #include "cuda_scope.h"
@@ -100,6 +102,43 @@ char* alloc_mapped(size_t bytes, std::string* err) {
 void free_mapped(char* p) {
   CudaScope scope(-1);
   cudaFreeHost(p);
+}
+
+char* alloc_device(int device, size_t bytes, std::string* err) {
+  CudaScope scope(device);
+  void* p = nullptr;
+  const cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    *err = cuda_error("cudaMalloc of the device staging arena", e);
+    return nullptr;
+  }
+  return static_cast<char*>(p);
+}
+
+void free_device(int device, char* p) {
+  CudaScope scope(device);
+  cudaFree(p);
+}
+
+int export_dmabuf(int device, char* p, size_t bytes, std::string* err) {
+  CudaScope scope(device);
+  using GetHandle = CUresult (*)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 12000, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || !fn) {
+    *err = "the driver has no cuMemGetHandleForAddressRange";
+    return -1;
+  }
+  int fd = -1;
+  const CUresult r = reinterpret_cast<GetHandle>(fn)(&fd, reinterpret_cast<CUdeviceptr>(p), bytes,
+                                                      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+  if (r != CUDA_SUCCESS) {
+    *err = "cuMemGetHandleForAddressRange (DMA-BUF) failed with CUresult " + std::to_string(int(r));
+    return -1;
+  }
+  return fd;
 }
 
 std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, std::string* err) {

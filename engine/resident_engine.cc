@@ -10,19 +10,22 @@ ResidentEngine::~ResidentEngine() {
   const int64_t end = now_ns() + int64_t(10) * 1000000000;
   for (;;) {
     poll();
-    std::lock_guard<std::mutex> lk(mu_);
-    if (inflight_.empty()) return;
+    std::scoped_lock lk(waiting_mu_, mu_);
+    if (inflight_.empty() && waiting_.empty()) return;
     if (now_ns() > end) {
-      ZIP_WARN("GPU codec: %zu job(s) still unfinished at teardown", inflight_.size());
+      ZIP_WARN("GPU codec: %zu job(s) still unfinished at teardown", inflight_.size() + waiting_.size());
       return;
     }
   }
 }
 
+bool ResidentEngine::fits_gpu(const CodecJob& job) {
+  return job.gpu_ok && (job.op == CodecJob::kEncode ? job.src_bytes : job.dst_cap) <= gpu::kServiceMaxJob;
+}
+
 bool ResidentEngine::try_gpu(CodecJob* job) {
   const bool encode = job->op == CodecJob::kEncode;
-  if (!job->gpu_ok || (encode ? job->src_bytes : job->dst_cap) > gpu::kServiceMaxJob) return false;
-  if (!gpu_->acquire()) return false;
+  if (!fits_gpu(*job) || !gpu_->acquire()) return false;
   gpu::ServiceJob j{};
   j.in = job->src;
   j.in_bytes = job->src_bytes;
@@ -48,12 +51,20 @@ void ResidentEngine::submit(CodecJob* job) {
   job->state.store(CodecJob::kQueued, std::memory_order_relaxed);
   job->on_gpu = false;
   job->skipped = false;
+  if (job->gpu_only && job->op == CodecJob::kDecode) {
+    {
+      std::lock_guard<std::mutex> w(waiting_mu_);
+      waiting_.push_back(job);
+    }
+    post_waiting();
+    return;
+  }
   if (try_gpu(job)) {
     job->on_gpu = true;
     gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (job->op == CodecJob::kEncode && !cpu_encodes_) {
+  if (job->op == CodecJob::kEncode && (!cpu_encodes_ || job->gpu_only)) {
     job->skipped = true;
     job->status = Status::kOk;
     job->codec = Codec::Raw;
@@ -83,7 +94,30 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r) {
   job->state.store(CodecJob::kDone, std::memory_order_release);
 }
 
+void ResidentEngine::post_waiting() {
+  std::unique_lock<std::mutex> w(waiting_mu_, std::try_to_lock);
+  if (!w.owns_lock()) return;  // another thread is posting them
+  while (!waiting_.empty()) {
+    CodecJob* job = waiting_.front();
+    if (job->cancelled.load(std::memory_order_acquire)) {
+      job->status = Status::kNoSpace;
+    } else if (!fits_gpu(*job)) {
+      job->status = Status::kTooLarge;  // a peer's claim no kernel job can hold
+    } else if (try_gpu(job)) {
+      job->on_gpu = true;
+      gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
+      waiting_.pop_front();
+      continue;
+    } else {
+      return;
+    }
+    waiting_.pop_front();
+    job->state.store(CodecJob::kDone, std::memory_order_release);
+  }
+}
+
 void ResidentEngine::poll() {
+  post_waiting();
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto it = inflight_.begin(); it != inflight_.end();) {

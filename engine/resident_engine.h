@@ -1,7 +1,9 @@
 // The resident GPU codec as a codec engine: a job whose memory the GPU can address (gpu_ok:
-// NCCL's pinned host buffers, pinned staging) goes to the resident kernel when a lease is granted
-// and its ring has room; every other job goes to the CPU engine (or, an encode, is skipped), so
-// no job ever waits for CUDA.
+// NCCL's pinned host buffers, pinned staging, device buffers and device staging) goes to the
+// resident kernel when a lease is granted and its ring has room; every other job goes to the CPU
+// engine (or, an encode, is skipped), so no job ever waits for CUDA. Device memory (gpu_only)
+// only the kernel reaches: its encodes are skipped, its decodes (whose receiver holds a lease, so
+// the kernel runs) wait for room in the ring.
 // submit() and poll() only touch memory (resident_codec.h).
 #pragma once
 
@@ -49,7 +51,9 @@ class ResidentEngine final : public CodecEngine {
     uint64_t index;
     int64_t t0_ns;
   };
+  static bool fits_gpu(const CodecJob& job);  // memory and size the kernel takes
   bool try_gpu(CodecJob* job);
+  void post_waiting();  // posts waiting_ jobs in order while the ring takes them
   void complete(const InFlight& f, const gpu::Result& r);
 
   std::shared_ptr<ResidentCodec> gpu_;
@@ -57,6 +61,8 @@ class ResidentEngine final : public CodecEngine {
   const bool cpu_encodes_;
   std::mutex mu_;  // comms of several communicators (progress threads) may share the engine
   std::deque<InFlight> inflight_;
+  std::mutex waiting_mu_;  // before mu_ where both are held
+  std::deque<CodecJob*> waiting_;  // gpu_only decodes the ring had no room for, in order; under waiting_mu_
   static constexpr double kWindowBytes = 4 << 20;
   WindowedRate rate_[2] = {{kWindowBytes, true}, {kWindowBytes, true}};  // encode, decode; under mu_
   uint64_t tile_ns_seen_[2] = {0, 0};  // ResidentCodec::tile_ns at the last sample; under mu_

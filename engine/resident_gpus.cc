@@ -1,5 +1,7 @@
 #include "resident_gpus.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -17,12 +19,29 @@ constexpr double kCtaCodingBps = 0.5e9;
 constexpr int kMinCtas = 4, kMaxCtas = 16;
 
 std::atomic<double> g_link_bps{0};  // read by make() under g_mu: its own atomic
+std::atomic<bool> g_device_staging{false};
 std::mutex g_mu;
 struct Entry {
   std::unique_ptr<ResidentGpu> gpu;
   int refs;
 };
 std::map<int, Entry> g_gpus;
+
+// Device staging of the same size as the pinned arena; without it device buffers go raw.
+void add_device_arena(ResidentGpu* g, size_t bytes) {
+  std::string err;
+  char* mem = alloc_device(g->device, bytes, &err);
+  if (!mem) {
+    ZIP_WARN("GPU codec on GPU %d: no device staging (%s); device buffers are sent raw", g->device, err.c_str());
+    return;
+  }
+  const int device = g->device;
+  g->device_arena = std::make_shared<StagingArena>(mem, bytes, [device](char* p) { free_device(device, p); });
+  std::string why;
+  g->device_arena_fd = export_dmabuf(device, mem, bytes, &why);
+  ZIP_INFO(NCCL_INIT | NCCL_NET, "GPU codec on GPU %d: %zu MiB device staging for GPUDirect buffers, %s%s", device,
+           bytes >> 20, g->device_arena_fd >= 0 ? "exported as a DMA-BUF" : "no DMA-BUF: ", why.c_str());
+}
 
 ResidentGpu* make(int device) {
   const bool emulate = gpu_emulate() != 0;
@@ -59,6 +78,7 @@ ResidentGpu* make(int device) {
   // sends those messages raw (a CPU codec is slower than the links it would pay on).
   g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec(), zip_mode() == ZipMode::kAlways);
   g->emulation = emulation;
+  if (g_device_staging.load() && !emulate) add_device_arena(g.get(), arena_bytes);
   ZIP_INFO(NCCL_INIT | NCCL_NET,
            "GPU codec on GPU %d: resident kernel of %d CTAs%s%s, exits after %lld us idle; %zu MiB pinned staging; "
            "host buffers coded there while it runs, on the CPU otherwise",
@@ -101,6 +121,8 @@ ResidentGpu* acquire_resident(int device) {
 
 void set_resident_link(double link_bps) { g_link_bps.store(link_bps); }
 
+void set_resident_device_staging(bool on) { g_device_staging.store(on); }
+
 int resident_ctas() {
   if (gpu_ctas() > 0) return int(gpu_ctas());
   const double link = g_link_bps.load();
@@ -124,6 +146,7 @@ void release_resident(int device) {
   }
   gone->engine.reset();  // waits for the jobs the kernel still codes
   release_cpu_codec();
+  if (gone->device_arena_fd >= 0) close(gone->device_arena_fd);  // registrations hold the DMA-BUF itself
   if (gone->emulation) gone->emulation->block_launch = false;  // a hung emulated launch returns
   if (gone->codec->shutdown()) {
     const std::string starts = gone->codec->start_summary();

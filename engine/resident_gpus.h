@@ -1,7 +1,7 @@
-// The process's resident GPU codecs, one per CUDA device, each with its pinned staging arena and
-// its codec engine (the CPU engine behind it): made by the first comm that registers host memory
-// the GPU can address (on NCCL's service thread, where CUDA calls may block), destroyed with the
-// last comm that uses it.
+// The process's resident GPU codecs, one per CUDA device, each with its pinned staging arena (and,
+// with GPUDirect RDMA, a device staging arena) and its codec engine (the CPU engine behind it):
+// made by the first comm that registers memory the GPU can address (on NCCL's service thread,
+// where CUDA calls may block), destroyed with the last comm that uses it.
 #pragma once
 
 #include <memory>
@@ -18,6 +18,10 @@ struct ResidentGpu {
   int device;
   std::shared_ptr<ResidentCodec> codec;
   std::shared_ptr<StagingArena> arena;
+  // Device memory for device buffers' compressed messages, which the HCA moves (GPUDirect RDMA);
+  // null without set_resident_device_staging(true) or when it could not be had (logged).
+  std::shared_ptr<StagingArena> device_arena;
+  int device_arena_fd = -1;  // a DMA-BUF of device_arena for HCAs without nvidia-peermem, or -1
   std::unique_ptr<ResidentEngine> engine;
   std::shared_ptr<EmulatedServiceDevice::Control> emulation;  // NCCL_ZIP_GPU_EMULATE only
 };
@@ -34,6 +38,8 @@ void release_resident(int device);
 // The link the resident kernels serve (bytes/s, device 0's configured speed; 0: unknown), set
 // by the net plugin's init before any comm: it sizes their CTAs.
 void set_resident_link(double link_bps);
+// Whether resident codecs made from now on get a device staging arena (GPUDirect RDMA in use).
+void set_resident_device_staging(bool on);
 // CTAs of a resident kernel: NCCL_ZIP_GPU_CTAS, else (0) enough to code the link's rate in both
 // directions with the policy's margin at the nominal rate per CTA, 4 to 16 (16 for an unknown
 // link). Each holds an SM that the application's kernels lose while the kernel is resident.
@@ -49,5 +55,9 @@ bool cuda_device_present(std::string* why);
 int current_cuda_device();
 char* alloc_mapped(size_t bytes, std::string* err);  // pinned, portable, mapped at the same address
 void free_mapped(char* p);
+char* alloc_device(int device, size_t bytes, std::string* err);  // cudaMalloc
+void free_device(int device, char* p);
+// A DMA-BUF fd of [p, p + bytes) (cuMemGetHandleForAddressRange), or -1 (*err says why).
+int export_dmabuf(int device, char* p, size_t bytes, std::string* err);
 
 }  // namespace zipccl

@@ -55,20 +55,15 @@ ncclResult_t SendComm::finish_job(Req* r) {
     r->h.compressed = false;
     r->h.why = RawWhy::kWanted;
     r->wire = r->data;
-    staging_.give(std::move(r->stage));
+    staging(r->kind).give(std::move(r->stage));
     return ncclSuccess;
   }
   stats_.codec_ns += uint64_t(j.seconds * 1e9);
   stats_.gpu_coded += j.on_gpu;
   // Pays only if coded (not the codec's raw fallback), below NCCL_ZIP_MAX_RATIO and within the
   // receiver's staging.
-  bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw;
-  if (pays) {
-    zipccl::Header h;
-    std::memcpy(&h, r->stage.p, sizeof h);
-    pays = double(j.out_bytes) <= max_ratio() * double(r->size) && j.out_bytes <= r->staging_cap &&
-           h.codec != uint8_t(zipccl::Codec::Raw);
-  }
+  const bool pays = j.status == zipccl::Status::kOk && j.codec != zipccl::Codec::Raw &&
+                    double(j.out_bytes) <= max_ratio() * double(r->size) && j.out_bytes <= r->staging_cap;
   r->h.compressed = pays;
   r->h.why = pays ? RawWhy::kUnsaid : RawWhy::kDeclined;
   r->h.wire_bytes = pays ? j.out_bytes : r->size;
@@ -76,7 +71,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
     r->wire = r->stage.p;
   } else {
     r->wire = r->data;
-    staging_.give(std::move(r->stage));
+    staging(r->kind).give(std::move(r->stage));
   }
   policy_.record(r->size, r->h.wire_bytes);
   mark(Timeline::kCoded, r->h.seq, r->h.sub, r->h.wire_bytes,
@@ -173,13 +168,24 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   }
   // A lease keeps the resident GPU codec's kernel running until the encode is done, so a stream
   // of messages keeps it up. Without one, auto mode sends raw at once (and may try again with
-  // the next message: the lease asked the kernel to start); forced compression takes the CPU.
-  const bool leased = compress && engine->lease();
-  if (compress && !leased && zip_mode() != ZipMode::kAlways) {
-    policy_.unmeasured();
-    compress = false;
-    why = RawWhy::kWanted;
+  // the next message: the lease asked the kernel to start); forced compression takes the CPU,
+  // except from device memory, which only the kernel reaches.
+  const bool device = mr && mr->kind == MemKind::kDevice;
+  const bool wanted = compress;
+  bool leased = compress && engine->lease();
+  if (compress && !leased && (zip_mode() != ZipMode::kAlways || device)) compress = false;
+  StagingPool::Buf stage;
+  if (compress) stage = staging(device ? MemKind::kDevice : MemKind::kHost).take(zipccl::max_compressed_bytes(size));
+  if (compress && !stage.p) {  // device staging whose arena is full
+    engine->unlease();
+    leased = compress = false;
+    ++unstaged_;
+  } else if (wanted && !compress) {
     ++cold_;
+  }
+  if (wanted && !compress) {
+    policy_.unmeasured();
+    why = RawWhy::kWanted;
   }
   Req* r = free_.back();
   free_.pop_back();
@@ -195,7 +201,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   r->staging_cap = to.staging_bytes;
   r->leased = leased ? engine : nullptr;
   if (compress) {
-    r->stage = staging_.take(zipccl::max_compressed_bytes(size));
+    r->stage = std::move(stage);
     CodecJob& j = r->job;
     j.state.store(CodecJob::kIdle, std::memory_order_relaxed);
     j.cancelled.store(false, std::memory_order_relaxed);
@@ -207,6 +213,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     j.checksum = checksum() != 0;
     j.max_ratio = max_ratio();
     j.gpu_ok = mr->gpu_mapped && r->stage.gpu_mapped;
+    j.gpu_only = device;
     r->state = kCoding;
     engine->submit(&j);
   } else {
@@ -262,7 +269,7 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
     const int64_t taken = r->xfer.start_ns.load(std::memory_order_relaxed);
     meter_->add(std::max(r->wire_ns, taken), r->xfer.end_ns.load(std::memory_order_relaxed), r->h.wire_bytes);
   }
-  staging_.give(std::move(r->stage));
+  staging(r->kind).give(std::move(r->stage));
   r->state = kFree;
   free_.push_back(r);
   return ncclSuccess;
@@ -277,6 +284,7 @@ std::string SendComm::details() const {
   }
   if (const std::string d = policy_.declines(); !d.empty()) s += ", " + d;
   if (cold_ > 0) s += ", " + std::to_string(cold_) + " raw for a cold kernel";
+  if (unstaged_ > 0) s += ", " + std::to_string(unstaged_) + " raw for want of device staging";
   if (unoffered_ > 0) s += ", " + std::to_string(unoffered_) + " raw unoffered that it would have compressed";
   return s + kernel_waits();
 }

@@ -58,6 +58,7 @@ class SendComm : public Comm {
   LinkMeter* const meter_;  // this device's link, all comms through it
   CompressPolicy policy_;
   uint64_t cold_ = 0;  // messages auto mode would have compressed but the GPU codec's kernel was not running
+  uint64_t unstaged_ = 0;  // device buffers' messages it would have compressed but the device arena was full
   uint64_t unoffered_ = 0;  // messages auto mode would have compressed but their receive offered no staging
   std::unique_ptr<Req[]> reqs_;
   std::vector<Req*> free_;

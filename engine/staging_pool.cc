@@ -35,10 +35,13 @@ void StagingPool::allocate(Buf* b, size_t bytes, char* from_arena) {
   if (b->p) {
     b->arena_ = arena_;
     b->gpu_mapped = true;
+  } else if (device_) {
+    return;  // the device arena is full: no buffer
   } else {
     b->p = new char[bytes];
   }
   b->cap = bytes;
+  if (device_) return;  // covered by the registration of the whole arena
   // Without a registration a message registers the buffer itself: slower, still correct.
   if (link_->reg_mem(b->p, bytes, &b->reg) != ncclSuccess) b->reg.reset();
 }
@@ -53,12 +56,16 @@ StagingPool::Buf StagingPool::take(size_t bytes) {
       if (free_[i].cap > free_[size_t(best)].cap) best = int(i);
     held_ -= free_[size_t(best)].cap;
     allocate(&free_[size_t(best)], bytes);
+    if (!free_[size_t(best)].p) {
+      free_.erase(free_.begin() + best);
+      return Buf();
+    }
     held_ += bytes;
   }
   if (best < 0) {
-    held_ += bytes;
     Buf b;
     allocate(&b, bytes);
+    if (b.p) held_ += bytes;
     return b;
   }
   Buf b = std::move(free_[size_t(best)]);

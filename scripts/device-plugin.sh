@@ -13,7 +13,8 @@
 #   5. the same job over the verbs transport on the emulated HCA (tests/verbs/emu): host buffers
 #      compressed (NCCL_ZIP_ENABLE=2), then device buffers by GPUDirect RDMA (NCCL_ZIP_GDR=1, the
 #      emulation's DMA-BUF and peermem; --sync, since the emulation moves GPU bytes with CUDA
-#      copies, which a thread blocked in a copy to the host would hold up);
+#      copies, which a thread blocked in a copy to the host would hold up), auto and forced (the
+#      resident GPU codec codes the device buffers through device staging);
 #   6. the log lines that show what NCCL used (net plugin, tuner and its decisions).
 # Usage: scripts/device-plugin.sh        (logs under $OUT, default /tmp/device-plugin)
 #        NCCL_JOB=0 scripts/device-plugin.sh   steps 1-2 only
@@ -99,9 +100,11 @@ emu=("${zip[@]}" NCCL_ZIP_TRANSPORT=ib NCCL_ZIP_IBVERBS_LIB="$ROOT/build-dev/ver
 step nccl_ib_zip2 75 "${emu[@]}" NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label ib_zip2
 step nccl_ib_gdr 75 "${emu[@]}" NCCL_ZIP_GDR=1 NCCL_ZIP_EMU_GDR=dmabuf,peermem NCCL_NET_GDR_LEVEL=SYS "${JOB[@]}" \
   --label ib_gdr --sync
+step nccl_ib_gdr2 75 "${emu[@]}" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GDR=1 NCCL_ZIP_EMU_GDR=dmabuf,peermem NCCL_NET_GDR_LEVEL=SYS \
+  "${JOB[@]}" --label ib_gdr2 --sync
 
 # 6. What NCCL used, what the plugin did, and the results.
-for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2 nccl_gpu2 nccl_gpu1 nccl_ib_zip2 nccl_ib_gdr; do
+for f in nccl_socket nccl_zip0 nccl_zip1 nccl_zip2 nccl_gpu2 nccl_gpu1 nccl_ib_zip2 nccl_ib_gdr nccl_ib_gdr2; do
   log="$OUT/$f.log"
   say ""
   say "---- $f"

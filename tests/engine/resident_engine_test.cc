@@ -57,6 +57,9 @@ class ResidentEngineTest : public ::testing::Test {
   }
   void run(CodecJob* j) {
     engine_->submit(j);
+    run_to_done(j);
+  }
+  void run_to_done(CodecJob* j) {
     const auto end = Clock::now() + std::chrono::seconds(10);
     while (!j->done()) {
       engine_->poll();
@@ -168,6 +171,63 @@ TEST_F(ResidentEngineTest, WithoutCpuEncodesAnEncodeIsSkipped) {
   EXPECT_EQ(d.status, Status::kOk);
   EXPECT_EQ(back, x);
   EXPECT_EQ(engine_->cpu_jobs(), 1u);
+  ctl_->block_launch = false;
+}
+
+// Device memory (gpu_only) is the kernel's alone: an encode it cannot take is skipped even where
+// the CPU would encode, and a decode waits for it (its receiver holds a lease: the kernel comes).
+TEST_F(ResidentEngineTest, GpuOnlyJobsNeverReachTheCpu) {
+  ctl_->block_launch = true;
+  const Bytes x = bf16_data(100000, 11);
+  Bytes msg(max_compressed_bytes(x.size())), back(x.size());
+  CodecJob e;
+  set_job(&e, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
+  e.gpu_only = true;
+  ASSERT_NO_FATAL_FAILURE(run(&e));
+  EXPECT_TRUE(e.skipped);
+  size_t len = 0;
+  ASSERT_EQ(encode(Codec::BF16, x.data(), x.size(), msg.data(), msg.size(), &len), Status::kOk);
+  CodecJob d;
+  set_job(&d, CodecJob::kDecode, msg.data(), len, back.data(), back.size(), true);
+  d.gpu_only = true;
+  engine_->submit(&d);
+  const auto until = Clock::now() + std::chrono::milliseconds(100);
+  while (Clock::now() < until) {
+    engine_->poll();
+    ASSERT_FALSE(d.done()) << "decoded with no kernel running";
+  }
+  ctl_->block_launch = false;
+  const auto end = Clock::now() + std::chrono::seconds(10);
+  while (!d.done()) {
+    engine_->poll();
+    ASSERT_LT(Clock::now(), end) << "the decode never reached the kernel";
+  }
+  EXPECT_TRUE(d.on_gpu);
+  EXPECT_EQ(d.status, Status::kOk);
+  EXPECT_EQ(back, x);
+  EXPECT_EQ(engine_->cpu_jobs(), 0u);
+}
+
+// A gpu_only decode no kernel job can hold (a peer's claim beyond kServiceMaxJob), or one
+// cancelled while it waits, completes with an error instead of waiting forever.
+TEST_F(ResidentEngineTest, GpuOnlyDecodeThatCannotRunCompletes) {
+  Bytes msg(4096), out(16);
+  CodecJob big;
+  set_job(&big, CodecJob::kDecode, msg.data(), msg.size(), out.data(), gpu::kServiceMaxJob + 1, true);
+  big.gpu_only = true;
+  ASSERT_NO_FATAL_FAILURE(run(&big));
+  EXPECT_EQ(big.status, Status::kTooLarge);
+  ctl_->block_launch = true;
+  CodecJob c;
+  set_job(&c, CodecJob::kDecode, msg.data(), msg.size(), out.data(), out.size(), true);
+  c.gpu_only = true;
+  engine_->submit(&c);
+  engine_->poll();
+  EXPECT_FALSE(c.done());
+  c.cancel();
+  ASSERT_NO_FATAL_FAILURE(run_to_done(&c));
+  EXPECT_EQ(c.status, Status::kNoSpace);
+  EXPECT_EQ(engine_->cpu_jobs(), 0u);
   ctl_->block_launch = false;
 }
 

@@ -243,39 +243,56 @@ TEST(IbGdr, PtrSupportFollowsTheSettings) {
   }
 }
 
-// Device buffers moved by the HCA: raw, every byte checked, receives into GPU memory flushed
-// (iflush returns a request for every non-empty one). Registered by pointer (nvidia-peermem) or by a
-// DMA-BUF fd, between device and host memory both ways.
+// Device buffers moved by the HCA, every byte checked, receives into GPU memory flushed (iflush
+// returns a request for every non-empty one). Registered by pointer (nvidia-peermem) or by a
+// DMA-BUF fd, between device and host memory both ways. Raw without the GPU codec
+// (NCCL_ZIP_GPU=0); with it, compressed through device staging by the resident kernel.
 struct GdrCase {
   const char* name;
   bool send_device, recv_device, dmabuf;
 };
-class IbGdrExchange : public ::testing::TestWithParam<GdrCase> {};
+class IbGdrExchange : public ::testing::TestWithParam<GdrCase> {
+ protected:
+  Pair run(const char* gpu) {
+    const GdrCase c = GetParam();
+    Env env = base_env("2");
+    env["NCCL_ZIP_GDR"] = "1";
+    env["NCCL_ZIP_GPU"] = gpu;
+    env["NCCL_ZIP_EMU_GDR"] = c.dmabuf ? "dmabuf" : "dmabuf,peermem";
+    const std::vector<std::string> args = {"--msgs=200", "--max=262144", "--kind=bf16", "--seed=17"};
+    auto recv_args = args, send_args = args;
+    recv_args.push_back("--flush");
+    for (auto* a : {c.recv_device ? &recv_args : nullptr, c.send_device ? &send_args : nullptr}) {
+      if (!a) continue;
+      a->push_back("--device");
+      if (c.dmabuf) a->push_back("--dmabuf");
+    }
+    Pair p = run_pair(11, env, recv_args, send_args);
+    expect_ok(p);
+    // The receiver checks that each non-empty receive into device memory was flushed, and nothing else.
+    if (c.recv_device)
+      EXPECT_GT(field(p.recv_result, "flushes"), 150) << p.recv_result;
+    else
+      EXPECT_EQ(field(p.recv_result, "flushes"), 0) << p.recv_result;
+    return p;
+  }
+};
 
 TEST_P(IbGdrExchange, RawEveryByteCheckedReceivesFlushed) {
   IB_ONLY();
   SKIP_WITHOUT_CUDA();
-  const GdrCase c = GetParam();
-  Env env = base_env("2");
-  env["NCCL_ZIP_GDR"] = "1";
-  env["NCCL_ZIP_EMU_GDR"] = c.dmabuf ? "dmabuf" : "dmabuf,peermem";
-  const std::vector<std::string> args = {"--msgs=200", "--max=262144", "--kind=bf16", "--seed=17"};
-  auto recv_args = args, send_args = args;
-  recv_args.push_back("--flush");
-  for (auto* a : {c.recv_device ? &recv_args : nullptr, c.send_device ? &send_args : nullptr}) {
-    if (!a) continue;
-    a->push_back("--device");
-    if (c.dmabuf) a->push_back("--dmabuf");
-  }
-  Pair p = run_pair(11, env, recv_args, send_args);
-  expect_ok(p);
-  // A device sender's bytes are not reachable by a codec, and a device receiver takes raw bytes only.
+  Pair p = run("0");
+  // A device sender's bytes are not reachable by the CPU codec, and a device receiver takes raw
+  // bytes only.
   EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
-  // The receiver checks that each non-empty receive into device memory was flushed, and nothing else.
-  if (c.recv_device)
-    EXPECT_GT(field(p.recv_result, "flushes"), 150) << p.recv_result;
-  else
-    EXPECT_EQ(field(p.recv_result, "flushes"), 0) << p.recv_result;
+}
+
+TEST_P(IbGdrExchange, GpuCodecCompressesEveryByteChecked) {
+  IB_ONLY();
+  SKIP_WITHOUT_CUDA();
+  Pair p = run("1");
+  // Forced compression: whatever the kernel was up for (it starts on the first lease) compressed.
+  EXPECT_GT(field(p.recv_result, "compressed"), 50) << p.recv_result;
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, IbGdrExchange,
