@@ -180,16 +180,19 @@ ncclResult_t RecvComm::flush_staging() {
             r.subs[i].state = kFlushing;
             r.subs[i].flush = f;
             ++staging_flushes_[f].waiting;
+            ++flushing_;
           }
       landed_ = 0;
       if (link_->flush(any, &staging_flushes_[f].xfer) != ncclSuccess) return check_link();
     }
   }
+  if (flushing_ == 0) return ncclSuccess;
   for (Req& r : reqs_)
     for (uint32_t i = 0; r.in_use && i < r.n; ++i) {
       Sub& s = r.subs[i];
       if (s.state != kFlushing || !staging_flushes_[s.flush].xfer.done()) continue;
       --staging_flushes_[s.flush].waiting;
+      --flushing_;
       submit_decode(&s);
     }
   return ncclSuccess;

@@ -74,7 +74,7 @@ class RecvComm : public Comm {
   // NCCL flushes a receive after test() freed its request: no more than kMaxRequests at once.
   FlushReq flushes_[kMaxRequests];
   StagingFlush staging_flushes_[kStagingFlushes];
-  uint32_t landed_ = 0;  // subs in kLanded
+  uint32_t landed_ = 0, flushing_ = 0;  // subs in kLanded, in kFlushing
   uint32_t next_seq_ = 0;
   OfferGate offers_;
   uint64_t receives_ = 0, offered_ = 0;  // posted receives, and those that offered staging
