@@ -1,5 +1,6 @@
 // StagingPool: buffers reused best-fit, grown rather than multiplied, each registered with the
-// link while it exists (and the registration released before its memory goes).
+// link while it exists (and the registration released before its memory goes); device staging
+// from its arena only, under one registration of the whole arena.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -161,6 +162,45 @@ TEST(StagingPool, AHeapBufferMovesIntoTheArenaOnceItHasRoom) {
   EXPECT_EQ(link.live.size(), 1u) << "the heap buffer and its registration are gone";
   EXPECT_EQ(pool.held_bytes(), c.cap);
   pool.give(std::move(c));
+}
+
+// Device staging: buffers from the arena only, none registered alone (the whole arena is, once,
+// held by the pool until it goes); a full arena gives no buffer rather than heap memory.
+TEST(StagingPool, DeviceStagingComesFromTheArenaOnly) {
+  CountingLink link;
+  std::vector<char> mem(16 * StagingArena::kGrain);
+  auto arena = std::make_shared<StagingArena>(mem.data(), mem.size(), nullptr);
+  {
+    StagingPool pool(&link);
+    EXPECT_FALSE(pool.device());
+    std::unique_ptr<MemReg> whole;
+    ASSERT_EQ(link.reg_mem(mem.data(), mem.size(), &whole), ncclSuccess);
+    pool.set_device_arena(arena, std::move(whole));
+    EXPECT_TRUE(pool.device());
+    StagingPool::Buf a = pool.take(10 * StagingArena::kGrain);
+    EXPECT_TRUE(a.gpu_mapped);
+    EXPECT_EQ(a.p, mem.data());
+    EXPECT_EQ(a.reg, nullptr) << "covered by the arena's registration";
+    StagingPool::Buf none = pool.take(10 * StagingArena::kGrain);
+    EXPECT_EQ(none.p, nullptr) << "6 grains left: no heap buffer for device staging";
+    EXPECT_EQ(none.cap, 0u);
+    EXPECT_EQ(pool.held_bytes(), 10 * StagingArena::kGrain);
+    pool.give(std::move(none));  // an empty Buf is no buffer
+    pool.give(std::move(a));     // 10 of 16 grains used: back to the arena
+    EXPECT_EQ(arena->used(), 0u);
+    StagingPool::Buf b = pool.take(4 * StagingArena::kGrain);
+    pool.give(std::move(b));  // kept: a quarter used
+    StagingPool::Buf grown = pool.take(12 * StagingArena::kGrain);
+    EXPECT_EQ(grown.p, mem.data()) << "the free 4-grain buffer gave way to the larger one";
+    EXPECT_EQ(pool.held_bytes(), 12 * StagingArena::kGrain);
+    pool.give(std::move(grown));  // 12 of 16 grains used: back to the arena
+    StagingPool::Buf other = StagingPool(&link, arena).take(1);
+    EXPECT_NE(other.p, nullptr);
+    StagingPool::Buf starved = pool.take(16 * StagingArena::kGrain);
+    EXPECT_EQ(starved.p, nullptr) << "one grain is another pool's";
+    EXPECT_EQ(link.live.size(), 1u) << "only the arena's registration";
+  }
+  EXPECT_TRUE(link.live.empty()) << "the arena's registration went with the pool";
 }
 
 }  // namespace
