@@ -57,7 +57,13 @@ DevicePath decide_device_path(const Transport& t) {
 ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& path, void* data, size_t size,
                              bool announced_device, int dmabuf_fd, uint64_t offset, Mr** out) {
   *out = nullptr;
-  const MemInfo info = memory_info(data);
+  MemInfo info = memory_info(data);
+  // NCCL_ZIP_GPU_EMULATE (tests): a CPU thread plays the GPU, and host memory announced as the
+  // GPU's plays its memory.
+  if (announced_device && gpu_emulate() && info.kind == MemKind::kHost) {
+    info.kind = MemKind::kDevice;
+    info.device = 0;
+  }
   const MemKind kind = info.kind;
   if (announced_device && kind != MemKind::kDevice) {
     ZIP_WARN("regMr: %p (%zu bytes) announced as device memory, but CUDA does not know it as such", data, size);

@@ -1,9 +1,12 @@
 #include "resident_gpus.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -27,8 +30,25 @@ struct Entry {
 };
 std::map<int, Entry> g_gpus;
 
+// Under emulation host memory plays device staging: a memfd mapped here, the fd its DMA-BUF.
+void add_emulated_device_arena(ResidentGpu* g, size_t bytes) {
+  const int fd = int(memfd_create("zipccl-emulated-device-staging", MFD_CLOEXEC));
+  void* mem = fd >= 0 && ftruncate(fd, off_t(bytes)) == 0
+                  ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                  : MAP_FAILED;
+  if (mem == MAP_FAILED) {
+    ZIP_WARN("GPU codec (emulated): no device staging (%s); device buffers are sent raw", std::strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  g->device_arena = std::make_shared<StagingArena>(static_cast<char*>(mem), bytes,
+                                                   [bytes](char* p) { munmap(p, bytes); });
+  g->device_arena_fd = fd;
+}
+
 // Device staging of the same size as the pinned arena; without it device buffers go raw.
 void add_device_arena(ResidentGpu* g, size_t bytes) {
+  if (g->emulation) return add_emulated_device_arena(g, bytes);
   std::string err;
   char* mem = alloc_device(g->device, bytes, &err);
   if (!mem) {
@@ -78,7 +98,7 @@ ResidentGpu* make(int device) {
   // sends those messages raw (a CPU codec is slower than the links it would pay on).
   g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec(), zip_mode() == ZipMode::kAlways);
   g->emulation = emulation;
-  if (g_device_staging.load() && !emulate) add_device_arena(g.get(), arena_bytes);
+  if (g_device_staging.load()) add_device_arena(g.get(), arena_bytes);
   ZIP_INFO(NCCL_INIT | NCCL_NET,
            "GPU codec on GPU %d: resident kernel of %d CTAs%s%s, exits after %lld us idle; %zu MiB pinned staging; "
            "host buffers coded there while it runs, on the CPU otherwise",

@@ -308,6 +308,42 @@ INSTANTIATE_TEST_SUITE_P(Cases, IbGdrExchange,
                                            GdrCase{"HostToDevice", false, true, false}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// The same path with no GPU: under NCCL_ZIP_GPU_EMULATE=1 a CPU thread plays the resident kernel
+// and host memory announced as the GPU's (zip_peer --emulated-device, registered by DMA-BUF) plays
+// device memory, so the device staging, its registration, the staging flush and the decodes that
+// only the kernel may do run everywhere. Every byte checked.
+class IbEmulatedGdr : public ::testing::TestWithParam<GdrCase> {};
+
+TEST_P(IbEmulatedGdr, DeviceBuffersCodedThroughDeviceStaging) {
+  IB_ONLY();
+  const GdrCase c = GetParam();
+  Env env = base_env("2");
+  env["NCCL_ZIP_GDR"] = "1";
+  env["NCCL_ZIP_GPU_EMULATE"] = "1";
+  env["NCCL_ZIP_GPU_IDLE_US"] = "1000000";
+  env["NCCL_ZIP_EMU_GDR"] = "dmabuf";
+  const std::vector<std::string> args = {"--msgs=200", "--max=262144", "--kind=bf16", "--seed=19"};
+  auto recv_args = args, send_args = args;
+  recv_args.push_back("--flush");
+  if (c.recv_device) recv_args.push_back("--emulated-device");
+  if (c.send_device) send_args.push_back("--emulated-device");
+  Pair p = run_pair(11, env, recv_args, send_args);
+  expect_ok(p);
+  EXPECT_GT(field(p.recv_result, "compressed"), 100) << p.recv_result;
+  // Device staging is decoded by the (emulated) kernel alone; host buffers here are mapped too.
+  EXPECT_EQ(field(p.recv_result, "gpu_jobs"), field(p.recv_result, "compressed")) << p.recv_result;
+  if (c.recv_device)
+    EXPECT_GT(field(p.recv_result, "flushes"), 150) << p.recv_result;
+  else
+    EXPECT_EQ(field(p.recv_result, "flushes"), 0) << p.recv_result;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, IbEmulatedGdr,
+                         ::testing::Values(GdrCase{"Both", true, true, true},
+                                           GdrCase{"DeviceToHost", true, false, true},
+                                           GdrCase{"HostToDevice", false, true, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
 // ---- Faults: both ends fail with an error, neither crashes nor hangs ------------------------------
 
 class IbFault : public ::testing::TestWithParam<const char*> {};

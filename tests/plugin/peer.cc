@@ -5,7 +5,7 @@
 //
 //   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
 //            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error] [--device]
-//            [--dmabuf] [--flush] [--tc=N] [--pause-at=K]
+//            [--dmabuf] [--emulated-device] [--flush] [--tc=N] [--pause-at=K]
 //   zip_peer send ... --handle=HEX
 //   zip_peer probe --plugin=P --version=V   init only: the log, then the devices
 //   zip_peer loop --plugin=P --version=V [--rounds=R --msgs=N --max=B --kind=K --seed=S]
@@ -18,7 +18,9 @@
 //            tree/Simple entries after the call and the channels it asked for
 // --device: NCCL's buffers are device memory (regMr NCCL_PTR_CUDA); the data is generated and
 // checked in a host copy, moved to and from the device around the plugin's calls. --dmabuf:
-// registered by regMrDmaBuf with an fd CUDA exports. --flush (recv): iflush after every
+// registered by regMrDmaBuf with an fd CUDA exports. --emulated-device: host memory (a mapped
+// memfd) announced as device memory through regMrDmaBuf with that memfd, for a plugin under
+// NCCL_ZIP_GPU_EMULATE=1, which takes it for the GPU's. --flush (recv): iflush after every
 // completed receive, as NCCL does with GPUDirect RDMA. --tc: the communicator's traffic class
 // (v10 connect / v11 init config); RESULT's tclass= and inline= are what the verbs transport
 // logged for its connection (-1 if nothing).
@@ -28,6 +30,7 @@
 // --env=K=V: an environment variable for this side only (the other's comes from the parent).
 #include <dlfcn.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -57,7 +60,7 @@ struct Args {
   Kind kind = Kind::kMix;
   uint64_t seed = 1;
   bool ll = false, ll_reg = false, attr_ll = false, expect_error = false, device = false;
-  bool dmabuf = false, flush = false;
+  bool dmabuf = false, flush = false, emulated_device = false;
   double tune_after_us = 0;  // send: after the exchange, ask the tuner with NCCL estimates of this
 };
 
@@ -99,6 +102,7 @@ Args parse(int argc, char** argv) {
     else if (s == "--expect-error") a.expect_error = true;
     else if (s == "--device") a.device = true;
     else if (s == "--dmabuf") a.dmabuf = true;
+    else if (s == "--emulated-device") a.emulated_device = a.dmabuf = true;
     else if (s == "--flush") a.flush = true;
     else {
       fprintf(stderr, "unknown argument %s\n", s.c_str());
@@ -159,32 +163,65 @@ int finish(bool ok, const char* what, long done) {
     if (r_ != ncclSuccess) return on_error(#call, r_);                           \
   } while (0)
 
-// NCCL's buffer: host memory, or device memory mirrored by a host copy for generating and
-// checking the data.
+// NCCL's buffer: host memory, or device memory (real, or emulated by a mapped memfd) mirrored by a
+// host copy for generating and checking the data.
 class Arena {
  public:
-  Arena(size_t bytes, bool device) : host_(bytes), dev_(device ? static_cast<char*>(dev_alloc(bytes)) : nullptr) {
-    if (dev_) dev_fill(dev_, 0xA5, bytes);
+  Arena(size_t bytes, bool device, bool emulated) : host_(bytes) {
+    if (emulated) {
+      memfd_ = int(memfd_create("zip_peer-emulated-device", MFD_CLOEXEC));
+      void* m = memfd_ >= 0 && ftruncate(memfd_, off_t(bytes ? bytes : 1)) == 0
+                    ? mmap(nullptr, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0)
+                    : MAP_FAILED;
+      if (m == MAP_FAILED) {
+        perror("emulated device memory");
+        exit(2);
+      }
+      dev_ = static_cast<char*>(m);
+      memset(dev_, 0xA5, bytes);
+    } else if (device) {
+      dev_ = static_cast<char*>(dev_alloc(bytes));
+      dev_fill(dev_, 0xA5, bytes);
+    }
   }
   ~Arena() {
-    if (dev_) dev_free(dev_);
+    if (memfd_ >= 0) {
+      munmap(dev_, host_.size() ? host_.size() : 1);
+      close(memfd_);
+    } else if (dev_) {
+      dev_free(dev_);
+    }
   }
   char* host() { return host_.data(); }
   size_t size() const { return host_.size(); }
   // What the plugin is given.
   char* nccl() { return dev_ ? dev_ : host_.data(); }
   int type() const { return dev_ ? NCCL_PTR_CUDA : NCCL_PTR_HOST; }
+  // A DMA-BUF fd of the device memory for regMrDmaBuf, which the caller closes; -1 with *why.
+  int dmabuf_fd(std::string* why) {
+    if (memfd_ >= 0) return dup(memfd_);
+    return dev_dmabuf_fd(dev_, host_.size(), why);
+  }
   // After the host copy of [off, off+n) was written / before it is read.
   void push(size_t off, size_t n) {
-    if (dev_ && n) to_device(dev_ + off, host_.data() + off, n);
+    if (!dev_ || !n) return;
+    if (memfd_ >= 0)
+      memcpy(dev_ + off, host_.data() + off, n);
+    else
+      to_device(dev_ + off, host_.data() + off, n);
   }
   void pull(size_t off, size_t n) {
-    if (dev_ && n) from_device(host_.data() + off, dev_ + off, n);
+    if (!dev_ || !n) return;
+    if (memfd_ >= 0)
+      memcpy(host_.data() + off, dev_ + off, n);
+    else
+      from_device(host_.data() + off, dev_ + off, n);
   }
 
  private:
   std::vector<char> host_;
-  char* dev_;
+  char* dev_ = nullptr;
+  int memfd_ = -1;
 };
 
 class Peer {
@@ -327,7 +364,7 @@ class Peer {
       return 0;
     }
     std::string why;
-    const int fd = dev_dmabuf_fd(arena.nccl(), arena.size(), &why);
+    const int fd = arena.dmabuf_fd(&why);
     if (fd < 0) return finish(false, why.c_str(), 0);
     const ncclResult_t r = net_.reg_mr_dmabuf(comm, arena.nccl(), arena.size(), arena.type(), 0, fd, mh);
     close(fd);  // the registration keeps what it needs, as with NCCL
@@ -342,7 +379,8 @@ class Peer {
     CHECK_NCCL(net_.iflush(rc, a_.group, data, sizes, mhs, &req));
     bool bytes = false;
     for (int j = 0; j < a_.group; ++j) bytes |= sizes[j] > 0;
-    if (bool(req) != (bytes && a_.device)) return finish(false, req ? "flush of nothing" : "no flush", done_);
+    if (bool(req) != (bytes && (a_.device || a_.emulated_device)))
+      return finish(false, req ? "flush of nothing" : "no flush", done_);
     if (req) ++g_flushes;
     for (int done = 0; req && !done;) CHECK_NCCL(net_.test(req, &done, nullptr));
     return 0;
@@ -362,7 +400,7 @@ class Peer {
     const size_t slots = 32 * size_t(a_.group);
     const size_t arena_bytes = a_.ll_reg ? 524288 : slots * a_.max;
     if (a_.ll_reg && slots * a_.max > arena_bytes) return finish(false, "arena too small for --ll-reg", 0);
-    Arena arena(arena_bytes, a_.device);
+    Arena arena(arena_bytes, a_.device, a_.emulated_device);
     void* mh = nullptr;
     if (int e = reg(rc, arena, &mh)) return e;
     std::deque<std::pair<void*, long>> inflight;  // request, group index
@@ -434,7 +472,7 @@ class Peer {
     void* sc = nullptr;
     while (!sc) CHECK_NCCL(net_.connect(0, handle, &sc));
     const size_t slots = 32 * size_t(a_.group);
-    Arena arena(slots * a_.max, a_.device);
+    Arena arena(slots * a_.max, a_.device, a_.emulated_device);
     void* mh = nullptr;
     if (int e = reg(sc, arena, &mh)) return e;
     // Each group's subs go out in a scrambled tag order: the plugin matches them by tag.
