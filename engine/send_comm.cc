@@ -1,7 +1,6 @@
 #include "send_comm.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "engine_params.h"
 #include "log.h"
