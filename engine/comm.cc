@@ -82,8 +82,7 @@ bool Comm::use_resident() {
   resident_ = g->engine.get();
   resident_device_ = device;
   staging_.set_arena(g->arena);
-  device_arena_ = g->device_arena;
-  device_arena_fd_ = g->device_arena_fd;
+  resident_gpu_ = g;
   ZIP_INFO(NCCL_NET, "%s comm %s %s: host buffers coded by the resident GPU codec of GPU %d while it runs, "
            "by the CPU otherwise", kind_ == kSend ? "send" : "recv", kind_ == kSend ? "to" : "from",
            link_->peer().c_str(), device);
@@ -92,16 +91,17 @@ bool Comm::use_resident() {
 
 bool Comm::use_resident_device(const DeviceInfo& dev) {
   if (device_staging_.device()) return true;
-  if (device_failed_) return false;
-  device_failed_ = true;
+  if (device_tried_) return false;  // and failed (logged)
+  device_tried_ = true;
   const char* side = kind_ == kSend ? "send comm to" : "recv comm from";
   if (!use_resident()) return false;
-  if (!device_arena_) {
+  const StagingArena* arena = resident_gpu_->device_arena.get();
+  if (!arena) {
     ZIP_INFO(NCCL_NET, "%s %s: device buffers sent raw (no device staging)", side, link_->peer().c_str());
     return false;
   }
   // By pointer where nvidia-peermem pins device memory, else as the DMA-BUF.
-  const int fd = dev.gdr_peermem ? -1 : device_arena_fd_;
+  const int fd = dev.gdr_peermem ? -1 : resident_gpu_->device_arena_fd;
   if (!dev.gdr_peermem && fd < 0) {
     ZIP_INFO(NCCL_NET, "%s %s: device buffers sent raw (%s has no nvidia-peermem and the device staging no "
              "DMA-BUF)", side, link_->peer().c_str(), dev.name.c_str());
@@ -109,18 +109,16 @@ bool Comm::use_resident_device(const DeviceInfo& dev) {
   }
   std::unique_ptr<MemReg> reg;
   const bool flushed = kind_ == kRecv && dev.gdr_flush;
-  if (link_->reg_device_mem(device_arena_->base(), device_arena_->size(), fd, 0, flushed, &reg) !=
-      ncclSuccess) {
+  if (link_->reg_device_mem(arena->base(), arena->size(), fd, 0, flushed, &reg) != ncclSuccess) {
     ZIP_WARN("%s %s: registering the device staging with %s failed; device buffers are sent raw", side,
              link_->peer().c_str(), dev.name.c_str());
     return false;
   }
-  device_staging_.set_device_arena(device_arena_, std::move(reg));
+  device_staging_.set_device_arena(resident_gpu_->device_arena, std::move(reg));
   flush_staging_ = flushed;
-  device_failed_ = false;
   ZIP_INFO(NCCL_NET, "%s %s: device buffers coded by the resident GPU codec of GPU %d while it runs, raw "
            "otherwise (%zu MiB device staging%s)", side, link_->peer().c_str(), resident_device_,
-           device_arena_->size() >> 20, fd >= 0 ? ", DMA-BUF" : "");
+           arena->size() >> 20, fd >= 0 ? ", DMA-BUF" : "");
   return true;
 }
 

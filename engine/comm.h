@@ -19,6 +19,7 @@
 namespace zipccl {
 
 class Comm;
+struct ResidentGpu;
 struct Request {
   Comm* comm;
   bool flush = false;     // a receive side's iflush, not a transfer
@@ -110,9 +111,8 @@ class Comm {
   int64_t cold_since_ns_ = 0;  // the first call that found the kernel stopped; 0: none
   int64_t no_wait_until_ns_ = 0;  // after a wait in vain: none until then (kColdBackoffNs)
   uint64_t kernel_waits_ = 0, vain_waits_ = 0;  // waits begun, and those that ran out
-  bool device_failed_ = false;  // use_resident_device() said no (logged)
-  std::shared_ptr<StagingArena> device_arena_;  // the resident codec's, for use_resident_device()
-  int device_arena_fd_ = -1;
+  const ResidentGpu* resident_gpu_ = nullptr;  // resident_'s, with its device staging arena
+  bool device_tried_ = false;  // use_resident_device() has been asked
   bool flush_staging_ = false;  // receives into device staging are flushed before they are decoded
   StagingPool staging_;  // host buffers' compressed messages
   StagingPool device_staging_;  // device buffers' (GPUDirect RDMA)

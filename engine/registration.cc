@@ -93,13 +93,12 @@ ncclResult_t register_buffer(Comm* c, const DeviceInfo& dev, const DevicePath& p
   const ncclResult_t r = device ? c->link().reg_device_mem(data, size, dmabuf_fd, offset, flushed, &mr->reg)
                                 : c->link().reg_mem(data, size, &mr->reg);
   if (r != ncclSuccess) return r;
-  ZIP_TRACE("regMr %p %zu bytes, %s%s", data, size,
-            device && gpu_mapped ? (dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf), GPU codec" : "device, GPUDirect, GPU codec")
-            : device             ? (dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)" : "device, GPUDirect")
-            : gpu_mapped         ? "host, mapped for the GPU codec"
-            : info.gpu_mapped    ? "host, mapped (GPU codec off)"
-                                 : "host, not mapped for the GPU: CPU codec",
-            flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
+  ZIP_TRACE("regMr %p %zu bytes, %s%s%s", data, size,
+            device            ? (dmabuf_fd >= 0 ? "device, GPUDirect (dmabuf)" : "device, GPUDirect")
+            : gpu_mapped      ? "host, mapped for the GPU codec"
+            : info.gpu_mapped ? "host, mapped (GPU codec off)"
+                              : "host, not mapped for the GPU: CPU codec",
+            device && gpu_mapped ? ", GPU codec" : "", flag_polled ? " (LL/LL128 buffer: never compressed)" : "");
   *out = mr.release();
   return ncclSuccess;
 }
