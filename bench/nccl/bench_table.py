@@ -32,6 +32,8 @@ def base(label):
 
 
 def human(b):
+    if b >= 1 << 30:
+        return f"{b >> 30} GiB"
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
 
 

@@ -10,8 +10,8 @@ Ranks, NCCL_HOSTID and MPS as in ranks.py (scripts/device-nccl-bench.sh runs it)
 Data: bf16 N(0, 0.02^2), different per rank; --data FILE: the values of a .safetensors file of bf16
 tensors (../shared/data/grads_bf16.safetensors), tiled, from a different offset per rank. SIZE is the collective's total buffer: all_gather's
 output, reduce_scatter's input, all_reduce's tensor, alltoallv's input per rank (an MoE dispatch
-with one expert 8x hotter; alltoallv_late: the last rank enters 2 ms late); K and M suffixes are
-KiB and MiB, a plain number MiB. Each timing is one collective between two barriers and device syncs
+with one expert 8x hotter; alltoallv_late: the last rank enters 2 ms late); K, M and G suffixes are
+KiB, MiB and GiB, a plain number MiB. Each timing is one collective between two barriers and device syncs
 (torch.cuda.synchronize(), as a user's timing loop: it also waits for the plugin's codec kernel to
 exit when idle); --sync stream: syncs of the current stream only, the collective's own time
 (warm-up 3; --repeats timings, more below 4 MiB: see repeats()); prints "BENCH label=... coll=... bytes=... median_ms=... p90_ms=... algbw=..." per
@@ -32,10 +32,12 @@ LATE_S = 0.002
 
 
 def parse_size(s):
-    """Bytes of "64K", "16M" or "64" (MiB)."""
+    """Bytes of "64K", "16M", "1G" or "64" (MiB)."""
     s = s.strip().upper()
     if s.endswith("K"):
         return int(s[:-1]) << 10
+    if s.endswith("G"):
+        return int(s[:-1]) << 30
     return int(s.rstrip("M")) << 20
 
 

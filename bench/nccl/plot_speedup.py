@@ -18,6 +18,8 @@ from bench_table import base, load  # noqa: E402
 
 
 def short(b):
+    if b >= 1 << 30:
+        return f"{b >> 30}G"
     return f"{b >> 20}M" if b >= 1 << 20 else f"{b >> 10}K"
 
 
