@@ -11,14 +11,14 @@
 // unoffered, opens it again. A message that arrives compressed makes every receive offer again. One
 // the sender would have compressed but for its kernel not running is no decline, unless
 // kQuietAfterCold come without a compressed one (a kernel that does not start). A cold kernel is
-// worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender compresses: since the last message
-// that arrived compressed, none was declined but for its size, and the gate has not gone quiet. A
-// new connection starts quiet as if over small messages: the first message its sender would
-// compress opens it, and a run of small collectives first (a communicator's set-up, a benchmark's
-// small sizes) never starts the kernel. A gate quiet over small messages that opens again expects
-// what it did before them: the first receive after a run of small collectives waits for a cold
-// kernel if the sender was compressing (NCCL posts up to 8 receives at once, and each that finds
-// the kernel stopped offers nothing).
+// worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender compresses or would: since the
+// last message that arrived compressed, or unoffered that its sender would have compressed, none
+// was declined but for its size, and the gate has not gone quiet. NCCL posts up to 8 receives at
+// once, and each that finds the kernel stopped offers nothing: a collective of a few messages per
+// connection, each call starting with the kernel stopped (after an application's synchronize),
+// would otherwise never come compressed. A new connection starts quiet as if over small messages:
+// the first message its sender would compress opens it, and a run of small collectives first (a
+// communicator's set-up, a benchmark's small sizes) never starts the kernel.
 #pragma once
 
 #include <cstdint>
@@ -58,14 +58,17 @@ class OfferGate {
     if (why == RawWhy::kWanted) {
       // The sender would have compressed it (no staging offered, or its kernel was not running):
       // no decline, unless its kernel stays stopped, and no run of small collectives. A gate
-      // quiet over small messages only asks again, and expects what it did before them.
+      // quiet over small messages only asks again. Unoffered, it says the sender compresses.
       small_run_ = 0;
-      if (!offered && quiet_ && large_declined_ == 0) {
-        quiet_ = false;
-        declined_ = 0;
-        expecting_ = resume_expecting_;
+      if (!offered) {
+        if (quiet_ && large_declined_ == 0) {
+          quiet_ = false;
+          declined_ = 0;
+        }
+        expecting_ = !quiet_;
+        return;
       }
-      if (!offered || ++cold_run_ < kQuietAfterCold) return;
+      if (++cold_run_ < kQuietAfterCold) return;
       // A kernel that does not start: the sender compresses nothing, as after declines.
       cold_run_ = 0;
       expecting_ = false;
@@ -93,7 +96,6 @@ class OfferGate {
   void go_quiet() {
     if (quiet_) return;
     quiet_ = true;
-    resume_expecting_ = expecting_ && large_declined_ == 0;
     expecting_ = false;
     posts_ = 1;  // the first probe kProbeEvery - 1 receives on
   }
@@ -104,8 +106,7 @@ class OfferGate {
   uint32_t cold_run_ = 0;  // wanted arrivals into offered staging since the last compressed one
   uint32_t posts_ = 1;     // receives posted while quiet
   bool quiet_ = true;
-  bool expecting_ = false;  // nothing declined but for its size since the last compressed arrival
-  bool resume_expecting_ = false;  // expecting_ when the gate went quiet over small messages
+  bool expecting_ = false;  // nothing declined but for its size since the last compressed or wanted arrival
 };
 
 }  // namespace zipccl

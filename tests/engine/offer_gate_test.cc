@@ -158,7 +158,7 @@ TEST(OfferGate, AWantedArrivalEndsAQuietOverSmallMessages) {
   wanted(&g);
   EXPECT_FALSE(g.quiet());
   EXPECT_EQ(post(&g, 50), 50);
-  EXPECT_FALSE(g.expecting()) << "nothing came compressed yet";
+  EXPECT_TRUE(g.expecting()) << "its sender would have compressed it";
 
   OfferGate h = opened();
   declined(&h, 1, RawWhy::kDeclined);
@@ -175,9 +175,9 @@ TEST(OfferGate, AWantedArrivalEndsAQuietOverSmallMessages) {
 }
 
 // Small collectives between large compressed ones: the wanted arrival that ends the quiet
-// expects compressed bytes again (its next receive waits for a cold kernel), as it did before the
-// small run; not after a decline for more than size.
-TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
+// expects compressed bytes again (its next receive waits for a cold kernel); not after a decline
+// for more than size.
+TEST(OfferGate, AWantedArrivalAfterSmallCollectivesExpectsAgain) {
   OfferGate g = opened();
   compressed(&g);
   ASSERT_TRUE(g.expecting());
@@ -195,8 +195,25 @@ TEST(OfferGate, AQuietOverSmallMessagesKeepsWhatItExpected) {
   ASSERT_TRUE(h.quiet());
   wanted(&h);
   EXPECT_TRUE(h.quiet()) << "after a decline for more than size only a probe or a compressed arrival asks again";
+  EXPECT_FALSE(h.expecting());
   compressed(&h);
   EXPECT_TRUE(h.expecting());
+}
+
+// A collective of one batch of receives per connection and call, each call starting with the
+// kernel stopped (an application's synchronize waits for its idle exit): every receive finds it
+// cold and offers nothing. The sender's word that it would have compressed them makes the next
+// batch's first receive wait for the kernel, or no call would ever come compressed.
+TEST(OfferGate, ReceivesThatFoundTheKernelColdMakeTheNextBatchWait) {
+  OfferGate g;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_FALSE(g.expecting());
+    g.posted(false);  // the gate is quiet, or the kernel cold: no offer
+  }
+  for (int i = 0; i < 8; ++i) wanted(&g);
+  EXPECT_FALSE(g.quiet());
+  EXPECT_TRUE(g.expecting()) << "the next batch waits for the kernel";
+  EXPECT_TRUE(g.offer());
 }
 
 // NCCL calls irecv again when one returns no request (a cold kernel's wait): the probe's answer
@@ -221,20 +238,25 @@ TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
   EXPECT_FALSE(g.offer());
 }
 
-// A cold kernel is worth waiting for only while the sender compresses: not before anything
-// arrived compressed, nor after a decline for more than size, nor once the gate is quiet; a
-// collective's short last message or a wanted raw arrival leaves it as it was.
+// A cold kernel is worth waiting for only while the sender compresses or would: not before its
+// first wanted message, nor after a decline for more than size, nor once the gate is quiet; a
+// collective's short last message or a wanted arrival into offered staging (the sender's own
+// kernel was stopped) leaves it as it was.
 TEST(OfferGate, ExpectsCompressedBytesOnlyWhileTheSenderCompresses) {
-  OfferGate g = opened();
+  OfferGate g;
   EXPECT_FALSE(g.expecting());
-  compressed(&g);
+  wanted(&g);
   EXPECT_TRUE(g.expecting());
   declined(&g, 1, RawWhy::kSmall);
-  wanted(&g);
   g.arrived(true, false, RawWhy::kWanted);
   EXPECT_TRUE(g.expecting());
   declined(&g, 1, RawWhy::kDeclined);
   EXPECT_FALSE(g.expecting());
+  g.arrived(true, false, RawWhy::kWanted);
+  EXPECT_FALSE(g.expecting()) << "offered: the sender's kernel, not its policy";
+  wanted(&g);
+  EXPECT_TRUE(g.expecting()) << "the sender would compress again";
+  declined(&g, 1, RawWhy::kDeclined);
   compressed(&g);
   EXPECT_TRUE(g.expecting());
   declined(&g, OfferGate::kQuietAfter, RawWhy::kSmall);
