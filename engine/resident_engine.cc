@@ -43,7 +43,11 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
   InFlight f{job, 0, now_ns()};
   const bool posted = gpu_->post(j, &f.index);
   gpu_->release();  // a posted job is finished whether or not a lease is held
-  if (posted) inflight_.push_back(f);
+  if (posted) {
+    job->on_gpu = true;  // before poll() may complete it, under the same lock
+    gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
+    inflight_.push_back(f);
+  }
   return posted;
 }
 
@@ -55,15 +59,12 @@ void ResidentEngine::submit(CodecJob* job) {
     {
       std::lock_guard<std::mutex> w(waiting_mu_);
       waiting_.push_back(job);
+      waiting_n_.store(waiting_.size(), std::memory_order_release);
     }
     post_waiting();
     return;
   }
-  if (try_gpu(job)) {
-    job->on_gpu = true;
-    gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  if (try_gpu(job)) return;
   if (job->op == CodecJob::kEncode && (!cpu_encodes_ || job->gpu_only)) {
     job->skipped = true;
     job->status = Status::kOk;
@@ -95,24 +96,22 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r) {
 }
 
 void ResidentEngine::post_waiting() {
+  if (waiting_n_.load(std::memory_order_acquire) == 0) return;  // every progress call passes here
   std::unique_lock<std::mutex> w(waiting_mu_, std::try_to_lock);
   if (!w.owns_lock()) return;  // another thread is posting them
   while (!waiting_.empty()) {
     CodecJob* job = waiting_.front();
+    bool posted = false;
     if (job->cancelled.load(std::memory_order_acquire)) {
       job->status = Status::kNoSpace;
     } else if (!fits_gpu(*job)) {
       job->status = Status::kTooLarge;  // a peer's claim no kernel job can hold
-    } else if (try_gpu(job)) {
-      job->on_gpu = true;
-      gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
-      waiting_.pop_front();
-      continue;
-    } else {
+    } else if (!(posted = try_gpu(job))) {
       return;
     }
     waiting_.pop_front();
-    job->state.store(CodecJob::kDone, std::memory_order_release);
+    waiting_n_.store(waiting_.size(), std::memory_order_release);
+    if (!posted) job->state.store(CodecJob::kDone, std::memory_order_release);
   }
 }
 

@@ -63,6 +63,7 @@ class ResidentEngine final : public CodecEngine {
   std::deque<InFlight> inflight_;
   std::mutex waiting_mu_;  // before mu_ where both are held
   std::deque<CodecJob*> waiting_;  // gpu_only decodes the ring had no room for, in order; under waiting_mu_
+  std::atomic<size_t> waiting_n_{0};  // waiting_.size(), read without the lock
   static constexpr double kWindowBytes = 4 << 20;
   WindowedRate rate_[2] = {{kWindowBytes, true}, {kWindowBytes, true}};  // encode, decode; under mu_
   uint64_t tile_ns_seen_[2] = {0, 0};  // ResidentCodec::tile_ns at the last sample; under mu_
