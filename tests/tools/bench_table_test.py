@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""bench/nccl/bench_table.py and plot_speedup.py's link-speed lines on made-up benchmark logs:
+medians over rounds, speedups over compression off at the same pacing, sizes up to GiB, and one
+line per variant and size against the paced link's speed."""
+import os
+import subprocess
+import sys
+import tempfile
+
+NCCL = sys.argv[1]  # bench/nccl
+sys.path.insert(0, NCCL)
+from bench_table import load  # noqa: E402
+from plot_speedup import by_link  # noqa: E402
+
+GIB, MIB = 1 << 30, 1 << 20
+failures = []
+
+
+def expect(what, got, want):
+    if got != want:
+        failures.append(f"{what}: got {got!r}, wanted {want!r}")
+
+
+def log(top, label, rnd, rows):
+    with open(os.path.join(top, f"{label}.r{rnd}.log"), "w") as f:
+        for coll, size, ms in rows:
+            f.write(f"BENCH label={label} coll={coll} bytes={size} median_ms={ms} p90_ms={ms} algbw=1\n")
+
+
+with tempfile.TemporaryDirectory() as top:
+    for pace, off in (("p10000", 100.0), ("p40000", 40.0)):
+        log(top, f"{pace}_off", 1, [("all_gather", GIB, off), ("all_gather", MIB, 1.0)])
+        log(top, f"{pace}_auto", 1, [("all_gather", GIB, off / 1.4), ("all_gather", MIB, 1.0)])
+        # Three rounds: the median of the rounds' medians counts.
+        for rnd, ms in ((1, off / 1.2), (2, off / 1.25), (3, off / 3)):
+            log(top, f"{pace}_always", rnd, [("all_gather", GIB, ms)])
+    log(top, "lo_off", 1, [("all_gather", GIB, 10.0)])
+    log(top, "lo_auto", 1, [("all_gather", GIB, 12.5)])
+
+    t = load(top)
+    expect("rounds' median", round(t[("p10000_always", "all_gather", GIB)], 6), round(100 / 1.25, 6))
+    lines = by_link(t, "all_gather")
+    expect("link lines", sorted(lines), [("always", GIB), ("auto", GIB)])
+    expect("auto against link speed", [(g, round(x, 3)) for g, x in lines[("auto", GIB)]], [(1.25, 1.4), (5.0, 1.4)])
+    expect("no line for the unpaced run nor below 64 MiB", ("auto", MIB) in lines, False)
+
+    out = subprocess.run([sys.executable, os.path.join(NCCL, "bench_table.py"), top, "10000,40000", "p10000_off",
+                          "p10000_auto", "lo_off", "lo_auto"], capture_output=True, text=True).stdout
+    row = [l for l in out.splitlines() if l.startswith("| all_gather | 1 GiB |")]
+    expect("1 GiB row", row, ["| all_gather | 1 GiB | 100 | 71.4 | 1.40 | 10 | 12.5 | 0.80 |"])
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("bench table and link-speed lines: as expected")
