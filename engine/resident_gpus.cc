@@ -1,18 +1,16 @@
 #include "resident_gpus.h"
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <map>
 #include <mutex>
 
 #include "emulated_service.h"
 #include "engine_params.h"
 #include "log.h"
+#include "mapped_memfd.h"
 #include "policy.h"
 
 namespace zipccl {
@@ -32,18 +30,14 @@ std::map<int, Entry> g_gpus;
 
 // Under emulation host memory plays device staging: a memfd mapped here, the fd its DMA-BUF.
 void add_emulated_device_arena(ResidentGpu* g, size_t bytes) {
-  const int fd = int(memfd_create("zipccl-emulated-device-staging", MFD_CLOEXEC));
-  void* mem = fd >= 0 && ftruncate(fd, off_t(bytes)) == 0
-                  ? mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                  : MAP_FAILED;
-  if (mem == MAP_FAILED) {
-    ZIP_WARN("GPU codec (emulated): no device staging (%s); device buffers are sent raw", std::strerror(errno));
-    if (fd >= 0) close(fd);
+  auto mem = std::make_shared<MappedMemfd>("zipccl-emulated-device-staging", bytes);
+  if (!mem->ok()) {
+    ZIP_WARN("GPU codec (emulated): no device staging (%s); device buffers are sent raw", mem->error().c_str());
     return;
   }
-  g->device_arena = std::make_shared<StagingArena>(static_cast<char*>(mem), bytes,
-                                                   [bytes](char* p) { munmap(p, bytes); });
-  g->device_arena_fd = fd;
+  // The arena holds the mapping; the fd goes where a real arena's DMA-BUF goes.
+  g->device_arena = std::make_shared<StagingArena>(mem->data(), bytes, [mem](char*) {});
+  g->device_arena_fd = mem->release_fd();
 }
 
 // Device staging of the same size as the pinned arena; without it device buffers go raw.

@@ -30,7 +30,6 @@
 // --env=K=V: an environment variable for this side only (the other's comes from the parent).
 #include <dlfcn.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -39,11 +38,13 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "device_mem.h"
+#include "mapped_memfd.h"
 #include "net_client.h"
 #include "traffic.h"
 #include "tuner_abi.h"
@@ -169,15 +170,12 @@ class Arena {
  public:
   Arena(size_t bytes, bool device, bool emulated) : host_(bytes) {
     if (emulated) {
-      memfd_ = int(memfd_create("zip_peer-emulated-device", MFD_CLOEXEC));
-      void* m = memfd_ >= 0 && ftruncate(memfd_, off_t(bytes ? bytes : 1)) == 0
-                    ? mmap(nullptr, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0)
-                    : MAP_FAILED;
-      if (m == MAP_FAILED) {
-        perror("emulated device memory");
+      emulated_ = std::make_unique<zipccl::MappedMemfd>("zip_peer-emulated-device", bytes);
+      if (!emulated_->ok()) {
+        fprintf(stderr, "emulated device memory: %s\n", emulated_->error().c_str());
         exit(2);
       }
-      dev_ = static_cast<char*>(m);
+      dev_ = emulated_->data();
       memset(dev_, 0xA5, bytes);
     } else if (device) {
       dev_ = static_cast<char*>(dev_alloc(bytes));
@@ -185,12 +183,7 @@ class Arena {
     }
   }
   ~Arena() {
-    if (memfd_ >= 0) {
-      munmap(dev_, host_.size() ? host_.size() : 1);
-      close(memfd_);
-    } else if (dev_) {
-      dev_free(dev_);
-    }
+    if (dev_ && !emulated_) dev_free(dev_);
   }
   char* host() { return host_.data(); }
   size_t size() const { return host_.size(); }
@@ -199,20 +192,20 @@ class Arena {
   int type() const { return dev_ ? NCCL_PTR_CUDA : NCCL_PTR_HOST; }
   // A DMA-BUF fd of the device memory for regMrDmaBuf, which the caller closes; -1 with *why.
   int dmabuf_fd(std::string* why) {
-    if (memfd_ >= 0) return dup(memfd_);
+    if (emulated_) return dup(emulated_->fd());
     return dev_dmabuf_fd(dev_, host_.size(), why);
   }
   // After the host copy of [off, off+n) was written / before it is read.
   void push(size_t off, size_t n) {
     if (!dev_ || !n) return;
-    if (memfd_ >= 0)
+    if (emulated_)
       memcpy(dev_ + off, host_.data() + off, n);
     else
       to_device(dev_ + off, host_.data() + off, n);
   }
   void pull(size_t off, size_t n) {
     if (!dev_ || !n) return;
-    if (memfd_ >= 0)
+    if (emulated_)
       memcpy(host_.data() + off, dev_ + off, n);
     else
       from_device(host_.data() + off, dev_ + off, n);
@@ -221,7 +214,7 @@ class Arena {
  private:
   std::vector<char> host_;
   char* dev_ = nullptr;
-  int memfd_ = -1;
+  std::unique_ptr<zipccl::MappedMemfd> emulated_;
 };
 
 class Peer {
