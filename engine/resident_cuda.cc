@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "cuda_dmabuf.h"
 #include "cuda_scope.h"
 #include "resident_codec.h"
 #include "resident_gpus.h"
@@ -122,23 +123,7 @@ void free_device(int device, char* p) {
 
 int export_dmabuf(int device, char* p, size_t bytes, std::string* err) {
   CudaScope scope(device);
-  using GetHandle = CUresult (*)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess || !fn) {
-    *err = "the driver has no cuMemGetHandleForAddressRange";
-    return -1;
-  }
-  int fd = -1;
-  const CUresult r = reinterpret_cast<GetHandle>(fn)(&fd, reinterpret_cast<CUdeviceptr>(p), bytes,
-                                                      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-  if (r != CUDA_SUCCESS) {
-    *err = "cuMemGetHandleForAddressRange (DMA-BUF) failed with CUresult " + std::to_string(int(r));
-    return -1;
-  }
-  return fd;
+  return cuda_dmabuf_fd(p, bytes, err);
 }
 
 std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, std::string* err) {

@@ -4,9 +4,9 @@
 #include <cstdlib>
 
 #ifdef ZIP_CLIENT_CUDA
-#include <cuda.h>  // types only: the driver entry point comes through the runtime
 #include <cuda_runtime_api.h>
-#include <unistd.h>
+
+#include "cuda_dmabuf.h"
 #endif
 
 namespace zipccl::client {
@@ -67,26 +67,7 @@ void dev_fill(void* p, int byte, size_t bytes) {
   check(cudaStreamSynchronize(own_stream()), "cudaStreamSynchronize");
 }
 
-int dev_dmabuf_fd(void* p, size_t bytes, std::string* why) {
-  using GetHandle = CUresult (*)(void*, CUdeviceptr, size_t, CUmemRangeHandleType, unsigned long long);
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuMemGetHandleForAddressRange", &fn, 11070, cudaEnableDefault, &q) !=
-          cudaSuccess || !fn) {
-    *why = "cuMemGetHandleForAddressRange not available";
-    return -1;
-  }
-  const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  int fd = -1;
-  const CUresult r = reinterpret_cast<GetHandle>(fn)(&fd, reinterpret_cast<CUdeviceptr>(p),
-                                                      (bytes + page - 1) / page * page,
-                                                      CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
-  if (r != CUDA_SUCCESS) {
-    *why = "cuMemGetHandleForAddressRange failed (" + std::to_string(int(r)) + ")";
-    return -1;
-  }
-  return fd;
-}
+int dev_dmabuf_fd(void* p, size_t bytes, std::string* why) { return cuda_dmabuf_fd(p, bytes, why); }
 
 #else
 
