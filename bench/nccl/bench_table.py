@@ -7,8 +7,9 @@ each run label and its speedup over compression off at the same pacing, measured
 DIR: the bench's $OUT, whose *.log files hold "BENCH label=<pacing>_<variant> coll=... bytes=...
 median_ms=..." lines (one log per label and round); a label measured in several rounds counts the
 median of its rounds' medians. Before the table, each label's account from the plugin (its send
-comms' closing lines: messages, how many compressed and coded on the GPU, ratios; the tuner's
-decisions). LABEL...: the table's columns in order.
+comms' closing lines: messages, how many compressed and coded on the GPU, ratios; the codec's
+job-seconds per second inside collectives; the tuner's decisions). LABEL...: the table's columns
+in order.
 """
 import glob
 import os
@@ -37,6 +38,15 @@ def human(b):
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
 
 
+def codec_share(text):
+    """The codec's job-seconds (every connection's encodes and decodes, all ranks) per second the
+    ranks spent inside collectives (BUSY lines): jobs of several connections at once each count,
+    so it can pass 1. None without BUSY lines."""
+    busy = sum(float(x) for x in re.findall(r"BUSY label=\S+ rank=\d+ seconds=([\d.]+)", text))
+    codec = sum(float(x) for x in re.findall(r"(?:send|recv) comm .* closed: .*?, codec ([\d.]+) s,", text))
+    return codec / busy if busy > 0 else None
+
+
 def accounts(top):
     for f in sorted(glob.glob(os.path.join(top, "*.log"))):
         m = c = g = 0
@@ -48,7 +58,9 @@ def accounts(top):
         if m:
             tuned = (f", tuner decisions: {text.count('/Simple compressed')} compressed, {text.count(chr(39).join(['NCCL', 's choice']))} NCCL's"
                      if "tuner: " in text else "")
-            print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}{tuned}")
+            share = codec_share(text)
+            busy = f", codec {share:.2f} job-s per collective-s" if share is not None else ""
+            print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}{busy}{tuned}")
 
 
 def main():

@@ -16,7 +16,9 @@ KiB, MiB and GiB, a plain number MiB. Each timing is one collective between two 
 exit when idle); --sync stream: syncs of the current stream only, the collective's own time
 (warm-up 3; --repeats timings, more below 4 MiB: see repeats()); prints "BENCH label=... coll=... bytes=... median_ms=... p90_ms=... algbw=..." per
 collective and size from rank 0 (algbw: GB/s of SIZE over the time).
-After the timings, one all_gather of the largest size is checked bit for bit ("CHECK ok=1|0").
+Each rank then prints its seconds inside collectives, warm-ups included ("BUSY label=... rank=...
+seconds=..."). After the timings, one all_gather of the largest size is checked bit for bit
+("CHECK ok=1|0").
 """
 import argparse
 import statistics
@@ -91,6 +93,7 @@ def worker(rank, port, args):
     else:
         sync = lambda: torch.cuda.current_stream(dev).synchronize()  # noqa: E731
     sizes = [parse_size(s) for s in args.sizes.split(",")]
+    busy = 0.0  # seconds inside collectives, warm-ups too: what the plugin's codec times add up against
     for coll in args.collectives.split(","):
         for size in sizes:
             n = size // 2  # bf16 elements
@@ -103,8 +106,10 @@ def worker(rank, port, args):
                 t0 = time.perf_counter()
                 op()
                 sync()
+                dt = time.perf_counter() - t0
+                busy += dt
                 if i >= 3:
-                    times.append(time.perf_counter() - t0)
+                    times.append(dt)
             times.sort()
             med = statistics.median(times)
             if rank == 0:
@@ -112,6 +117,7 @@ def worker(rank, port, args):
                       f"p90_ms={times[int(0.9 * (len(times) - 1))] * 1e3:.3f} algbw={size / med / 1e9:.2f}",
                       flush=True)
             del op
+    print(f"BUSY label={args.label} rank={rank} seconds={busy:.4f}", flush=True)
     n = max(sizes) // 2
     x = gaussian(rank, n // WORLD, 5).to(dev)
     out = torch.empty(n, dtype=torch.bfloat16, device=dev)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/nccl/bench_table.py and plot_speedup.py's link-speed lines on made-up benchmark logs:
-medians over rounds, speedups over compression off at the same pacing, sizes up to GiB, and one
-line per variant and size against the paced link's speed."""
+medians over rounds, speedups over compression off at the same pacing, sizes up to GiB, the
+plugin's account of a run (the codec's share of the time inside collectives), and one line per
+variant and size against the paced link's speed."""
 import os
 import subprocess
 import sys
@@ -36,6 +37,13 @@ with tempfile.TemporaryDirectory() as top:
             log(top, f"{pace}_always", rnd, [("all_gather", GIB, ms)])
     log(top, "lo_off", 1, [("all_gather", GIB, 10.0)])
     log(top, "lo_auto", 1, [("all_gather", GIB, 12.5)])
+    # The plugin's closing lines and the ranks' seconds inside collectives: 3 codec job-seconds
+    # (two sends, one receive) over 2 + 2 busy seconds.
+    with open(os.path.join(top, "p10000_auto.r1.log"), "a") as f:
+        for side, codec in (("send comm to", 1.0), ("send comm to", 0.5), ("recv comm from", 1.5)):
+            f.write(f"vm:1:2 [0] NCCL INFO NET/Zip : {side} 127.0.0.1:1 closed: 10 messages (5 compressed), "
+                    f"1.000 MB in, 0.700 MB on the wire, ratio 0.700, codec {codec:.3f} s, 5 codec jobs on the GPU\n")
+        f.write("BUSY label=p10000_auto rank=0 seconds=2.0000\nBUSY label=p10000_auto rank=1 seconds=2.0000\n")
 
     t = load(top)
     expect("rounds' median", round(t[("p10000_always", "all_gather", GIB)], 6), round(100 / 1.25, 6))
@@ -46,6 +54,9 @@ with tempfile.TemporaryDirectory() as top:
 
     out = subprocess.run([sys.executable, os.path.join(NCCL, "bench_table.py"), top, "10000,40000", "p10000_off",
                           "p10000_auto", "lo_off", "lo_auto"], capture_output=True, text=True).stdout
+    acct = [l for l in out.splitlines() if l.startswith("p10000_auto.r1:")]
+    expect("account", acct, ["p10000_auto.r1: 20 messages sent, 10 compressed, 10 coded on the GPU, ratios 0.700 0.700, "
+                             "codec 0.75 job-s per collective-s"])
     row = [l for l in out.splitlines() if l.startswith("| all_gather | 1 GiB |")]
     expect("1 GiB row", row, ["| all_gather | 1 GiB | 100 | 71.4 | 1.40 | 10 | 12.5 | 0.80 |"])
 
