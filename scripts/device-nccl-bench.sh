@@ -4,9 +4,10 @@
 # (ZIP_RANKS ranks, default 2, on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for
 # the plugin with compression off, auto and always, host buffers coded by the resident GPU codec
 # (NCCL_ZIP_GPU=1; GPU=0: the CPU codec), with each rank's sends paced to each of PACES Mb/s
-# (NCCL_ZIP_SOCKET_PACE_MBPS; default 32000, a 4 GB/s NIC) and unpaced, and NCCL's own Socket
-# transport unpaced (SOCKET=0: not); prints per collective and size the median time and the
-# speedup over compression off at the same pacing, measured in the same call
+# (NCCL_ZIP_SOCKET_PACE_MBPS; default 32000, a 4 GB/s NIC) and unpaced (always unpaced: the
+# stand's ceiling for compressed traffic), and NCCL's own Socket transport unpaced (SOCKET=0:
+# not); prints per collective and size the median time and the speedup over compression off at
+# the same pacing, measured in the same call
 # (bench/nccl/bench_table.py; bench/nccl/plot_speedup.py $OUT draws it). Every run has
 # NCCL_MIN_NCHANNELS=CHANNELS (default 8, what the GPU codec sets): the same channels with
 # compression off and on. A short warm-up job runs first, uncounted; ROUNDS=N runs the whole
@@ -90,6 +91,9 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
   done
   run lo_off NCCL_ZIP_ENABLE=0
   run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+  # Forced and unpaced: the fastest compressed traffic moves here (codec and PCIe bound), so no
+  # pacing can give more than p<N>_off / lo_always: the stand's ceiling, in the same call.
+  [ "${ALWAYS:-1}" = 0 ] || run lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
   variants lo
   [ "${SOCKET:-1}" = 0 ] || run lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
 done
