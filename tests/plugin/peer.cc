@@ -5,7 +5,7 @@
 //
 //   zip_peer recv --plugin=P --version=V [--msgs=N --group=G --max=B --kind=K --seed=S]
 //            [--ll] [--ll-reg] [--attr-ll] [--die-after=K] [--expect-error] [--device]
-//            [--dmabuf] [--emulated-device] [--flush] [--tc=N] [--pause-at=K]
+//            [--dmabuf] [--emulated-device] [--flush] [--tc=N] [--pause-at=K] [--pause-every=K]
 //   zip_peer send ... --handle=HEX
 //   zip_peer probe --plugin=P --version=V   init only: the log, then the devices
 //   zip_peer loop --plugin=P --version=V [--rounds=R --msgs=N --max=B --kind=K --seed=S]
@@ -27,6 +27,8 @@
 // The receiver prints "HANDLE <hex>" first. --die-after: raise SIGKILL after K messages;
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
 // --pause-at (recv): once K messages arrived, post nothing for 300 ms, then a window of receives.
+// --pause-every (recv): receives posted K at a time, as NCCL does for a collective of K messages per
+// connection; after each K have arrived, nothing for 100 ms (an application between collectives).
 // --env=K=V: an environment variable for this side only (the other's comes from the parent).
 #include <dlfcn.h>
 #include <signal.h>
@@ -56,7 +58,7 @@ namespace {
 struct Args {
   std::string role, plugin, handle, tuner;
   int version = 11, group = 1, tc = -1, rounds = 1;
-  long msgs = 200, die_after = -1, pause_at = -1;
+  long msgs = 200, die_after = -1, pause_at = -1, pause_every = -1;
   size_t max = 256 << 10;
   Kind kind = Kind::kMix;
   uint64_t seed = 1;
@@ -96,6 +98,7 @@ Args parse(int argc, char** argv) {
     else if (auto v = val("--seed=")) a.seed = strtoull(v, nullptr, 0);
     else if (auto v = val("--die-after=")) a.die_after = atol(v);
     else if (auto v = val("--pause-at=")) a.pause_at = atol(v);
+    else if (auto v = val("--pause-every=")) a.pause_every = atol(v);
     else if (auto v = val("--tune-after=")) a.tune_after_us = atof(v);
     else if (s == "--ll") a.ll = true;
     else if (s == "--ll-reg") a.ll_reg = true;
@@ -400,12 +403,17 @@ class Peer {
     long posted = 0;
     std::vector<char> want(a_.max);
     bool paused = false;
+    long batch_end = a_.pause_every > 0 ? a_.pause_every : a_.msgs;
     while (done_ < a_.msgs) {
       if (posted == a_.pause_at && !paused && inflight.empty()) {  // --pause-at: the link idles
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         paused = true;
       }
-      while (posted < a_.msgs && inflight.size() < 32 && (posted != a_.pause_at || paused)) {
+      if (a_.pause_every > 0 && posted == batch_end && inflight.empty()) {  // --pause-every
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        batch_end += a_.pause_every;
+      }
+      while (posted < a_.msgs && posted < batch_end && inflight.size() < 32 && (posted != a_.pause_at || paused)) {
         const size_t slot = size_t(posted % 32);
         void* data[8];
         size_t sizes[8];

@@ -183,6 +183,25 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
   printf("compressed messages: %ld without waiting, %ld waiting\n", compressed[0], compressed[1]);
 }
 
+// Collectives of one batch of receives per connection (NCCL posts up to 8 at once), each after a
+// pause in which both kernels exit (20 ms idle): every receive of a batch is posted with the
+// kernel stopped and offers nothing. The sender's word that it would have compressed those makes
+// the next batch's first receive wait for the kernel, so the batches after the first come
+// compressed; a receiver that waited only after a compressed arrival never got one.
+TEST(ResidentCodec, BatchesPostedWhileTheKernelIsStoppedComeCompressed) {
+  Env env = emulated_auto_env("20000");
+  env["NCCL_ZIP_GPU_WAIT_US"] = "200000";
+  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";  // a batch is posted well within a start
+  const std::vector<std::string> args = {"--msgs=96", "--max=1048576", "--kind=bf16", "--seed=15"};
+  std::vector<std::string> recv_args = args;
+  recv_args.push_back("--pause-every=8");
+  Pair p = run_pair(11, env, recv_args, args);
+  expect_ok(p);
+  // Of each batch of 8 about 6 are large enough to compress; the first batch goes raw.
+  EXPECT_GE(field(p.recv_result, "compressed"), 40) << p.recv_result;
+  printf("%ld of 96 compressed\n", field(p.recv_result, "compressed"));
+}
+
 // Auto mode with a sender whose kernel does not start (its launcher stuck in a CUDA call,
 // NCCL_ZIP_GPU_EMULATE=2 on that side only) and no waits for it: each message it sends raw says
 // it wanted to compress it (RawWhy::kWanted), so its receiver goes on offering staging past
