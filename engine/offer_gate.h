@@ -11,12 +11,13 @@
 // unoffered, opens it again. A message that arrives compressed makes every receive offer again. One
 // the sender would have compressed but for its kernel not running is no decline, unless
 // kQuietAfterCold come without a compressed one (a kernel that does not start). A cold kernel is
-// worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender compresses or would: since the
+// worth waiting for (NCCL_ZIP_GPU_WAIT_US) only while the sender compresses or would (since the
 // last message that arrived compressed, or unoffered that its sender would have compressed, none
-// was declined but for its size, and the gate has not gone quiet. NCCL posts up to 8 receives at
-// once, and each that finds the kernel stopped offers nothing: a collective of a few messages per
-// connection, each call starting with the kernel stopped (after an application's synchronize),
-// would otherwise never come compressed. A new connection starts quiet as if over small messages:
+// was declined but for its size, and the gate has not gone quiet), and for a probe. NCCL posts up
+// to 8 receives at once, and each that finds the kernel stopped offers nothing: a collective of a
+// few messages per connection, each call starting with the kernel stopped (after an
+// application's synchronize), would otherwise never come compressed, nor a quiet gate's probe be
+// made. A new connection starts quiet as if over small messages:
 // the first message its sender would compress opens it, and a run of small collectives first (a
 // communicator's set-up, a benchmark's small sizes) never starts the kernel.
 #pragma once
@@ -90,6 +91,10 @@ class OfferGate {
   }
   bool quiet() const { return quiet_; }
   bool expecting() const { return expecting_; }
+  // The next receive is a quiet gate's probe: like an expected one, worth a cold kernel's wait
+  // (a probe that offers nothing shares its batch's fate, and each batch may find the kernel
+  // stopped: the probe would never be made).
+  bool probing() const { return quiet_ && probe_due(); }
 
  private:
   bool probe_due() const { return large_declined_ > 0 && posts_ % kProbeEvery == 0; }

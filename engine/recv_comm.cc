@@ -46,9 +46,9 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   auto may_compress = [&](const Mr* mr, size_t capacity) {
     return zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && engine_for(mr) && capacity > 0;
   };
-  // The first receive that could take compressed bytes, from a sender that compresses: a cold
-  // kernel is worth a short wait.
-  for (int i = 0; i < n && offers_.expecting(); ++i) {
+  // The first receive that could take compressed bytes, from a sender that compresses, or a
+  // quiet gate's probe: a cold kernel is worth a short wait.
+  for (int i = 0; i < n && (offers_.expecting() || offers_.probing()); ++i) {
     const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
     if (!may_compress(mr, sizes[i])) continue;
     if (wait_for_kernel(engine_for(mr))) return ncclSuccess;

@@ -238,6 +238,32 @@ TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
   EXPECT_FALSE(g.offer());
 }
 
+// A quiet gate's due probe is worth a cold kernel's wait too: probing() says when the next
+// receive is one, until a receive makes it.
+TEST(OfferGate, ProbingWhileAProbeIsDue) {
+  OfferGate g = opened();
+  EXPECT_FALSE(g.probing()) << "open: every receive offers, none is a probe";
+  declined(&g, OfferGate::kQuietAfter, RawWhy::kDeclined);
+  ASSERT_TRUE(g.quiet());
+  for (uint32_t i = 1; i < OfferGate::kProbeEvery; ++i) {
+    EXPECT_FALSE(g.probing());
+    g.posted(false);
+  }
+  EXPECT_TRUE(g.probing());
+  g.posted(false);  // the kernel was stopped: still due
+  EXPECT_TRUE(g.probing());
+  g.posted(true);
+  EXPECT_FALSE(g.probing());
+
+  OfferGate small = opened();
+  declined(&small, OfferGate::kQuietAfterSmall, RawWhy::kSmall);
+  ASSERT_TRUE(small.quiet());
+  for (uint32_t i = 0; i < 2 * OfferGate::kProbeEvery; ++i) {
+    EXPECT_FALSE(small.probing()) << "quiet over small messages: no probes";
+    small.posted(false);
+  }
+}
+
 // A cold kernel is worth waiting for only while the sender compresses or would: not before its
 // first wanted message, nor after a decline for more than size, nor once the gate is quiet; a
 // collective's short last message or a wanted arrival into offered staging (the sender's own

@@ -28,7 +28,7 @@
 // --expect-error: succeed only if the plugin reports an error (the other side was killed).
 // --pause-at (recv): once K messages arrived, post nothing for 300 ms, then a window of receives.
 // --pause-every (recv): receives posted K at a time, as NCCL does for a collective of K messages per
-// connection; after each K have arrived, nothing for 100 ms (an application between collectives).
+// connection; after each K have arrived, nothing for 30 ms (an application between collectives).
 // --env=K=V: an environment variable for this side only (the other's comes from the parent).
 #include <dlfcn.h>
 #include <signal.h>
@@ -410,7 +410,7 @@ class Peer {
         paused = true;
       }
       if (a_.pause_every > 0 && posted == batch_end && inflight.empty()) {  // --pause-every
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
         batch_end += a_.pause_every;
       }
       while (posted < a_.msgs && posted < batch_end && inflight.size() < 32 && (posted != a_.pause_at || paused)) {

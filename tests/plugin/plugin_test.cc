@@ -184,12 +184,12 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
 }
 
 // Collectives of one batch of receives per connection (NCCL posts up to 8 at once), each after a
-// pause in which both kernels exit (20 ms idle): every receive of a batch is posted with the
+// pause in which both kernels exit (5 ms idle): every receive of a batch is posted with the
 // kernel stopped and offers nothing. The sender's word that it would have compressed those makes
 // the next batch's first receive wait for the kernel, so the batches after the first come
 // compressed; a receiver that waited only after a compressed arrival never got one.
 TEST(ResidentCodec, BatchesPostedWhileTheKernelIsStoppedComeCompressed) {
-  Env env = emulated_auto_env("20000");
+  Env env = emulated_auto_env("5000");
   env["NCCL_ZIP_GPU_WAIT_US"] = "200000";
   env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";  // a batch is posted well within a start
   const std::vector<std::string> args = {"--msgs=96", "--max=1048576", "--kind=bf16", "--seed=15"};
@@ -200,6 +200,24 @@ TEST(ResidentCodec, BatchesPostedWhileTheKernelIsStoppedComeCompressed) {
   // Of each batch of 8 about 6 are large enough to compress; the first batch goes raw.
   EXPECT_GE(field(p.recv_result, "compressed"), 40) << p.recv_result;
   printf("%ld of 96 compressed\n", field(p.recv_result, "compressed"));
+}
+
+// The same batches with data that turns compressible (random bytes for 512 messages, bf16 after):
+// the receiver went quiet on the random bytes, and only its probes (one receive in 64) can find
+// the bf16. A probe posted with the kernel stopped offers nothing, as does every receive of its
+// batch: it waits for the kernel, or the connection stays quiet for good.
+TEST(ResidentCodec, AProbePostedWhileTheKernelIsStoppedWaitsForIt) {
+  Env env = emulated_auto_env("5000");
+  env["NCCL_ZIP_GPU_WAIT_US"] = "200000";
+  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";
+  const std::vector<std::string> args = {"--msgs=896", "--max=262144", "--kind=shift", "--seed=16"};
+  std::vector<std::string> recv_args = args;
+  recv_args.push_back("--pause-every=8");
+  Pair p = run_pair(11, env, recv_args, args);
+  expect_ok(p);
+  // Of the 384 bf16 messages ~290 are large enough to compress.
+  EXPECT_GE(field(p.recv_result, "compressed"), 150) << p.recv_result;
+  printf("%ld of 896 compressed\n", field(p.recv_result, "compressed"));
 }
 
 // Auto mode with a sender whose kernel does not start (its launcher stuck in a CUDA call,
