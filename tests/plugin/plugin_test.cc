@@ -215,8 +215,9 @@ TEST(ResidentCodec, AProbePostedWhileTheKernelIsStoppedWaitsForIt) {
   recv_args.push_back("--pause-every=8");
   Pair p = run_pair(11, env, recv_args, args);
   expect_ok(p);
-  // Of the 384 bf16 messages ~290 are large enough to compress.
-  EXPECT_GE(field(p.recv_result, "compressed"), 150) << p.recv_result;
+  // Of the 384 bf16 messages ~290 are large enough to compress; ~190 do (the first probes find
+  // the sender's kernel stopped too); none without the probe's wait.
+  EXPECT_GE(field(p.recv_result, "compressed"), 100) << p.recv_result;
   printf("%ld of 896 compressed\n", field(p.recv_result, "compressed"));
 }
 
