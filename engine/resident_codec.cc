@@ -30,12 +30,12 @@ ResidentCodec::ResidentCodec(std::unique_ptr<ServiceDevice> device, const Option
 
 std::shared_ptr<ResidentCodec> ResidentCodec::create(std::unique_ptr<ServiceDevice> device, const Options& options) {
   std::shared_ptr<ResidentCodec> c(new ResidentCodec(std::move(device), options));
-  std::thread([self = c] {
+  c->launcher_ = std::thread([self = c] {
     self->run();
     std::lock_guard<std::mutex> lk(self->mu_);
     self->launcher_done_ = true;
     self->cv_.notify_all();
-  }).detach();
+  });
   return c;
 }
 
@@ -49,7 +49,16 @@ bool ResidentCodec::shutdown() {
   quit_.store(true, std::memory_order_release);
   cv_.notify_all();
   const auto limit = std::chrono::milliseconds(2 * opt_.exit_wait_ms);
-  if (cv_.wait_for(lk, limit, [this] { return launcher_done_; })) return true;
+  const bool done = cv_.wait_for(lk, limit, [this] { return launcher_done_; });
+  lk.unlock();
+  if (!launcher_.joinable()) return done;  // an earlier call joined or left it
+  if (done) {
+    // Joined, not left to finish: past its last word the thread still runs this library's code,
+    // and NCCL unloads the plugin (dlclose) once its last communicator is gone.
+    launcher_.join();
+    return true;
+  }
+  launcher_.detach();  // it holds the object until the call returns
   ZIP_WARN("GPU codec: its launcher is still inside a CUDA call after %lld ms; leaving it", (long long)limit.count());
   return false;
 }

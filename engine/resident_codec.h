@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "zipccl/service_protocol.h"
@@ -53,8 +54,8 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   ResidentCodec& operator=(const ResidentCodec&) = delete;
   // Stops the kernel and ends the launcher, waiting for both at most exit_wait_ms each (a CUDA
   // call that blocks holds the launcher; it then ends on its own later). No lease may be held.
-  // If the kernel does not exit, the device side is never freed under it (logged). False: the
-  // launcher had not ended within the wait.
+  // If the kernel does not exit, the device side is never freed under it (logged). True: the
+  // launcher thread has ended (joined); false: it had not ended within the wait.
   bool shutdown();
 
   // True: the kernel runs and stays until release(). False: it does not (yet); the launcher is
@@ -108,6 +109,7 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   std::condition_variable cv_;
   std::atomic<bool> quit_{false};
   bool launcher_done_ = false;  // under mu_
+  std::thread launcher_;  // joined by shutdown(), or detached when it does not end in time
   bool leaked_ = false;  // the kernel did not exit: its memory is never freed
   int64_t retry_at_ns_ = 0;
 };

@@ -203,6 +203,18 @@ TEST_F(Resident, ShutdownLeavesABlockedLauncher) {
   EXPECT_EQ(ctl_->running.load(), 0);
 }
 
+// A shutdown that says the launcher ended has joined its thread: none of it runs on past the
+// call (NCCL unloads the plugin once its last communicator is gone), and it holds the object no
+// more. A second call says the same.
+TEST_F(Resident, ShutdownJoinsTheLauncher) {
+  make();
+  ASSERT_TRUE(lease());
+  codec_->release();
+  ASSERT_TRUE(codec_->shutdown());
+  EXPECT_EQ(codec_.use_count(), 1) << "the launcher still holds the object";
+  EXPECT_TRUE(codec_->shutdown());
+}
+
 TEST_F(Resident, FailedLaunchIsRetried) {
   ctl_->fail_launch = true;
   make();
