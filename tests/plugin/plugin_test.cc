@@ -183,23 +183,29 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
   printf("compressed messages: %ld without waiting, %ld waiting\n", compressed[0], compressed[1]);
 }
 
-// Collectives of one batch of receives per connection (NCCL posts up to 8 at once), each after a
-// pause in which both kernels exit (5 ms idle): every receive of a batch is posted with the
-// kernel stopped and offers nothing. The sender's word that it would have compressed those makes
-// the next batch's first receive wait for the kernel, so the batches after the first come
-// compressed; a receiver that waited only after a compressed arrival never got one.
-TEST(ResidentCodec, BatchesPostedWhileTheKernelIsStoppedComeCompressed) {
+// Receives posted 8 at a time (NCCL posts up to 8 at once for a collective of as many messages
+// per connection), each batch after a pause in which both kernels exit (5 ms idle) and well
+// within a kernel's start (5 ms): every receive of a batch is posted with the kernel stopped.
+// The receiver's count of messages that came compressed.
+long batches_compressed(const std::vector<std::string>& args) {
   Env env = emulated_auto_env("5000");
   env["NCCL_ZIP_GPU_WAIT_US"] = "200000";
-  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";  // a batch is posted well within a start
-  const std::vector<std::string> args = {"--msgs=96", "--max=1048576", "--kind=bf16", "--seed=15"};
+  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";
   std::vector<std::string> recv_args = args;
   recv_args.push_back("--pause-every=8");
   Pair p = run_pair(11, env, recv_args, args);
   expect_ok(p);
+  const long compressed = field(p.recv_result, "compressed");
+  printf("%ld compressed: %s\n", compressed, p.recv_result.c_str());
+  return compressed;
+}
+
+// Each receive of a batch offers nothing; the sender's word that it would have compressed those
+// makes the next batch's first receive wait for the kernel, so the batches after the first come
+// compressed; a receiver that waited only after a compressed arrival never got one.
+TEST(ResidentCodec, BatchesPostedWhileTheKernelIsStoppedComeCompressed) {
   // Of each batch of 8 about 6 are large enough to compress; the first batch goes raw.
-  EXPECT_GE(field(p.recv_result, "compressed"), 40) << p.recv_result;
-  printf("%ld of 96 compressed\n", field(p.recv_result, "compressed"));
+  EXPECT_GE(batches_compressed({"--msgs=96", "--max=1048576", "--kind=bf16", "--seed=15"}), 40);
 }
 
 // The same batches with data that turns compressible (random bytes for 512 messages, bf16 after):
@@ -207,18 +213,9 @@ TEST(ResidentCodec, BatchesPostedWhileTheKernelIsStoppedComeCompressed) {
 // the bf16. A probe posted with the kernel stopped offers nothing, as does every receive of its
 // batch: it waits for the kernel, or the connection stays quiet for good.
 TEST(ResidentCodec, AProbePostedWhileTheKernelIsStoppedWaitsForIt) {
-  Env env = emulated_auto_env("5000");
-  env["NCCL_ZIP_GPU_WAIT_US"] = "200000";
-  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";
-  const std::vector<std::string> args = {"--msgs=896", "--max=262144", "--kind=shift", "--seed=16"};
-  std::vector<std::string> recv_args = args;
-  recv_args.push_back("--pause-every=8");
-  Pair p = run_pair(11, env, recv_args, args);
-  expect_ok(p);
   // Of the 384 bf16 messages ~290 are large enough to compress; ~190 do (the first probes find
   // the sender's kernel stopped too); none without the probe's wait.
-  EXPECT_GE(field(p.recv_result, "compressed"), 100) << p.recv_result;
-  printf("%ld of 896 compressed\n", field(p.recv_result, "compressed"));
+  EXPECT_GE(batches_compressed({"--msgs=896", "--max=262144", "--kind=shift", "--seed=16"}), 100);
 }
 
 // Auto mode with a sender whose kernel does not start (its launcher stuck in a CUDA call,
