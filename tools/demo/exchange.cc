@@ -3,10 +3,14 @@
 #include <initializer_list>
 #include <sched.h>
 #include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -37,6 +41,48 @@ bool read_full(int fd, void* p, size_t n) {
   }
   return true;
 }
+
+// One rank's two connections to the other (it sends on one, receives on the other), set up
+// through the handle pipes, with its send and receive buffers registered.
+struct Ends {
+  PluginNet net;
+  void *lc = nullptr, *sc = nullptr, *rc = nullptr, *smh = nullptr, *rmh = nullptr;
+  ncclResult_t failed = ncclSuccess;
+  explicit Ends(const ExchangeConfig& cfg) : net(cfg.plugin, cfg.version) {}
+
+  // Null, or the call that failed (its result in `failed`).
+#define ENDS_CHECK(call)                   \
+  do {                                     \
+    if ((failed = (call)) != ncclSuccess) \
+      return #call;                        \
+  } while (0)
+  const char* open(int handle_out, int handle_in, char* sbuf, size_t sbytes, char* rbuf, size_t rbytes) {
+    ENDS_CHECK(net.init());
+    unsigned char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
+    ENDS_CHECK(net.listen(0, mine, &lc));
+    if (write(handle_out, mine, sizeof mine) != ssize_t(sizeof mine) || !read_full(handle_in, theirs, sizeof theirs)) {
+      failed = ncclSystemError;
+      return "handle exchange";
+    }
+    while (!sc || !rc) {
+      if (!sc) ENDS_CHECK(net.connect(0, theirs, &sc));
+      if (!rc) ENDS_CHECK(net.accept(lc, &rc));
+    }
+    ENDS_CHECK(net.reg_mr(sc, sbuf, sbytes, NCCL_PTR_HOST, &smh));
+    ENDS_CHECK(net.reg_mr(rc, rbuf, rbytes, NCCL_PTR_HOST, &rmh));
+    return nullptr;
+  }
+  const char* close() {
+    ENDS_CHECK(net.dereg_mr(sc, smh));
+    ENDS_CHECK(net.dereg_mr(rc, rmh));
+    ENDS_CHECK(net.close_send(sc));
+    ENDS_CHECK(net.close_recv(rc));
+    ENDS_CHECK(net.close_listen(lc));
+    ENDS_CHECK(net.finalize());
+    return nullptr;
+  }
+#undef ENDS_CHECK
+};
 
 // One rank. Slot s of each arena holds message s % 32's payload; rank r's message payloads are
 // generated once per slot from seed r + 1, so the receiver knows what to expect.
@@ -69,20 +115,11 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     memcpy(sbuf, sarena.data(), sarena.size());
     memset(rbuf, 0, rarena.size());
   }
-  PluginNet net(cfg.plugin, cfg.version);
-  DEMO_CHECK(net.init());
-  unsigned char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
-  void *lc = nullptr, *sc = nullptr, *rc = nullptr;
-  DEMO_CHECK(net.listen(0, mine, &lc));
-  if (write(handle_out, mine, sizeof mine) != ssize_t(sizeof mine) || !read_full(handle_in, theirs, sizeof theirs))
-    return error("handle exchange", ncclSystemError);
-  while (!sc || !rc) {
-    if (!sc) DEMO_CHECK(net.connect(0, theirs, &sc));
-    if (!rc) DEMO_CHECK(net.accept(lc, &rc));
-  }
-  void *smh = nullptr, *rmh = nullptr;
-  DEMO_CHECK(net.reg_mr(sc, sbuf, sarena.size(), NCCL_PTR_HOST, &smh));
-  DEMO_CHECK(net.reg_mr(rc, rbuf, rarena.size(), NCCL_PTR_HOST, &rmh));
+  Ends e(cfg);
+  if (const char* what = e.open(handle_out, handle_in, sbuf, sarena.size(), rbuf, rarena.size()))
+    return error(what, e.failed);
+  PluginNet& net = e.net;
+  void *sc = e.sc, *rc = e.rc, *smh = e.smh, *rmh = e.rmh;
 
   const long total = long((cfg.bytes + m - 1) / m);
   std::deque<void*> sends, recvs;
@@ -129,13 +166,8 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   }
   res.seconds = now_s() - t0;
   res.messages = rdone;
-  DEMO_CHECK(net.dereg_mr(sc, smh));
-  DEMO_CHECK(net.dereg_mr(rc, rmh));
-  DEMO_CHECK(net.close_send(sc));
-  DEMO_CHECK(net.close_recv(rc));
-  DEMO_CHECK(net.close_listen(lc));
-  DEMO_CHECK(net.finalize());
 #undef DEMO_CHECK
+  if (const char* what = e.close()) return error(what, e.failed);
   if (cfg.pinned) {
     client::host_free_mapped(sbuf);
     client::host_free_mapped(rbuf);
@@ -150,6 +182,195 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
   }
   res.ok = true;
   return res;
+}
+
+// Runs body(rank, handle_out, handle_in) in two forked processes with cfg's environment; each
+// returns a plain struct with `ok` and `error`, which comes back through a pipe.
+template <class R, class F>
+void run_ranks(const std::map<std::string, std::string>& env, F body, R out[2]) {
+  int h01[2], h10[2], res[2][2];
+  if (pipe(h01) || pipe(h10) || pipe(res[0]) || pipe(res[1])) {
+    snprintf(out[0].error, sizeof out[0].error, "pipe() failed");
+    return;
+  }
+  pid_t pids[2];
+  fflush(nullptr);  // the children must not inherit (and print again) buffered output
+  for (int r = 0; r < 2; ++r) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      alarm(600);  // a stuck exchange ends instead of hanging its caller
+      for (const auto& kv : env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
+      R rr = body(r, r == 0 ? h01[1] : h10[1], r == 0 ? h10[0] : h01[0]);
+      (void)!write(res[r][1], &rr, sizeof rr);
+      exit(0);  // exit(), not _exit(): sanitizer leak checks run at exit
+    }
+  }
+  for (int fd : {h01[0], h01[1], h10[0], h10[1], res[0][1], res[1][1]}) close(fd);
+  for (int r = 0; r < 2; ++r) {
+    if (!read_full(res[r][0], &out[r], sizeof out[r]) && !out[r].error[0])
+      snprintf(out[r].error, sizeof out[r].error, "rank %d died", r);
+    close(res[r][0]);
+  }
+  for (int r = 0; r < 2; ++r) {
+    int st = 0;
+    waitpid(pids[r], &st, 0);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) out[r].ok = false;
+  }
+}
+
+constexpr int kWarmup = 50;
+
+// Median and 90th percentile of round trips in seconds, into r in microseconds.
+void summarize(std::vector<double> rtt, LatencyResult* r) {
+  if (rtt.empty()) return;
+  std::sort(rtt.begin(), rtt.end());
+  r->median_us = rtt[rtt.size() / 2] * 1e6;
+  r->p90_us = rtt[rtt.size() * 9 / 10] * 1e6;
+}
+
+// Rank 0 times round trips; rank 1 echoes. Both send the same generated bytes, so each checks
+// what it received against its own send buffer (after the clock, then clears it). Two receive
+// buffers: the next receive is posted before this one's echo goes.
+LatencyResult pingpong_main(const ExchangeConfig& cfg, int iters, int rank, int handle_out, int handle_in) {
+  LatencyResult res;
+  const size_t m = cfg.msg_bytes;
+  std::vector<char> sbuf(m), rbuf(2 * m, 0);
+  client::fill(cfg.kind, 1, 0, 0, sbuf.data(), m);
+  Ends e(cfg);
+  auto error = [&](const char* what, ncclResult_t r) {
+    snprintf(res.error, sizeof res.error, "%s returned %d", what, int(r));
+    return res;
+  };
+  if (const char* what = e.open(handle_out, handle_in, sbuf.data(), m, rbuf.data(), 2 * m))
+    return error(what, e.failed);
+  ncclResult_t rc = ncclSuccess;
+  auto wait = [&](void* req) {
+    int done = 0, size = 0;
+    while (!done && (rc = e.net.test(req, &done, &size)) == ncclSuccess) {
+    }
+    return rc == ncclSuccess;
+  };
+  void* rreq = nullptr;
+  auto post_recv = [&](long i) {
+    void* data = rbuf.data() + size_t(i % 2) * m;
+    size_t size = m;
+    int tag = 0;
+    rreq = nullptr;
+    while (!rreq && (rc = e.net.irecv(e.rc, 1, &data, &size, &tag, &e.rmh, false, &rreq)) == ncclSuccess) {
+    }
+    return rc == ncclSuccess;
+  };
+  auto send = [&](void** req) {
+    *req = nullptr;
+    while (!*req && (rc = e.net.isend(e.sc, sbuf.data(), m, 0, e.smh, req)) == ncclSuccess) {
+    }
+    return rc == ncclSuccess;
+  };
+  auto check = [&](long i) {
+    char* got = rbuf.data() + size_t(i % 2) * m;
+    const bool same = memcmp(got, sbuf.data(), m) == 0;
+    memset(got, 0, m);
+    return same;
+  };
+  std::vector<double> rtt;
+  long bad = 0;
+  const long total = kWarmup + iters;
+  if (rank == 1 && !post_recv(0)) return error("irecv", rc);
+  for (long i = 0; i < total; ++i) {
+    void* sreq = nullptr;
+    if (rank == 0) {
+      const double t0 = now_s();
+      if (!post_recv(i) || !send(&sreq) || !wait(sreq) || !wait(rreq)) return error("ping", rc);
+      if (i >= kWarmup) rtt.push_back(now_s() - t0);
+    } else {
+      if (!wait(rreq) || (i + 1 < total && !post_recv(i + 1)) || !send(&sreq) || !wait(sreq)) return error("pong", rc);
+    }
+    bad += !check(i);
+  }
+  if (bad) {
+    snprintf(res.error, sizeof res.error, "rank %d: %ld of %ld messages differ", rank, bad, total);
+    return res;
+  }
+  if (const char* what = e.close()) return error(what, e.failed);
+  summarize(std::move(rtt), &res);
+  res.ok = true;
+  return res;
+}
+
+bool send_all(int fd, const char* p, size_t n) {
+  while (n) {
+    const ssize_t r = ::send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r > 0) {
+      p += r;
+      n -= size_t(r);
+    } else if (r < 0 && errno != EAGAIN && errno != EINTR) {
+      return false;
+    }
+  }
+  return true;
+}
+bool recv_all(int fd, char* p, size_t n) {
+  while (n) {
+    const ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (r > 0) {
+      p += r;
+      n -= size_t(r);
+    } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// One TCP connection on loopback (rank 0 listens and passes its port through the pipe).
+LatencyResult tcp_pingpong_main(size_t m, int iters, int rank, int handle_out, int handle_in) {
+  LatencyResult res;
+  auto fail = [&](const char* what) {
+    snprintf(res.error, sizeof res.error, "%s: %s", what, strerror(errno));
+    return res;
+  };
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  int fd = -1;
+  if (rank == 0) {
+    const int l = socket(AF_INET, SOCK_STREAM, 0);
+    if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(l, 1) ||
+        getsockname(l, reinterpret_cast<sockaddr*>(&a), &alen))
+      return fail("listen");
+    if (write(handle_out, &a.sin_port, sizeof a.sin_port) != ssize_t(sizeof a.sin_port)) return fail("port");
+    fd = accept(l, nullptr, nullptr);
+    ::close(l);
+  } else {
+    if (!read_full(handle_in, &a.sin_port, sizeof a.sin_port)) return fail("port");
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a)) return fail("connect");
+  }
+  if (fd < 0) return fail("socket");
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> buf(m, 1);
+  std::vector<double> rtt;
+  for (long i = 0; i < kWarmup + iters; ++i) {
+    const double t0 = now_s();
+    const bool ok = rank == 0 ? send_all(fd, buf.data(), m) && recv_all(fd, buf.data(), m)
+                              : recv_all(fd, buf.data(), m) && send_all(fd, buf.data(), m);
+    if (!ok) return fail("ping-pong");
+    if (i >= kWarmup) rtt.push_back(now_s() - t0);
+  }
+  ::close(fd);
+  summarize(std::move(rtt), &res);
+  res.ok = true;
+  return res;
+}
+
+LatencyResult pair_result(LatencyResult r[2]) {
+  if (!r[1].ok && r[0].ok) {
+    r[0].ok = false;
+    memcpy(r[0].error, r[1].error, sizeof r[0].error);
+  }
+  return r[0];
 }
 
 }  // namespace
@@ -167,35 +388,20 @@ double ExchangeResult::ratio() const {
 
 ExchangeResult run_exchange(const ExchangeConfig& cfg) {
   ExchangeResult out;
-  int h01[2], h10[2], res[2][2];
-  if (pipe(h01) || pipe(h10) || pipe(res[0]) || pipe(res[1])) {
-    snprintf(out.rank[0].error, sizeof out.rank[0].error, "pipe() failed");
-    return out;
-  }
-  pid_t pids[2];
-  fflush(nullptr);  // the children must not inherit (and print again) buffered output
-  for (int r = 0; r < 2; ++r) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      alarm(600);  // a stuck exchange ends instead of hanging its caller
-      for (const auto& kv : cfg.env) setenv(kv.first.c_str(), kv.second.c_str(), 1);
-      RankResult rr = rank_main(cfg, r, r == 0 ? h01[1] : h10[1], r == 0 ? h10[0] : h01[0]);
-      (void)!write(res[r][1], &rr, sizeof rr);
-      exit(0);  // exit(), not _exit(): sanitizer leak checks run at exit
-    }
-  }
-  for (int fd : {h01[0], h01[1], h10[0], h10[1], res[0][1], res[1][1]}) close(fd);
-  for (int r = 0; r < 2; ++r) {
-    if (!read_full(res[r][0], &out.rank[r], sizeof out.rank[r]) && !out.rank[r].error[0])
-      snprintf(out.rank[r].error, sizeof out.rank[r].error, "rank %d died", r);
-    close(res[r][0]);
-  }
-  for (int r = 0; r < 2; ++r) {
-    int st = 0;
-    waitpid(pids[r], &st, 0);
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) out.rank[r].ok = false;
-  }
+  run_ranks(cfg.env, [&](int r, int hout, int hin) { return rank_main(cfg, r, hout, hin); }, out.rank);
   return out;
+}
+
+LatencyResult run_pingpong(const ExchangeConfig& cfg, int iters) {
+  LatencyResult r[2];
+  run_ranks(cfg.env, [&](int rank, int hout, int hin) { return pingpong_main(cfg, iters, rank, hout, hin); }, r);
+  return pair_result(r);
+}
+
+LatencyResult run_tcp_pingpong(size_t bytes, int iters) {
+  LatencyResult r[2];
+  run_ranks({}, [&](int rank, int hout, int hin) { return tcp_pingpong_main(bytes, iters, rank, hout, hin); }, r);
+  return pair_result(r);
 }
 
 std::string default_plugin_path() {
