@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -17,11 +18,31 @@ namespace {
 
 constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
 constexpr size_t kLine = 128;
+// Control bytes read ahead: two of the largest records. Bounded, so a peer that floods the control
+// socket fills its own socket buffers, not this process's memory.
+constexpr size_t kReadAhead = 2 * (4 + kMaxRecord);
+constexpr size_t kFirstRead = 16 << 10;
+
+// An inline message into NCCL's buffer in ascending 128-byte lines, each line's last 8 bytes after
+// the rest, as recv() on a data socket writes: NCCL's LL and LL128 receivers poll flags in the
+// buffer (LL128: each line's last 8 bytes) while the bytes land, and memcpy may store a block's
+// head after its tail.
+void copy_lines_in_order(char* dst, const char* src, size_t n) {
+  size_t off = 0;
+  for (; off + kLine <= n; off += kLine) {
+    std::memcpy(dst + off, src + off, kLine - 8);
+    std::atomic_thread_fence(std::memory_order_release);
+    std::memcpy(dst + off + kLine - 8, src + off + kLine - 8, 8);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  if (off < n) std::memcpy(dst + off, src + off, n - off);
+}
 
 }  // namespace
 
-SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms)
-    : peer_(std::move(peer)), stall_ms_(stall_ms), pacer_(std::move(pacer)) {
+SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
+                       size_t inline_max)
+    : peer_(std::move(peer)), stall_ms_(stall_ms), pacer_(std::move(pacer)), inline_max_(std::min(inline_max, kMaxInline)) {
   ctrl_fd_ = fds[0];
   data_fds_.assign(fds.begin() + 1, fds.end());
   const int nthreads = std::min<int>(socket_threads(), int(data_fds_.size()));
@@ -44,11 +65,14 @@ ncclResult_t SocketLink::fail(ncclResult_t code, const std::string& why) {
 
 // ---- control records ----------------------------------------------------------------------------
 
-void SocketLink::queue_record(const void* rec, uint32_t len, Xfer* x) {
+void SocketLink::queue_record(const void* rec, uint32_t len, Xfer* x, const void* more, uint32_t more_len) {
   const char* p = static_cast<const char*>(rec);
-  out_.insert(out_.end(), reinterpret_cast<const char*>(&len), reinterpret_cast<const char*>(&len) + 4);
+  const char* m = static_cast<const char*>(more);
+  const uint32_t total = len + more_len;
+  out_.insert(out_.end(), reinterpret_cast<const char*>(&total), reinterpret_cast<const char*>(&total) + 4);
   out_.insert(out_.end(), p, p + len);
-  out_queued_ += 4 + len;
+  if (more_len) out_.insert(out_.end(), m, m + more_len);
+  out_queued_ += 4 + total;
   if (x) {
     x->pending.fetch_add(1, std::memory_order_relaxed);
     record_ends_.emplace_back(out_queued_, x);
@@ -57,7 +81,11 @@ void SocketLink::queue_record(const void* rec, uint32_t len, Xfer* x) {
 
 ncclResult_t SocketLink::send_records() {
   while (out_off_ < out_.size()) {
-    const ssize_t r = ::send(ctrl_fd_, out_.data() + out_off_, out_.size() - out_off_, MSG_DONTWAIT | MSG_NOSIGNAL);
+    size_t n = out_.size() - out_off_;
+    int64_t paced_ns = 0;
+    if (pacer_ && (n = pacer_->take(n, &paced_ns)) == 0) break;  // the next progress() tries again
+    const ssize_t r = ::send(ctrl_fd_, out_.data() + out_off_, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (pacer_ && size_t(r > 0 ? r : 0) < n) pacer_->give_back(n - size_t(r > 0 ? r : 0));
     if (r > 0) {
       out_off_ += size_t(r);
       out_sent_ += uint64_t(r);
@@ -77,16 +105,19 @@ ncclResult_t SocketLink::send_records() {
   return ncclSuccess;
 }
 
-void SocketLink::read_socket() {
-  if (in_off_ > 0 && in_off_ * 2 >= in_.size()) {  // drop what was taken, in amortised O(1)
-    in_.erase(in_.begin(), in_.begin() + long(in_off_));
+void SocketLink::read_socket(size_t need) {
+  if (in_off_ == in_end_) in_off_ = in_end_ = 0;
+  if (in_off_ > 0 && (in_end_ == in_.size() || in_.size() - in_off_ < need)) {  // taken records go
+    std::memmove(in_.data(), in_.data() + in_off_, in_end_ - in_off_);
+    in_end_ -= in_off_;
     in_off_ = 0;
   }
-  char tmp[16384];
-  while (!peer_closed_) {
-    const ssize_t r = ::recv(ctrl_fd_, tmp, sizeof tmp, MSG_DONTWAIT);
+  // Grown only as records need: a sender's link reads nothing but clear-to-sends.
+  if (in_.size() < need) in_.resize(std::min(kReadAhead, std::max(2 * need, kFirstRead)));
+  while (!peer_closed_ && in_end_ < in_.size()) {
+    const ssize_t r = ::recv(ctrl_fd_, in_.data() + in_end_, in_.size() - in_end_, MSG_DONTWAIT);
     if (r > 0) {
-      in_.insert(in_.end(), tmp, tmp + r);
+      in_end_ += size_t(r);
       in_progress_ms_ = now_ms();
       continue;
     }
@@ -97,12 +128,12 @@ void SocketLink::read_socket() {
   }
 }
 
-ncclResult_t SocketLink::next_record(void* buf, size_t cap, size_t* len) {
+ncclResult_t SocketLink::next_record(size_t cap, const char** rec, size_t* len) {
   *len = 0;
   auto whole = [&](uint32_t* l) {
-    if (in_.size() - in_off_ < 4) return false;
+    if (in_end_ - in_off_ < 4) return false;
     std::memcpy(l, in_.data() + in_off_, 4);
-    return in_.size() - in_off_ >= 4 + size_t(*l);
+    return in_end_ - in_off_ >= 4 + size_t(*l);
   };
   // Part of a record and no more bytes for stall_ms_: the peer stopped in its middle.
   auto stalled = [&] { return stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_; };
@@ -110,29 +141,35 @@ ncclResult_t SocketLink::next_record(void* buf, size_t cap, size_t* len) {
     return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of a control record (" + what + ") for " +
                                      std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
   };
+  // Every record has a type: an empty one is garbage, and a stream of them would keep the
+  // receiver busy without end.
+  auto bad = [&](uint32_t l) {
+    return fail(ncclRemoteError, "protocol error: control record of " + std::to_string(l) + " bytes from " + peer_);
+  };
   uint32_t l = 0;
-  if (!whole(&l)) read_socket();
-  if (in_.size() - in_off_ < 4) {
-    if (in_.size() > in_off_ && stalled()) return stopped(std::to_string(in_.size() - in_off_) + " bytes of its length");
+  if (!whole(&l)) {
+    const bool sized = in_end_ - in_off_ >= 4;
+    if (sized && (l == 0 || l > kMaxRecord || l > cap)) return bad(l);
+    read_socket(sized ? 4 + size_t(l) : 4);
+  }
+  if (in_end_ - in_off_ < 4) {
+    if (in_end_ > in_off_ && stalled()) return stopped(std::to_string(in_end_ - in_off_) + " bytes of its length");
     return ncclSuccess;
   }
   std::memcpy(&l, in_.data() + in_off_, 4);
-  // Every record has a type: an empty one is garbage, and a stream of them would keep the
-  // receiver busy without end.
-  if (l == 0 || l > kMaxRecord || l > cap)
-    return fail(ncclRemoteError, "protocol error: control record of " + std::to_string(l) + " bytes from " + peer_);
+  if (l == 0 || l > kMaxRecord || l > cap) return bad(l);
   if (!whole(&l)) {
-    if (stalled()) return stopped(std::to_string(in_.size() - in_off_ - 4) + " of " + std::to_string(l) + " bytes");
+    if (stalled()) return stopped(std::to_string(in_end_ - in_off_ - 4) + " of " + std::to_string(l) + " bytes");
     return ncclSuccess;
   }
-  std::memcpy(buf, in_.data() + in_off_ + 4, l);
+  *rec = in_.data() + in_off_ + 4;
   in_off_ += 4 + l;
   *len = l;
   return ncclSuccess;
 }
 
 // Gone, and everything it sent has been taken: no record buffered, no message on its way.
-bool SocketLink::peer_closed() const { return peer_closed_ && in_.size() - in_off_ < 4 && landing_.empty(); }
+bool SocketLink::peer_closed() const { return peer_closed_ && in_end_ - in_off_ < 4 && landing_.empty(); }
 
 // ---- data sockets -------------------------------------------------------------------------------
 
@@ -184,11 +221,14 @@ ncclResult_t SocketLink::progress() {
   ZIP_CHECK(send_records());
   while (headers_awaited_ > 0) {
     HeaderRecord r;
+    const char* rec = nullptr;
     size_t len = 0;
-    ZIP_CHECK(next_record(&r, sizeof r, &len));
+    ZIP_CHECK(next_record(kMaxRecord, &rec, &len));
     if (len == 0) break;
-    if (len != sizeof r || r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
-    ZIP_CHECK(on_header(r));
+    if (len < sizeof r) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
+    std::memcpy(&r, rec, sizeof r);
+    if (r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
+    ZIP_CHECK(on_header(r, rec + sizeof r, len - sizeof r));
   }
   return err_.code();
 }
@@ -215,13 +255,18 @@ ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
   return progress();
 }
 
-ncclResult_t SocketLink::on_header(const HeaderRecord& r) {
+ncclResult_t SocketLink::on_header(const HeaderRecord& r, const char* payload, size_t payload_len) {
   Posted& slot = posted_[r.seq % kMaxRequests];
   if (!slot.in_use || slot.cts.seq != r.seq || r.sub >= slot.cts.n || (slot.headers_seen >> r.sub & 1))
     return fail(ncclRemoteError, "protocol error: data header for no posted receive");
-  if (r.flags & ~uint32_t(kCompressed | kRawWhyMask))  // a peer speaking a protocol this one does not know
+  if (r.flags & ~uint32_t(kCompressed | kRawWhyMask | kInline))  // a peer speaking a protocol this one does not know
     return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(r.seq) + ") with unknown flags " +
                                      std::to_string(r.flags));
+  const bool inline_bytes = r.flags & kInline;
+  if (payload_len != (inline_bytes ? r.wire_bytes : 0))
+    return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(r.seq) + ") for " +
+                                     std::to_string(r.wire_bytes) + " bytes" + (inline_bytes ? " inline" : "") +
+                                     " in a record carrying " + std::to_string(payload_len));
   MessageHeader h;
   h.seq = r.seq;
   h.sub = r.sub;
@@ -238,7 +283,12 @@ ncclResult_t SocketLink::on_header(const HeaderRecord& r) {
   --headers_awaited_;
   Landing& l = landing_.emplace_back();
   l.h = h;
-  post_bytes(reinterpret_cast<char*>(h.compressed ? p.staging : p.target), h.wire_bytes, &l.x, false);
+  char* dst = reinterpret_cast<char*>(h.compressed ? p.staging : p.target);
+  if (inline_bytes) {
+    copy_lines_in_order(dst, payload, payload_len);  // l.x has no pieces: it has landed
+  } else {
+    post_bytes(dst, h.wire_bytes, &l.x, false);
+  }
   return ncclSuccess;
 }
 
@@ -259,9 +309,11 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   *got = false;
   if (err_.code() != ncclSuccess) return err_.code();
   CtsRecord r;
+  const char* rec = nullptr;
   size_t len = 0;
-  ZIP_CHECK(next_record(&r, sizeof r, &len));
+  ZIP_CHECK(next_record(sizeof r, &rec, &len));
   if (len == 0) return ncclSuccess;
+  if (len == sizeof r) std::memcpy(&r, rec, sizeof r);
   if (len != sizeof r || r.type != kCts || r.n == 0 || r.n > kMaxRecvs || r.seq != next_cts_seq_)
     return fail(ncclRemoteError, "protocol error: unexpected clear-to-send record");
   bool unknown = r.reserved != 0;
@@ -285,10 +337,16 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
 
 ncclResult_t SocketLink::post_message(const MessageHeader& h, const Placement&, const void* buf, Xfer* x) {
   if (err_.code() != ncclSuccess) return err_.code();
-  const uint32_t flags = (h.compressed ? uint32_t(kCompressed) : 0u) | uint32_t(h.why) << kRawWhyShift;
+  const bool in_record = h.wire_bytes <= inline_max_;
+  const uint32_t flags = (h.compressed ? uint32_t(kCompressed) : 0u) | uint32_t(h.why) << kRawWhyShift |
+                         (in_record ? uint32_t(kInline) : 0u);
   const HeaderRecord r{kHeader, h.seq, h.sub, flags, h.orig_bytes, h.wire_bytes};
-  queue_record(&r, uint32_t(sizeof r), x);
-  post_bytes(const_cast<char*>(static_cast<const char*>(buf)), h.wire_bytes, x, true);
+  if (in_record) {
+    queue_record(&r, uint32_t(sizeof r), x, buf, uint32_t(h.wire_bytes));
+  } else {
+    queue_record(&r, uint32_t(sizeof r), x);
+    post_bytes(const_cast<char*>(static_cast<const char*>(buf)), h.wire_bytes, x, true);
+  }
   return send_records();
 }
 

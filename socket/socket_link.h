@@ -1,8 +1,9 @@
 // One socket link: a control socket carrying clear-to-send and header records (socket_wire.h),
 // and NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD data sockets over which each message's bytes
-// are striped, moved by helper threads (socket_worker.h). The receiver places every message
+// are striped, moved by helper threads (socket_worker.h); a small message rides inside its header
+// on the control socket instead (NCCL_ZIP_SOCKET_INLINE). The receiver places every message
 // itself: a header names the placement, and its bytes are received straight into the target or
-// the staging buffer the clear-to-send advertised.
+// the staging buffer the clear-to-send advertised (an inline one copied there from the record).
 #pragma once
 
 #include <deque>
@@ -22,7 +23,10 @@ class SocketLink : public Link {
   // fds[0] is the control socket, the rest data sockets; the link owns them all. pacer: its
   // device's send cap, or null. stall_ms: a peer that stops in the middle of a control record or
   // of a message's bytes for this long is an error (0: never); NCCL_ZIP_SOCKET_TIMEOUT_MS.
-  SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms);
+  // inline_max: messages of at most this many wire bytes this end sends inside their header
+  // (at most kMaxInline; NCCL_ZIP_SOCKET_INLINE). It receives inline messages of any size allowed.
+  SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
+             size_t inline_max);
   ~SocketLink() override;
 
   ncclResult_t post_cts(const ClearToSend& cts) override;
@@ -47,15 +51,18 @@ class SocketLink : public Link {
   };
 
   ncclResult_t fail(ncclResult_t code, const std::string& why);
-  // Control records: queued whole, sent as the socket takes them; x (if any) counts one piece
-  // down once the record is all on the socket.
-  void queue_record(const void* rec, uint32_t len, Xfer* x);
+  // Control records (rec, then `more` bytes of payload): queued whole, sent as the socket and the
+  // pacer take them; x (if any) counts one piece down once the record is all on the socket.
+  void queue_record(const void* rec, uint32_t len, Xfer* x, const void* more = nullptr, uint32_t more_len = 0);
   ncclResult_t send_records();
-  // The next whole record into buf (*len 0: none yet). Reads the socket only when no whole record
-  // is buffered: the progress thread polls constantly, and a syscall each time would add up.
-  ncclResult_t next_record(void* buf, size_t cap, size_t* len);
-  void read_socket();
-  ncclResult_t on_header(const HeaderRecord& r);
+  // The next whole record of at most cap bytes, as a view into in_ valid until the next call
+  // (*len 0: none yet). Reads the socket only when no whole record is buffered: the progress
+  // thread polls constantly, and a syscall each time would add up.
+  ncclResult_t next_record(size_t cap, const char** rec, size_t* len);
+  // Reads what the socket has, into a buffer that holds `need` bytes from the first untaken one.
+  void read_socket(size_t need);
+  // A header record, and the payload that follows it in the record (inline messages only).
+  ncclResult_t on_header(const HeaderRecord& r, const char* payload, size_t payload_len);
   // Stripes [buf, buf + n) over the data sockets; both ends split a message the same way.
   void post_bytes(char* buf, size_t n, Xfer* x, bool send);
 
@@ -80,8 +87,10 @@ class SocketLink : public Link {
   uint64_t out_sent_ = 0;      // bytes ever sent on the control socket
   uint64_t out_queued_ = 0;    // bytes ever queued
   std::deque<std::pair<uint64_t, Xfer*>> record_ends_;  // (stream offset where it ends, its xfer)
-  std::vector<char> in_;
+  const size_t inline_max_;    // largest message this end sends inline
+  std::vector<char> in_;       // control bytes read ahead: at most two of the largest records
   size_t in_off_ = 0;          // bytes of in_ already taken as records
+  size_t in_end_ = 0;          // bytes of in_ filled
   bool peer_closed_ = false;
   size_t next_send_sock_ = 0, next_recv_sock_ = 0;
 

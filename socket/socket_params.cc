@@ -1,14 +1,18 @@
 #include "socket_params.h"
 
 #include "log.h"
+#include "socket_wire.h"
 
 namespace zipccl::tcp {
 
 ZIP_PARAM(nthreads_env, "NCCL_SOCKET_NTHREADS", 2, 1, kMaxThreads)
 ZIP_PARAM(nsocks_env, "NCCL_NSOCKS_PERTHREAD", 2, 1, kMaxDataSockets)
 ZIP_PARAM(pace_env, "NCCL_ZIP_SOCKET_PACE_MBPS", 0, 0, int64_t(1) << 30)
+ZIP_PARAM(inline_env, "NCCL_ZIP_SOCKET_INLINE", int64_t(kMaxInline), 0, int64_t(kMaxInline))
 
 int64_t pace_mbps() { return pace_env(); }
+
+size_t inline_bytes() { return size_t(inline_env()); }
 
 int socket_threads() { return int(nthreads_env()); }
 

@@ -1,6 +1,9 @@
 // The socket transport's knobs: NCCL's own, with its meaning and limits.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+
 #include "param.h"
 
 namespace zipccl::tcp {
@@ -15,5 +18,9 @@ int sockets_per_thread();
 // NCCL_ZIP_SOCKET_PACE_MBPS: each connection's send rate capped at this many Mb/s, and the
 // interfaces reported at that speed (benchmarks: a slower NIC on loopback); 0 no cap.
 int64_t pace_mbps();
+// NCCL_ZIP_SOCKET_INLINE: messages of at most this many bytes on the wire travel inside their
+// header on the control socket, sent and received by NCCL's progress thread itself; larger ones
+// are striped over the data sockets by the helper threads. 0: none inline.
+size_t inline_bytes();
 
 }  // namespace zipccl::tcp

@@ -1,7 +1,9 @@
 // What the two ends of a socket link send each other. Every socket opens with a Hello carrying
 // the listener's nonce; the control socket then carries length-prefixed records (a 4-byte length,
 // then a CtsRecord or a HeaderRecord), and a message's bytes follow its HeaderRecord on the data
-// sockets, in the order of the headers.
+// sockets, in the order of the headers; or, for a message of at most kMaxInline bytes flagged
+// kInline, inside its header's record, right after the HeaderRecord (no helper thread on either
+// end: a small message's latency is the control socket's).
 #pragma once
 
 #include <cstdint>
@@ -12,8 +14,7 @@ namespace zipccl::tcp {
 
 constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
 constexpr uint32_t kHelloMagic = 0x5A49484Cu;
-constexpr uint16_t kVersion = 2;
-constexpr size_t kMaxRecord = 4096;
+constexpr uint16_t kVersion = 3;
 
 struct Hello {
   uint32_t magic;
@@ -32,6 +33,7 @@ enum RecordFlags : uint32_t {
   kCompressOk = 0x1,  // CtsEntry: the receive takes compressed bytes (staging_bytes of them)
   kCompressed = 0x1,  // HeaderRecord: the bytes that follow are a compressed message
   kRawWhyMask = 0x6,  // HeaderRecord: why a raw message went raw (RawWhy << kRawWhyShift)
+  kInline = 0x8,      // HeaderRecord: the message's wire_bytes follow it in the same record
 };
 constexpr uint32_t kRawWhyShift = 1;
 
@@ -64,5 +66,8 @@ struct HeaderRecord {
 };
 
 static_assert(sizeof(CtsEntry) == 56 && sizeof(HeaderRecord) == 32, "records are fixed-size");
+
+constexpr size_t kMaxInline = 256 << 10;
+constexpr size_t kMaxRecord = sizeof(HeaderRecord) + kMaxInline;
 
 }  // namespace zipccl::tcp

@@ -546,7 +546,7 @@ TEST(Strangers, RejectedAndLoggedWhileTheRealConnectionWorks) {
       uint16_t version, index, nsocks, r0;
       uint32_t r1;
       uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 2, 0, 2, 0, 0, 0xDEADBEEFull, 42};
+    } hello{0x5A49484Cu, 3, 0, 2, 0, 0, 0xDEADBEEFull, 42};
     fds.push_back(stranger(a, &hello, sizeof hello));             // right format, wrong nonce
     fds.push_back(stranger(a, nullptr, 0));                       // silent: times out
     close(stranger(a, "zi", 2));                                  // closes mid-handshake
@@ -811,7 +811,7 @@ struct EvilCase {
   const char* name;
   bool ll_hint;        // the receive is flag-polled: compressed bytes are not allowed
   uint32_t seq;        // which receive the header claims
-  uint32_t flags;      // 1: compressed; 2-6: why a raw message went raw
+  uint32_t flags;      // 1: compressed; 2-6: why a raw message went raw; 8: inline
   uint64_t orig, wire;
   const char* expect;  // in the WARN
   bool empty_record = false;  // send a control record of length 0 instead of the header
@@ -837,7 +837,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
       uint16_t version, index, nsocks, r0;
       uint32_t r1;
       uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 2, i, 2, 0, 0, nonce, 77};
+    } hello{0x5A49484Cu, 3, i, 2, 0, 0, nonce, 77};
     fds[i] = stranger(addr, &hello, sizeof hello);
   }
   const double end = now_s() + 5;
@@ -900,7 +900,7 @@ INSTANTIATE_TEST_SUITE_P(
                       EvilCase{"LargerThanCapacity", false, 0, 0, 65537, 65537, "does not fit the receive"},
                       EvilCase{"RawSizeMismatch", false, 0, 0, 100, 200, "does not fit the receive"},
                       EvilCase{"UnpostedReceive", false, 5, 0, 10, 10, "no posted receive"},
-                      EvilCase{"UnknownHeaderFlags", false, 0, 8, 10, 10, "with unknown flags 8"},
+                      EvilCase{"UnknownHeaderFlags", false, 0, 16, 10, 10, "with unknown flags 16"},
                       EvilCase{"CompressedSaysWhyRaw", false, 0, 3, 4096, 1000, "says why it went raw"},
                       EvilCase{"EmptyControlRecord", false, 0, 0, 0, 0, "control record of 0 bytes", true},
                       EvilCase{"BytesAfterTheMessage", false, 0, 1, 4096, 0, "its header says", false, 16}),

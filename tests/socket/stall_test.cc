@@ -53,7 +53,7 @@ ncclResult_t post_receive(SocketLink& link, std::vector<char>* target) {
 
 TEST(Stall, PeerStoppingInAControlRecordFailsTheLink) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, kMaxInline);
   const uint32_t len = sizeof(CtsRecord);
   char part[4 + 16] = {};
   std::memcpy(part, &len, 4);
@@ -69,7 +69,7 @@ TEST(Stall, PeerStoppingInAControlRecordFailsTheLink) {
 
 TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, kMaxInline);
   std::vector<char> target(4096);
   ASSERT_EQ(post_receive(link, &target), ncclSuccess);
   const uint32_t len = sizeof(HeaderRecord);
@@ -88,7 +88,7 @@ TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
 
 TEST(Stall, AQuietPeerBetweenMessagesIsNotAnError) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 200);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 200, kMaxInline);
   std::vector<char> target(64);
   ASSERT_EQ(post_receive(link, &target), ncclSuccess);  // a receive posted, its sender busy elsewhere
   const auto end = Clock::now() + std::chrono::milliseconds(600);

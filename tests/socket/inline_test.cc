@@ -1,0 +1,224 @@
+// Messages inside their header record (kInline): what a sending link puts on the control socket
+// and what a receiving link takes from a peer that gets it wrong. Links over socket pairs, the peer
+// played by the test reading and writing raw bytes.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "pacer.h"
+#include "socket_link.h"
+#include "socket_wire.h"
+
+namespace zipccl::tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Pair {
+  int ctrl[2], data[2];
+  Pair() {
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, ctrl), 0);
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, data), 0);
+  }
+  ~Pair() {
+    close(ctrl[1]);
+    close(data[1]);
+  }
+};
+
+std::vector<char> pattern(size_t n, int seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = char(i * 131 + size_t(seed));
+  return v;
+}
+
+// A control record as the peer writes it: length, header, then `payload`.
+std::vector<char> header_record(const HeaderRecord& h, const std::vector<char>& payload, uint32_t len) {
+  std::vector<char> rec(4 + sizeof h + payload.size());
+  std::memcpy(rec.data(), &len, 4);
+  std::memcpy(rec.data() + 4, &h, sizeof h);
+  std::copy(payload.begin(), payload.end(), rec.begin() + 4 + long(sizeof h));
+  return rec;
+}
+
+void write_all(int fd, const std::vector<char>& b) {
+  size_t off = 0;
+  while (off < b.size()) {
+    const ssize_t w = write(fd, b.data() + off, b.size() - off);
+    ASSERT_GT(w, 0);
+    off += size_t(w);
+  }
+}
+
+std::vector<char> read_exactly(int fd, size_t n) {
+  std::vector<char> b(n);
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = read(fd, b.data() + got, n - got);
+    if (r <= 0) break;
+    got += size_t(r);
+  }
+  b.resize(got);
+  return b;
+}
+
+// The receiving link with receive seq 0 posted (raw bytes into *target), the peer's record
+// written; progress until an arrival or an error (2 s at most).
+ncclResult_t receive(const std::vector<char>& rec, std::vector<char>* target, std::string* error,
+                     MessageHeader* arrival = nullptr) {
+  Pair p;
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline);
+  ClearToSend cts{};
+  cts.n = 1;
+  cts.p[0].capacity = target->size();
+  cts.p[0].target = reinterpret_cast<uintptr_t>(target->data());
+  EXPECT_EQ(link.post_cts(cts), ncclSuccess);
+  write_all(p.ctrl[1], rec);
+  const auto end = Clock::now() + std::chrono::seconds(2);
+  ncclResult_t r = ncclSuccess;
+  while (Clock::now() < end) {
+    MessageHeader h;
+    bool got = false;
+    if ((r = link.progress()) != ncclSuccess || (r = link.poll_arrival(&h, &got)) != ncclSuccess) break;
+    if (got) {
+      if (arrival) *arrival = h;
+      break;
+    }
+  }
+  *error = link.error_text();
+  return r;
+}
+
+TEST(Inline, MessageLandsFromTheControlSocketAlone) {
+  const std::vector<char> msg = pattern(1000, 1);
+  std::vector<char> target(1000, 0);
+  std::string error;
+  MessageHeader a;
+  a.wire_bytes = 0;
+  ASSERT_EQ(receive(header_record({kHeader, 0, 0, kInline, 1000, 1000}, msg, 32 + 1000), &target, &error, &a),
+            ncclSuccess)
+      << error;
+  EXPECT_EQ(a.wire_bytes, 1000u);
+  EXPECT_EQ(target, msg);
+}
+
+TEST(Inline, PayloadShorterThanItsHeaderSaysFailsTheLink) {
+  std::vector<char> target(1000);
+  std::string error;
+  EXPECT_EQ(receive(header_record({kHeader, 0, 0, kInline, 1000, 1000}, pattern(999, 2), 32 + 999), &target, &error),
+            ncclRemoteError);
+  EXPECT_NE(error.find("protocol error: data header (seq 0) for 1000 bytes inline in a record carrying 999"),
+            std::string::npos)
+      << error;
+}
+
+TEST(Inline, PayloadWithoutTheInlineFlagFailsTheLink) {
+  std::vector<char> target(1000);
+  std::string error;
+  EXPECT_EQ(receive(header_record({kHeader, 0, 0, 0, 1000, 1000}, pattern(16, 3), 32 + 16), &target, &error),
+            ncclRemoteError);
+  EXPECT_NE(error.find("for 1000 bytes in a record carrying 16"), std::string::npos) << error;
+}
+
+TEST(Inline, RecordLargerThanTheLargestInlineMessageFailsTheLink) {
+  std::vector<char> target(kMaxInline + 1);
+  std::string error;
+  const uint32_t len = uint32_t(kMaxRecord + 1);
+  EXPECT_EQ(receive(header_record({kHeader, 0, 0, kInline, len - 32, len - 32}, {}, len), &target, &error),
+            ncclRemoteError);
+  EXPECT_NE(error.find("control record of " + std::to_string(len) + " bytes"), std::string::npos) << error;
+}
+
+TEST(Inline, MessageLargerThanItsReceiveFailsTheLink) {
+  std::vector<char> target(100, 0);
+  std::string error;
+  EXPECT_EQ(receive(header_record({kHeader, 0, 0, kInline, 1000, 1000}, pattern(1000, 4), 32 + 1000), &target, &error),
+            ncclRemoteError);
+  EXPECT_NE(error.find("does not fit the receive"), std::string::npos) << error;
+  EXPECT_EQ(target, std::vector<char>(100, 0));
+}
+
+// Clear-to-send seq `seq` for one raw receive of `capacity` bytes, as the peer writes it.
+std::vector<char> cts_record(uint32_t seq, uint64_t capacity) {
+  CtsRecord c{};
+  c.type = kCts;
+  c.seq = seq;
+  c.n = 1;
+  c.e[0].capacity = capacity;
+  const uint32_t len = sizeof c;
+  std::vector<char> rec(4 + sizeof c);
+  std::memcpy(rec.data(), &len, 4);
+  std::memcpy(rec.data() + 4, &c, sizeof c);
+  return rec;
+}
+
+// Takes the peer's next clear-to-send and sends `msg` against it, to completion.
+void send_one(SocketLink& link, const std::vector<char>& msg) {
+  ClearToSend cts;
+  bool got = false;
+  while (!got) ASSERT_EQ(link.poll_cts(&cts, &got), ncclSuccess) << link.error_text();
+  MessageHeader h;
+  h.seq = cts.seq;
+  h.wire_bytes = h.orig_bytes = msg.size();
+  Xfer x;
+  ASSERT_EQ(link.post_message(h, cts.p[0], msg.data(), &x), ncclSuccess);
+  while (!x.done()) ASSERT_EQ(link.progress(), ncclSuccess) << link.error_text();
+}
+
+TEST(Inline, UpToTheLimitInsideTheHeaderAboveOnTheDataSockets) {
+  Pair p;
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, 4096);
+  write_all(p.ctrl[1], cts_record(0, 8192));
+  write_all(p.ctrl[1], cts_record(1, 8192));
+  const std::vector<char> small = pattern(4096, 5), large = pattern(4097, 6);
+  send_one(link, small);
+  std::vector<char> rec = read_exactly(p.ctrl[1], 4 + sizeof(HeaderRecord) + small.size());
+  ASSERT_EQ(rec.size(), 4 + sizeof(HeaderRecord) + small.size());
+  uint32_t len = 0;
+  HeaderRecord h;
+  std::memcpy(&len, rec.data(), 4);
+  std::memcpy(&h, rec.data() + 4, sizeof h);
+  EXPECT_EQ(len, sizeof h + small.size());
+  EXPECT_EQ(h.flags & kInline, uint32_t(kInline));
+  EXPECT_EQ(h.wire_bytes, small.size());
+  EXPECT_TRUE(std::equal(small.begin(), small.end(), rec.begin() + 4 + long(sizeof h)));
+
+  std::thread drain([&] { EXPECT_EQ(read_exactly(p.data[1], large.size()), large); });
+  send_one(link, large);
+  drain.join();
+  rec = read_exactly(p.ctrl[1], 4 + sizeof(HeaderRecord));
+  ASSERT_EQ(rec.size(), 4 + sizeof(HeaderRecord));
+  std::memcpy(&len, rec.data(), 4);
+  std::memcpy(&h, rec.data() + 4, sizeof h);
+  EXPECT_EQ(len, sizeof h);
+  EXPECT_EQ(h.flags & kInline, 0u);
+  EXPECT_EQ(h.wire_bytes, large.size());
+}
+
+// The benchmarks' emulated NIC caps what goes inline too: 8 MiB in 128 inline messages through a
+// 40 MB/s pacer take at least 0.2 s (less its burst).
+TEST(Inline, InlineMessagesArePaced) {
+  Pair p;
+  auto pacer = std::make_shared<Pacer>(40e6);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", pacer, 1000, kMaxInline);
+  constexpr int kMsgs = 128;
+  const std::vector<char> msg = pattern(64 << 10, 7);
+  for (uint32_t i = 0; i < kMsgs; ++i) write_all(p.ctrl[1], cts_record(i, msg.size()));
+  size_t got = 0;
+  std::thread drain([&] { got = read_exactly(p.ctrl[1], kMsgs * (4 + sizeof(HeaderRecord) + msg.size())).size(); });
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kMsgs; ++i) send_one(link, msg);
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  drain.join();
+  EXPECT_EQ(got, kMsgs * (4 + sizeof(HeaderRecord) + msg.size()));
+  EXPECT_GE(s, (double(kMsgs * msg.size()) - 65536) / 40e6 * 0.99);
+}
+
+}  // namespace
+}  // namespace zipccl::tcp
