@@ -67,7 +67,7 @@ struct HeaderRecord {
 
 static_assert(sizeof(CtsEntry) == 56 && sizeof(HeaderRecord) == 32, "records are fixed-size");
 
-constexpr size_t kMaxInline = 256 << 10;
+constexpr size_t kMaxInline = 64 << 10;
 constexpr size_t kMaxRecord = sizeof(HeaderRecord) + kMaxInline;
 
 }  // namespace zipccl::tcp
