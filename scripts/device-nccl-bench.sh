@@ -91,9 +91,10 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
   done
   run lo_off NCCL_ZIP_ENABLE=0
   run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
-  # Forced and unpaced: the fastest compressed traffic moves here (codec and PCIe bound), so no
-  # pacing can give more than p<N>_off / lo_always: the stand's ceiling, in the same call.
-  [ "${ALWAYS:-1}" = 0 ] || run lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
+  # Forced and unpaced, with the most CTAs the link sizing gives (lo reports no speed, so the
+  # sizing would take 10 Gb/s and 4 CTAs): the fastest compressed traffic moves here (codec and
+  # PCIe bound), so no pacing can give more than p<N>_off / lo_always: the stand's ceiling.
+  [ "${ALWAYS:-1}" = 0 ] || run lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS=16
   variants lo
   [ "${SOCKET:-1}" = 0 ] || run lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
 done
