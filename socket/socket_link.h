@@ -75,7 +75,7 @@ class SocketLink : public Link {
   int64_t in_progress_ms_ = 0;          // last bytes on the control socket
   std::atomic<uint64_t> received_{0};   // bytes the data sockets received
   uint64_t received_seen_ = 0;
-  int64_t landing_progress_ms_ = 0;     // last progress of the messages on their way in
+  int64_t landing_progress_ms_ = 0;     // last progress of the messages on their way in (0: none awaited)
   int ctrl_fd_;
   std::vector<int> data_fds_;
   StickyError err_;
