@@ -142,14 +142,15 @@ ncclResult_t SocketLink::next_record(size_t cap, const char** rec, size_t* len) 
                                      std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
   };
   // Every record has a type: an empty one is garbage, and a stream of them would keep the
-  // receiver busy without end.
-  auto bad = [&](uint32_t l) {
+  // receiver busy without end. Checked before the length sizes a read, and after a read brings it.
+  auto bad = [&](uint32_t l) { return l == 0 || l > kMaxRecord || l > cap; };
+  auto refuse = [&](uint32_t l) {
     return fail(ncclRemoteError, "protocol error: control record of " + std::to_string(l) + " bytes from " + peer_);
   };
   uint32_t l = 0;
   if (!whole(&l)) {
     const bool sized = in_end_ - in_off_ >= 4;
-    if (sized && (l == 0 || l > kMaxRecord || l > cap)) return bad(l);
+    if (sized && bad(l)) return refuse(l);
     read_socket(sized ? 4 + size_t(l) : 4);
   }
   if (in_end_ - in_off_ < 4) {
@@ -157,7 +158,7 @@ ncclResult_t SocketLink::next_record(size_t cap, const char** rec, size_t* len) 
     return ncclSuccess;
   }
   std::memcpy(&l, in_.data() + in_off_, 4);
-  if (l == 0 || l > kMaxRecord || l > cap) return bad(l);
+  if (bad(l)) return refuse(l);
   if (!whole(&l)) {
     if (stalled()) return stopped(std::to_string(in_end_ - in_off_ - 4) + " of " + std::to_string(l) + " bytes");
     return ncclSuccess;
@@ -231,9 +232,8 @@ ncclResult_t SocketLink::progress() {
     size_t len = 0;
     ZIP_CHECK(next_record(kMaxRecord, &rec, &len));
     if (len == 0) break;
-    if (len < sizeof r) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
-    std::memcpy(&r, rec, sizeof r);
-    if (r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
+    if (len >= sizeof r) std::memcpy(&r, rec, sizeof r);
+    if (len < sizeof r || r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
     ZIP_CHECK(on_header(r, rec + sizeof r, len - sizeof r));
   }
   return err_.code();

@@ -1,10 +1,6 @@
 // Messages inside their header record (kInline): what a sending link puts on the control socket
 // and what a receiving link takes from a peer that gets it wrong. Links over socket pairs, the peer
 // played by the test reading and writing raw bytes.
-#include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -12,39 +8,17 @@
 #include <vector>
 
 #include "pacer.h"
-#include "socket_link.h"
-#include "socket_wire.h"
+#include "raw_peer.h"
 
 namespace zipccl::tcp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Pair {
-  int ctrl[2], data[2];
-  Pair() {
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, ctrl), 0);
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, data), 0);
-  }
-  ~Pair() {
-    close(ctrl[1]);
-    close(data[1]);
-  }
-};
-
 std::vector<char> pattern(size_t n, int seed) {
   std::vector<char> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = char(i * 131 + size_t(seed));
   return v;
-}
-
-// A control record as the peer writes it: length, header, then `payload`.
-std::vector<char> header_record(const HeaderRecord& h, const std::vector<char>& payload, uint32_t len) {
-  std::vector<char> rec(4 + sizeof h + payload.size());
-  std::memcpy(rec.data(), &len, 4);
-  std::memcpy(rec.data() + 4, &h, sizeof h);
-  std::copy(payload.begin(), payload.end(), rec.begin() + 4 + long(sizeof h));
-  return rec;
 }
 
 void write_all(int fd, const std::vector<char>& b) {
@@ -74,11 +48,7 @@ ncclResult_t receive(const std::vector<char>& rec, std::vector<char>* target, st
                      MessageHeader* arrival = nullptr) {
   Pair p;
   SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline);
-  ClearToSend cts{};
-  cts.n = 1;
-  cts.p[0].capacity = target->size();
-  cts.p[0].target = reinterpret_cast<uintptr_t>(target->data());
-  EXPECT_EQ(link.post_cts(cts), ncclSuccess);
+  EXPECT_EQ(post_receive(link, target), ncclSuccess);
   write_all(p.ctrl[1], rec);
   const auto end = Clock::now() + std::chrono::seconds(2);
   ncclResult_t r = ncclSuccess;

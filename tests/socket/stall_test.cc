@@ -1,33 +1,16 @@
 // A live peer that stops in the middle of a control record or of a message's bytes fails the link
 // after its stall time (NCCL_ZIP_SOCKET_TIMEOUT_MS) with a remote error that says so; it waited
 // forever. Links over socket pairs, the peer played by the test writing raw bytes.
-#include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstring>
 #include <vector>
 
-#include "socket_link.h"
-#include "socket_wire.h"
+#include "raw_peer.h"
 
 namespace zipccl::tcp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Pair {
-  int ctrl[2], data[2];
-  Pair() {
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, ctrl), 0);
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, data), 0);
-  }
-  ~Pair() {
-    close(ctrl[1]);
-    close(data[1]);
-  }
-};
 
 // Calls f until it returns an error or 3 s pass; the error, and how long it took.
 template <class F>
@@ -40,15 +23,6 @@ ncclResult_t until_error(F f, double* seconds) {
   }
   *seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;
-}
-
-// Posts receive seq 0: raw bytes into *target.
-ncclResult_t post_receive(SocketLink& link, std::vector<char>* target) {
-  ClearToSend cts{};
-  cts.n = 1;
-  cts.p[0].capacity = target->size();
-  cts.p[0].target = reinterpret_cast<uintptr_t>(target->data());
-  return link.post_cts(cts);
 }
 
 TEST(Stall, PeerStoppingInAControlRecordFailsTheLink) {
@@ -72,12 +46,8 @@ TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
   SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, kMaxInline);
   std::vector<char> target(4096);
   ASSERT_EQ(post_receive(link, &target), ncclSuccess);
-  const uint32_t len = sizeof(HeaderRecord);
-  const HeaderRecord h{kHeader, 0, 0, 0, 4096, 4096};
-  char rec[4 + sizeof h];
-  std::memcpy(rec, &len, 4);
-  std::memcpy(rec + 4, &h, sizeof h);
-  ASSERT_EQ(write(p.ctrl[1], rec, sizeof rec), ssize_t(sizeof rec));
+  const std::vector<char> rec = header_record({kHeader, 0, 0, 0, 4096, 4096}, {}, sizeof(HeaderRecord));
+  ASSERT_EQ(write(p.ctrl[1], rec.data(), rec.size()), ssize_t(rec.size()));
   std::vector<char> some(1000, 7);
   ASSERT_EQ(write(p.data[1], some.data(), some.size()), ssize_t(some.size()));  // 1000 of 4096 bytes
   double s = 0;

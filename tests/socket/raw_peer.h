@@ -1,0 +1,48 @@
+// A socket link whose peer the test plays, reading and writing the wire format's raw bytes over
+// socket pairs: the link owns its ends, the test keeps the others.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "socket_link.h"
+#include "socket_wire.h"
+
+namespace zipccl::tcp {
+
+struct Pair {
+  int ctrl[2], data[2];
+  Pair() {
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, ctrl), 0);
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, data), 0);
+  }
+  ~Pair() {
+    close(ctrl[1]);
+    close(data[1]);
+  }
+};
+
+// Posts receive seq 0: raw bytes into *target.
+inline ncclResult_t post_receive(SocketLink& link, std::vector<char>* target) {
+  ClearToSend cts{};
+  cts.n = 1;
+  cts.p[0].capacity = target->size();
+  cts.p[0].target = reinterpret_cast<uintptr_t>(target->data());
+  return link.post_cts(cts);
+}
+
+// A control record as the peer writes it: the length field `len`, the header, then `payload`.
+inline std::vector<char> header_record(const HeaderRecord& h, const std::vector<char>& payload, uint32_t len) {
+  std::vector<char> rec(4 + sizeof h + payload.size());
+  std::memcpy(rec.data(), &len, 4);
+  std::memcpy(rec.data() + 4, &h, sizeof h);
+  std::copy(payload.begin(), payload.end(), rec.begin() + 4 + long(sizeof h));
+  return rec;
+}
+
+}  // namespace zipccl::tcp
