@@ -150,6 +150,22 @@ class Link {
   virtual ncclResult_t poll_cts(ClearToSend* cts, bool* got) = 0;
   virtual ncclResult_t post_message(const MessageHeader& h, const Placement& to, const void* buf, Xfer* x) = 0;
 
+  // Eager sends, where a transport has them (none: 0 and 0): a raw message of at most
+  // eager_bytes() may go before its clear-to-send, at most eager_ahead() messages beyond the
+  // placements of the clear-to-sends the sender has taken. Placements are numbered across
+  // clear-to-sends (seq 0's first, in sub order), and so are messages, in the order the sender
+  // sends them; the one numbered `index` fills, of the clear-to-send holding placement `index`,
+  // the first placement with its tag that no earlier message filled: the rule by which the sender
+  // matches isends to a clear-to-send, applied by both ends. post_eager() sends message `index`
+  // that way once every earlier message is with the link; the receiver places it once it posts
+  // that receive, and poll_arrival() reports it with its seq and sub. x as in post_message().
+  virtual size_t eager_bytes() const { return 0; }
+  virtual uint32_t eager_ahead() const { return 0; }
+  virtual ncclResult_t post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, Xfer* x) {
+    (void)index, (void)tag, (void)buf, (void)bytes, (void)why, (void)x;
+    return ncclInternalError;
+  }
+
   // Moves what is queued; cheap when nothing is. Call on every progress step.
   virtual ncclResult_t progress() = 0;
 

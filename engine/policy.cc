@@ -10,9 +10,8 @@ namespace zipccl {
 double CompressPolicy::link_bps() const { return planning_link_bps(link_bps_, link_); }
 
 CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine& codec, double ahead) const {
-  if (mode_ == ZipMode::kOff || bytes == 0) return Verdict::kNo;
+  if (raw_by_size(bytes)) return Verdict::kNo;
   if (mode_ == ZipMode::kAlways) return Verdict::kYes;
-  if (int64_t(bytes) < min_bytes()) return Verdict::kNo;
   if (ratio_ > max_ratio()) return Verdict::kIncompressible;
   if (!saves_coding_time(double(bytes), ratio_, link_bps()) && !hides_coding_time(ahead, link_bps()))
     return Verdict::kNo;
@@ -22,6 +21,10 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
   if (enc == 0) return Verdict::kUnmeasured;
   return codec_keeps_up(enc, link_bps(), keeping_up_ ? kCodecKeepMargin : kCodecMargin) ? Verdict::kYes
                                                                                       : Verdict::kSlowCodec;
+}
+
+bool CompressPolicy::raw_by_size(size_t bytes) const {
+  return mode_ == ZipMode::kOff || bytes == 0 || (mode_ == ZipMode::kAuto && int64_t(bytes) < min_bytes());
 }
 
 RawWhy CompressPolicy::raw_why(Verdict v) const {

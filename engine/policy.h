@@ -63,6 +63,9 @@ class CompressPolicy {
   // cold GPU codec is worth waiting for exactly then (a probe that finds it stopped measures
   // nothing, and while a receiver is quiet its probes are rare).
   bool would_compress(size_t bytes, const CodecEngine& codec, double ahead = 0) const;
+  // Raw whatever the link, the codec and the data: compression off, or in auto mode below
+  // NCCL_ZIP_MIN_BYTES (such a message may go before its clear-to-send, Link::post_eager).
+  bool raw_by_size(size_t bytes) const;
   // A message sent raw because its receive offered no staging (a quiet receiver, OfferGate): it
   // counts toward the probes, so that the receiver's rare probe finds one due. Returns what
   // should_compress would have answered before it counted; why: kWanted where it would have said

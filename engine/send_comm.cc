@@ -40,8 +40,32 @@ ncclResult_t SendComm::take_cts() {
     if (link_->poll_cts(&p.cts, &got) != ncclSuccess) return check_link();
     if (!got) return ncclSuccess;
     mark(Timeline::kCts, p.cts.seq, 0, p.cts.n);
+    const uint32_t first = placements_seen_;
+    placements_seen_ += p.cts.n;
     pending_.push_back(p);
+    if (ncclResult_t e = match_eager(&pending_.back(), first)) return e;
   }
+  return ncclSuccess;
+}
+
+ncclResult_t SendComm::match_eager(Pending* p, uint32_t first) {
+  // Sent ahead only while every clear-to-send taken was matched: this one is pending_[matching_].
+  while (!eager_.empty() && eager_.front().index - first < p->cts.n) {
+    const Eager a = eager_.front();
+    uint32_t sub = 0;
+    while (sub < p->cts.n && (p->cts.p[sub].tag != a.tag || (p->matched >> sub & 1))) ++sub;
+    if (sub == p->cts.n || a.size > p->cts.p[sub].capacity) {
+      std::string tags;
+      for (uint32_t i = 0; i < p->cts.n; ++i) tags += " " + std::to_string(p->cts.p[i].tag);
+      return fail(ncclInvalidUsage, "collective mismatch: isend of " + std::to_string(a.size) + " bytes (tag " +
+                                        std::to_string(a.tag) + ") sent ahead of its receive fits no receive of " +
+                                        "clear-to-send seq " + std::to_string(p->cts.seq) + " (tags" + tags + ")");
+    }
+    p->matched |= 1u << sub;
+    p->eager |= 1u << sub;
+    eager_.pop_front();
+  }
+  if (p->matched == (1u << p->cts.n) - 1) ++matching_;
   return ncclSuccess;
 }
 
@@ -90,6 +114,10 @@ ncclResult_t SendComm::progress() {
     Pending& p = pending_.front();
     while (posted_subs_ < p.cts.n) {
       Req* r = p.req[posted_subs_];
+      if (!r && (p.eager >> posted_subs_ & 1)) {  // went ahead of the clear-to-send
+        ++posted_subs_;
+        continue;
+      }
       if (!r) return ncclSuccess;  // its isend has not come yet
       if (r->state == kCoding) {
         if (!r->job.done()) return ncclSuccess;
@@ -137,6 +165,9 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (ncclResult_t e = take_cts()) return e;
   if (matching_ == pending_.size()) {
     if (link_->peer_closed()) return fail(ncclRemoteError, "receiver closed the connection");
+    bool sent = false;
+    if (ncclResult_t e = send_eager(data, size, tag, mr, request, &sent)) return e;
+    if (sent) return progress();
     return defer(size, tag);  // the receiver has not posted this receive yet: NCCL retries
   }
   Pending& p = pending_[matching_];
@@ -199,6 +230,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   r->wire = r->data;
   r->staging_cap = to.staging_bytes;
   r->leased = leased ? engine : nullptr;
+  r->eager = false;
   if (compress) {
     r->stage = std::move(stage);
     CodecJob& j = r->job;
@@ -228,6 +260,50 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   return progress();
 }
 
+ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, void** request, bool* sent) {
+  *sent = false;
+  // After every earlier message (the receiver places them in order), raw by the policy whatever
+  // the receive offers, host memory (the link copies it), and within the link's bounds.
+  CodecEngine* engine = engine_for(mr);
+  if (!pending_.empty() || free_.empty() || (mr && mr->kind == MemKind::kDevice) || size > link_->eager_bytes() ||
+      eager_.size() >= link_->eager_ahead() || (engine && !policy_.raw_by_size(size)))
+    return ncclSuccess;
+  RawWhy why = RawWhy::kDeclined;
+  if (engine) policy_.should_compress(size, *engine, 0, &why);  // a no, counted as such
+  const uint32_t index = placements_seen_ + uint32_t(eager_.size());
+  Req* r = free_.back();
+  r->data = static_cast<const char*>(data);
+  r->size = size;
+  r->kind = MemKind::kHost;
+  r->h = MessageHeader{};
+  r->h.seq = index;
+  r->h.sub = kMaxRecvs;
+  r->h.wire_bytes = r->h.orig_bytes = size;
+  r->h.why = why;
+  r->wire = r->data;
+  r->staging_cap = 0;
+  r->leased = nullptr;
+  r->eager = true;
+  r->xfer.start_ns.store(0, std::memory_order_relaxed);
+  mark(Timeline::kPost, index, kMaxRecvs, size);
+  if (link_->post_eager(index, tag, data, size, why, &r->xfer) != ncclSuccess) return check_link();
+  free_.pop_back();
+  eager_.push_back({index, tag, size});
+  deferred_.posted_ms = 0;
+  r->wire_ns = now_ns();
+  mark(Timeline::kWire, index, kMaxRecvs, size);
+  stats_.messages++;
+  stats_.bytes_in += size;
+  stats_.bytes_wire += size;
+  ++sent_eager_;
+  r->state = kPosted;
+  r->posted_ms = now_ms();
+  r->stall_logged = false;
+  *request = r;
+  *sent = true;
+  return ncclSuccess;
+}
+
 uint64_t SendComm::bytes_ahead() const {
   // Requests come from the back of free_, which starts at reqs_[0]: the ones in use lie at the
   // low indices, and the scan (on every isend) ends once it has seen them all.
@@ -249,6 +325,9 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
   if (r->state != kPosted || !r->xfer.done()) {
     log_if_stalled(r, [&] {
       static const char* const names[] = {"free", "in the codec engine", "waiting for its turn", "posted"};
+      if (r->eager)
+        return "message " + std::to_string(r->h.seq) + ", " + std::to_string(r->size) +
+               " bytes, sent ahead of its clear-to-send, transfer pieces left " + std::to_string(r->xfer.pending.load());
       return "seq " + std::to_string(r->h.seq) + " sub " + std::to_string(r->h.sub) + ", " + std::to_string(r->size) +
              " bytes, " + names[r->state] + (r->kind == MemKind::kDevice ? " (device buffer)" : "") +
              ", engine job state " + std::to_string(r->job.state.load()) + ", transfer pieces left " +
@@ -285,6 +364,7 @@ std::string SendComm::details() const {
   if (cold_ > 0) s += ", " + std::to_string(cold_) + " raw for a cold kernel";
   if (unstaged_ > 0) s += ", " + std::to_string(unstaged_) + " raw for want of device staging";
   if (unoffered_ > 0) s += ", " + std::to_string(unoffered_) + " raw unoffered that it would have compressed";
+  if (sent_eager_ > 0) s += ", " + std::to_string(sent_eager_) + " sent ahead of their clear-to-send";
   return s + kernel_waits();
 }
 

@@ -2,7 +2,8 @@
 // raw or compressed, compress on a codec engine into staging, then send it into the placement it
 // matched; done once the link has taken every byte. Messages go to the link in (seq, sub) order,
 // whatever order their isends and codec jobs came in. Device buffers (GPUDirect RDMA) go raw
-// from where they are.
+// from where they are. A small raw message with no clear-to-send yet goes at once where the link
+// allows it (Link::post_eager) and takes its placement when the clear-to-send comes.
 #pragma once
 
 #include <deque>
@@ -38,18 +39,31 @@ class SendComm : public Comm {
     CodecJob job;
     Xfer xfer;
     int64_t wire_ns = 0;  // when it went to the link
+    bool eager = false;   // sent ahead of its clear-to-send: h.seq is its index, h.sub kMaxRecvs
   };
   // A clear-to-send until all its messages are with the link.
   struct Pending {
     ClearToSend cts;
     uint32_t matched = 0;  // bit i: placement i has its isend
+    uint32_t eager = 0;    // bit i: placement i's message went ahead of this clear-to-send
     Req* req[kMaxRecvs] = {};
+  };
+  // A message sent ahead of its clear-to-send (Link::post_eager), until that comes.
+  struct Eager {
+    uint32_t index;
+    int tag;
+    size_t size;
   };
   static constexpr size_t kPool = kMaxRequests * kMaxRecvs;
   static void end_lease(Req* r);
 
   ncclResult_t progress();
   ncclResult_t take_cts();
+  // Gives the messages sent ahead of clear-to-send p, whose placement 0 is number `first`, their
+  // placements in it (the rule of Link::post_eager).
+  ncclResult_t match_eager(Pending* p, uint32_t first);
+  // A raw message sent before its clear-to-send, when the link and the policy allow it (*sent).
+  ncclResult_t send_eager(void* data, size_t size, int tag, Mr* mr, void** request, bool* sent);
   ncclResult_t defer(size_t size, int tag);
   ncclResult_t finish_job(Req* r);
   // Wire bytes of the messages taken from NCCL and not yet through the link.
@@ -65,6 +79,9 @@ class SendComm : public Comm {
   std::deque<Pending> pending_;  // oldest first
   size_t matching_ = 0;          // pending_[matching_] is the first not fully matched
   uint32_t posted_subs_ = 0;     // messages of pending_.front() with the link
+  uint32_t placements_seen_ = 0;  // placements of every clear-to-send taken
+  std::deque<Eager> eager_;       // oldest first
+  uint64_t sent_eager_ = 0;
   Request deferred_{};           // since when isend has been returning no request (0: it has not)
 };
 

@@ -16,7 +16,8 @@ class Timeline {
  public:
   // Send side: kPost isend, kCts a clear-to-send taken (bytes: its placements), kCoded encode
   // finished, kWire handed to the link, kDone test() said done. Receive side: kPost irecv, kWire
-  // arrived, kCoded decoded, kDone test() said done.
+  // arrived, kCoded decoded, kDone test() said done. A message sent ahead of its clear-to-send
+  // (Link::post_eager) is logged by its sender as seq = its index on the connection, sub kMaxRecvs.
   enum Event : uint8_t { kPost, kCts, kCoded, kWire, kDone };
   enum Flag : uint8_t { kCompressed = 1, kOnGpu = 2 };
 

@@ -41,8 +41,12 @@ void copy_lines_in_order(char* dst, const char* src, size_t n) {
 }  // namespace
 
 SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
-                       size_t inline_max)
-    : peer_(std::move(peer)), stall_ms_(stall_ms), pacer_(std::move(pacer)), inline_max_(std::min(inline_max, kMaxInline)) {
+                       size_t inline_max, uint32_t eager_ahead)
+    : peer_(std::move(peer)),
+      stall_ms_(stall_ms),
+      pacer_(std::move(pacer)),
+      inline_max_(std::min(inline_max, kMaxInline)),
+      eager_ahead_(eager_ahead) {
   ctrl_fd_ = fds[0];
   data_fds_.assign(fds.begin() + 1, fds.end());
   const int nthreads = std::min<int>(socket_threads(), int(data_fds_.size()));
@@ -234,6 +238,10 @@ ncclResult_t SocketLink::progress() {
     if (len == 0) break;
     if (len >= sizeof r) std::memcpy(&r, rec, sizeof r);
     if (len < sizeof r || r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
+    if ((r.flags & kEager) && int32_t(r.seq - placements_posted_) >= 0) {
+      in_off_ -= 4 + len;  // sent ahead of a receive not posted yet: it waits at the head
+      break;
+    }
     ZIP_CHECK(on_header(r, rec + sizeof r, len - sizeof r));
   }
   return err_.code();
@@ -255,17 +263,45 @@ ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
   }
   queue_record(&r, uint32_t(sizeof r), nullptr);
   slot.cts = cts;
+  slot.first = placements_posted_;
+  placements_posted_ += cts.n;
   slot.headers_seen = 0;
   slot.in_use = true;
   headers_awaited_ += cts.n;
   return progress();
 }
 
-ncclResult_t SocketLink::on_header(const HeaderRecord& r, const char* payload, size_t payload_len) {
+ncclResult_t SocketLink::place_eager(HeaderRecord* r) {
+  const uint32_t index = r->seq;
+  const int32_t tag = int32_t(r->sub);
+  if ((r->flags & (kInline | kCompressed)) != kInline)
+    return fail(ncclRemoteError, "protocol error: message " + std::to_string(index) +
+                                     " sent ahead of its receive is not raw inside its header");
+  for (const Posted& slot : posted_) {
+    if (!slot.in_use || index - slot.first >= slot.cts.n) continue;
+    std::string tags;
+    for (uint32_t s = 0; s < slot.cts.n; ++s) {
+      if (slot.cts.p[s].tag == tag && !(slot.headers_seen >> s & 1)) {
+        r->seq = slot.cts.seq;
+        r->sub = s;
+        return ncclSuccess;
+      }
+      tags += " " + std::to_string(slot.cts.p[s].tag);
+    }
+    return fail(ncclRemoteError, "message " + std::to_string(index) + " (tag " + std::to_string(tag) +
+                                     ") sent ahead of its receive matches no open receive of seq " +
+                                     std::to_string(slot.cts.seq) + " (tags" + tags + "): collective mismatch");
+  }
+  return fail(ncclRemoteError,
+              "protocol error: message " + std::to_string(index) + " sent ahead of its receive for no posted receive");
+}
+
+ncclResult_t SocketLink::on_header(HeaderRecord r, const char* payload, size_t payload_len) {
+  if (r.flags & kEager) ZIP_CHECK(place_eager(&r));
   Posted& slot = posted_[r.seq % kMaxRequests];
   if (!slot.in_use || slot.cts.seq != r.seq || r.sub >= slot.cts.n || (slot.headers_seen >> r.sub & 1))
     return fail(ncclRemoteError, "protocol error: data header for no posted receive");
-  if (r.flags & ~uint32_t(kCompressed | kRawWhyMask | kInline))  // a peer speaking a protocol this one does not know
+  if (r.flags & ~uint32_t(kCompressed | kRawWhyMask | kInline | kEager))  // a peer speaking a protocol this one does not know
     return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(r.seq) + ") with unknown flags " +
                                      std::to_string(r.flags));
   const bool inline_bytes = r.flags & kInline;
@@ -341,19 +377,27 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   return ncclSuccess;
 }
 
-ncclResult_t SocketLink::post_message(const MessageHeader& h, const Placement&, const void* buf, Xfer* x) {
+ncclResult_t SocketLink::send_header(const HeaderRecord& r, const void* buf, Xfer* x) {
   if (err_.code() != ncclSuccess) return err_.code();
-  const bool in_record = h.wire_bytes <= inline_max_;
-  const uint32_t flags = (h.compressed ? uint32_t(kCompressed) : 0u) | uint32_t(h.why) << kRawWhyShift |
-                         (in_record ? uint32_t(kInline) : 0u);
-  const HeaderRecord r{kHeader, h.seq, h.sub, flags, h.orig_bytes, h.wire_bytes};
-  if (in_record) {
-    queue_record(&r, uint32_t(sizeof r), x, buf, uint32_t(h.wire_bytes));
+  if (r.flags & kInline) {
+    queue_record(&r, uint32_t(sizeof r), x, buf, uint32_t(r.wire_bytes));
   } else {
     queue_record(&r, uint32_t(sizeof r), x);
-    post_bytes(const_cast<char*>(static_cast<const char*>(buf)), h.wire_bytes, x, true);
+    post_bytes(const_cast<char*>(static_cast<const char*>(buf)), r.wire_bytes, x, true);
   }
   return send_records();
+}
+
+ncclResult_t SocketLink::post_message(const MessageHeader& h, const Placement&, const void* buf, Xfer* x) {
+  const uint32_t flags = (h.compressed ? uint32_t(kCompressed) : 0u) | uint32_t(h.why) << kRawWhyShift |
+                         (h.wire_bytes <= inline_max_ ? uint32_t(kInline) : 0u);
+  return send_header({kHeader, h.seq, h.sub, flags, h.orig_bytes, h.wire_bytes}, buf, x);
+}
+
+ncclResult_t SocketLink::post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, Xfer* x) {
+  if (bytes > eager_bytes()) return fail(ncclInternalError, "eager send of " + std::to_string(bytes) + " bytes");
+  const uint32_t flags = uint32_t(kInline) | uint32_t(kEager) | uint32_t(why) << kRawWhyShift;
+  return send_header({kHeader, index, uint32_t(tag), flags, bytes, bytes}, buf, x);
 }
 
 }  // namespace zipccl::tcp

@@ -4,6 +4,9 @@
 // on the control socket instead (NCCL_ZIP_SOCKET_INLINE). The receiver places every message
 // itself: a header names the placement, and its bytes are received straight into the target or
 // the staging buffer the clear-to-send advertised (an inline one copied there from the record).
+// An eager message (Link::post_eager) is an inline one sent before its clear-to-send: its record
+// waits, unread, at the head of the control stream until its receive is posted, so the sender's
+// socket buffers, not this process, hold what a sender sends ahead.
 #pragma once
 
 #include <deque>
@@ -25,14 +28,18 @@ class SocketLink : public Link {
   // of a message's bytes for this long is an error (0: never); NCCL_ZIP_SOCKET_TIMEOUT_MS.
   // inline_max: messages of at most this many wire bytes this end sends inside their header
   // (at most kMaxInline; NCCL_ZIP_SOCKET_INLINE). It receives inline messages of any size allowed.
+  // eager_ahead: inline messages this end may send ahead of clear-to-sends (NCCL_ZIP_SOCKET_EAGER).
   SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
-             size_t inline_max);
+             size_t inline_max, uint32_t eager_ahead);
   ~SocketLink() override;
 
   ncclResult_t post_cts(const ClearToSend& cts) override;
   ncclResult_t poll_arrival(MessageHeader* h, bool* got) override;
   ncclResult_t poll_cts(ClearToSend* cts, bool* got) override;
   ncclResult_t post_message(const MessageHeader& h, const Placement& to, const void* buf, Xfer* x) override;
+  size_t eager_bytes() const override { return eager_ahead_ ? inline_max_ : 0; }
+  uint32_t eager_ahead() const override { return eager_ahead_; }
+  ncclResult_t post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, Xfer* x) override;
   ncclResult_t progress() override;
   ncclResult_t error() const override { return err_.code(); }
   std::string error_text() const override { return err_.text(); }
@@ -42,6 +49,7 @@ class SocketLink : public Link {
  private:
   struct Posted {
     ClearToSend cts;
+    uint32_t first = 0;         // the number of its placement 0 (Link::post_eager)
     uint32_t headers_seen = 0;  // bit i: placement i's header has come
     bool in_use = false;
   };
@@ -62,7 +70,11 @@ class SocketLink : public Link {
   // Reads what the socket has, into a buffer that holds `need` bytes from the first untaken one.
   void read_socket(size_t need);
   // A header record, and the payload that follows it in the record (inline messages only).
-  ncclResult_t on_header(const HeaderRecord& r, const char* payload, size_t payload_len);
+  ncclResult_t on_header(HeaderRecord r, const char* payload, size_t payload_len);
+  // An eager message's index and tag (r->seq, r->sub) made into the seq and sub it fills.
+  ncclResult_t place_eager(HeaderRecord* r);
+  // Queues a header record (with the message's bytes when inline) and sends what it can.
+  ncclResult_t send_header(const HeaderRecord& r, const void* buf, Xfer* x);
   // Stripes [buf, buf + n) over the data sockets; both ends split a message the same way.
   void post_bytes(char* buf, size_t n, Xfer* x, bool send);
 
@@ -88,6 +100,7 @@ class SocketLink : public Link {
   uint64_t out_queued_ = 0;    // bytes ever queued
   std::deque<std::pair<uint64_t, Xfer*>> record_ends_;  // (stream offset where it ends, its xfer)
   const size_t inline_max_;    // largest message this end sends inline
+  const uint32_t eager_ahead_;
   std::vector<char> in_;       // control bytes read ahead: at most two of the largest records
   size_t in_off_ = 0;          // bytes of in_ already taken as records
   size_t in_end_ = 0;          // bytes of in_ filled
@@ -96,6 +109,7 @@ class SocketLink : public Link {
 
   Posted posted_[kMaxRequests];  // receiving end, by seq % kMaxRequests
   uint32_t headers_awaited_ = 0;
+  uint32_t placements_posted_ = 0;  // placements of all clear-to-sends posted
   std::list<Landing> landing_;   // messages whose header came, bytes on their way (stable addresses)
   uint32_t next_cts_seq_ = 0;    // sending end
 };

@@ -22,5 +22,10 @@ int64_t pace_mbps();
 // header on the control socket, sent and received by NCCL's progress thread itself; larger ones
 // are striped over the data sockets by the helper threads. 0: none inline.
 size_t inline_bytes();
+// NCCL_ZIP_SOCKET_EAGER: inline messages a sender sends before the receiver's clear-to-send for
+// them, at most this many beyond the clear-to-sends it has; they hold only raw messages that the
+// policy never compresses (auto: below NCCL_ZIP_MIN_BYTES). 0: every message waits for its
+// clear-to-send.
+uint32_t eager_ahead();
 
 }  // namespace zipccl::tcp

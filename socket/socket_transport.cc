@@ -49,8 +49,9 @@ class SocketTransport : public Transport {
   }
   const char* name() const override { return "socket"; }
   std::string settings() const override {
-    return std::to_string(socket_threads()) + " socket threads x " +
-           std::to_string(sockets_per_thread()) + " sockets";
+    return std::to_string(socket_threads()) + " socket threads x " + std::to_string(sockets_per_thread()) +
+           " sockets, inline up to " + std::to_string(inline_bytes()) + " bytes, " + std::to_string(eager_ahead()) +
+           " sent ahead of their clear-to-send";
   }
   int num_devices() const override { return int(devs_.size()); }
   const DeviceInfo& device(int dev) const override { return devs_[dev]; }

@@ -3,7 +3,9 @@
 // then a CtsRecord or a HeaderRecord), and a message's bytes follow its HeaderRecord on the data
 // sockets, in the order of the headers; or, for a message of at most kMaxInline bytes flagged
 // kInline, inside its header's record, right after the HeaderRecord (no helper thread on either
-// end: a small message's latency is the control socket's).
+// end: a small message's latency is the control socket's). An inline message flagged kEager went
+// before its clear-to-send (Link::post_eager): its seq is the message's index on the connection and
+// its sub its isend's tag; the receiver places it once it has posted that receive.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +16,7 @@ namespace zipccl::tcp {
 
 constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
 constexpr uint32_t kHelloMagic = 0x5A49484Cu;
-constexpr uint16_t kVersion = 3;
+constexpr uint16_t kVersion = 4;
 
 struct Hello {
   uint32_t magic;
@@ -34,6 +36,7 @@ enum RecordFlags : uint32_t {
   kCompressed = 0x1,  // HeaderRecord: the bytes that follow are a compressed message
   kRawWhyMask = 0x6,  // HeaderRecord: why a raw message went raw (RawWhy << kRawWhyShift)
   kInline = 0x8,      // HeaderRecord: the message's wire_bytes follow it in the same record
+  kEager = 0x10,      // HeaderRecord, with kInline: sent before its clear-to-send (seq: index, sub: tag)
 };
 constexpr uint32_t kRawWhyShift = 1;
 

@@ -33,7 +33,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x5A49484Cu, kHandleMagic = 0x5A495053u, kCts = 0x5A435453u,
                    kHeader = 0x5A444154u;
-constexpr uint16_t kVersion = 3;
+constexpr uint16_t kVersion = 4;
 constexpr size_t kGuard = 64;
 constexpr char kGuardByte = 0x5A;
 
@@ -194,6 +194,13 @@ TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
       if (e != ncclSuccess) sticky = e;
     }
 
+    // As NCCL does, a test() after the posts: the clear-to-sends go out by then.
+    if (sticky == ncclSuccess) {
+      int done = 0, size = 0;
+      const ncclResult_t e = net_.test(recvs[0].req, &done, &size);
+      ASSERT_TRUE(ok_or_remote(e)) << e;
+      if (e != ncclSuccess) sticky = e;
+    }
     // What the plugin offered: its clear-to-sends, read from the control socket.
     std::vector<CtsRecord> offered;
     for (int i = 0; i < n_recv && sticky == ncclSuccess; ++i) {
@@ -242,7 +249,7 @@ TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
             case 1: h.sub = uint32_t(r.below(9)); break;
             case 2: h.orig_bytes = size_near(r, cap); break;       // sizes that disagree
             case 3: h.wire_bytes = size_near(r, cap); break;
-            case 4: h.flags = uint32_t(r.below(8)); break;
+            case 4: h.flags = uint32_t(r.below(32)); break;  // eager (0x10) included
             case 5: h.type = uint32_t(r.g()); break;
             case 6: len = uint32_t(r.pick<uint64_t>({0, 3, sizeof h - 1, sizeof h + 4, 5000})); break;
             case 7:  // damaged payload

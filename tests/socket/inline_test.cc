@@ -15,39 +15,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<char> pattern(size_t n, int seed) {
-  std::vector<char> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = char(i * 131 + size_t(seed));
-  return v;
-}
-
-void write_all(int fd, const std::vector<char>& b) {
-  size_t off = 0;
-  while (off < b.size()) {
-    const ssize_t w = write(fd, b.data() + off, b.size() - off);
-    ASSERT_GT(w, 0);
-    off += size_t(w);
-  }
-}
-
-std::vector<char> read_exactly(int fd, size_t n) {
-  std::vector<char> b(n);
-  size_t got = 0;
-  while (got < n) {
-    const ssize_t r = read(fd, b.data() + got, n - got);
-    if (r <= 0) break;
-    got += size_t(r);
-  }
-  b.resize(got);
-  return b;
-}
-
 // The receiving link with receive seq 0 posted (raw bytes into *target), the peer's record
 // written; progress until an arrival or an error (2 s at most).
 ncclResult_t receive(const std::vector<char>& rec, std::vector<char>* target, std::string* error,
                      MessageHeader* arrival = nullptr) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline, 0);
   EXPECT_EQ(post_receive(link, target), ncclSuccess);
   write_all(p.ctrl[1], rec);
   const auto end = Clock::now() + std::chrono::seconds(2);
@@ -143,7 +116,7 @@ void send_one(SocketLink& link, const std::vector<char>& msg) {
 
 TEST(Inline, UpToTheLimitInsideTheHeaderAboveOnTheDataSockets) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, 4096);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, 4096, 0);
   write_all(p.ctrl[1], cts_record(0, 8192));
   write_all(p.ctrl[1], cts_record(1, 8192));
   const std::vector<char> small = pattern(4096, 5), large = pattern(4097, 6);
@@ -176,7 +149,7 @@ TEST(Inline, UpToTheLimitInsideTheHeaderAboveOnTheDataSockets) {
 TEST(Inline, InlineMessagesArePaced) {
   Pair p;
   auto pacer = std::make_shared<Pacer>(40e6);
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", pacer, 1000, kMaxInline);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", pacer, 1000, kMaxInline, 0);
   constexpr int kMsgs = 128;
   const std::vector<char> msg = pattern(64 << 10, 7);
   for (uint32_t i = 0; i < kMsgs; ++i) write_all(p.ctrl[1], cts_record(i, msg.size()));

@@ -36,6 +36,34 @@ inline ncclResult_t post_receive(SocketLink& link, std::vector<char>* target) {
   return link.post_cts(cts);
 }
 
+inline std::vector<char> pattern(size_t n, int seed) {
+  std::vector<char> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = char(i * 131 + size_t(seed));
+  return v;
+}
+
+inline void write_all(int fd, const std::vector<char>& b) {
+  size_t off = 0;
+  while (off < b.size()) {
+    const ssize_t w = write(fd, b.data() + off, b.size() - off);
+    ASSERT_GT(w, 0);
+    off += size_t(w);
+  }
+}
+
+// n bytes, or fewer if the link closes its end first.
+inline std::vector<char> read_exactly(int fd, size_t n) {
+  std::vector<char> b(n);
+  size_t got = 0;
+  while (got < n) {
+    const ssize_t r = read(fd, b.data() + got, n - got);
+    if (r <= 0) break;
+    got += size_t(r);
+  }
+  b.resize(got);
+  return b;
+}
+
 // A control record as the peer writes it: the length field `len`, the header, then `payload`.
 inline std::vector<char> header_record(const HeaderRecord& h, const std::vector<char>& payload, uint32_t len) {
   std::vector<char> rec(4 + sizeof h + payload.size());
