@@ -217,20 +217,9 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     policy_.unmeasured();
     why = RawWhy::kWanted;
   }
-  Req* r = free_.back();
-  free_.pop_back();
-  r->data = static_cast<const char*>(data);
-  r->size = size;
-  r->kind = mr ? mr->kind : MemKind::kHost;
-  r->h = MessageHeader{};
-  r->h.seq = p.cts.seq;
-  r->h.sub = sub;
-  r->h.wire_bytes = r->h.orig_bytes = size;
-  r->h.why = compress ? RawWhy::kUnsaid : why;
-  r->wire = r->data;
+  Req* r = take_req(data, size, mr ? mr->kind : MemKind::kHost, p.cts.seq, sub, compress ? RawWhy::kUnsaid : why);
   r->staging_cap = to.staging_bytes;
   r->leased = leased ? engine : nullptr;
-  r->eager = false;
   if (compress) {
     r->stage = std::move(stage);
     CodecJob& j = r->job;
@@ -253,8 +242,6 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   p.req[sub] = r;
   p.matched |= 1u << sub;
   if (p.matched == (1u << p.cts.n) - 1) ++matching_;
-  r->posted_ms = now_ms();
-  r->stall_logged = false;
   mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);
   *request = r;
   return progress();
@@ -271,23 +258,11 @@ ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, void
   RawWhy why = RawWhy::kDeclined;
   if (engine) policy_.should_compress(size, *engine, 0, &why);  // a no, counted as such
   const uint32_t index = placements_seen_ + uint32_t(eager_.size());
-  Req* r = free_.back();
-  r->data = static_cast<const char*>(data);
-  r->size = size;
-  r->kind = MemKind::kHost;
-  r->h = MessageHeader{};
-  r->h.seq = index;
-  r->h.sub = kMaxRecvs;
-  r->h.wire_bytes = r->h.orig_bytes = size;
-  r->h.why = why;
-  r->wire = r->data;
-  r->staging_cap = 0;
-  r->leased = nullptr;
+  Req* r = take_req(data, size, MemKind::kHost, index, kMaxRecvs, why);
   r->eager = true;
   r->xfer.start_ns.store(0, std::memory_order_relaxed);
   mark(Timeline::kPost, index, kMaxRecvs, size);
   if (link_->post_eager(index, tag, data, size, why, &r->xfer) != ncclSuccess) return check_link();
-  free_.pop_back();
   eager_.push_back({index, tag, size});
   deferred_.posted_ms = 0;
   r->wire_ns = now_ns();
@@ -297,11 +272,30 @@ ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, void
   stats_.bytes_wire += size;
   ++sent_eager_;
   r->state = kPosted;
-  r->posted_ms = now_ms();
-  r->stall_logged = false;
   *request = r;
   *sent = true;
   return ncclSuccess;
+}
+
+SendComm::Req* SendComm::take_req(const void* data, size_t size, MemKind kind, uint32_t seq, uint32_t sub,
+                                  RawWhy why) {
+  Req* r = free_.back();
+  free_.pop_back();
+  r->data = static_cast<const char*>(data);
+  r->size = size;
+  r->kind = kind;
+  r->h = MessageHeader{};
+  r->h.seq = seq;
+  r->h.sub = sub;
+  r->h.wire_bytes = r->h.orig_bytes = size;
+  r->h.why = why;
+  r->wire = r->data;
+  r->staging_cap = 0;
+  r->leased = nullptr;
+  r->eager = false;
+  r->posted_ms = now_ms();
+  r->stall_logged = false;
+  return r;
 }
 
 uint64_t SendComm::bytes_ahead() const {

@@ -64,6 +64,9 @@ class SendComm : public Comm {
   ncclResult_t match_eager(Pending* p, uint32_t first);
   // A raw message sent before its clear-to-send, when the link and the policy allow it (*sent).
   ncclResult_t send_eager(void* data, size_t size, int tag, Mr* mr, void** request, bool* sent);
+  // A free request for a message from data (the caller has checked that there is one), raw until
+  // said otherwise.
+  Req* take_req(const void* data, size_t size, MemKind kind, uint32_t seq, uint32_t sub, RawWhy why);
   ncclResult_t defer(size_t size, int tag);
   ncclResult_t finish_job(Req* r);
   // Wire bytes of the messages taken from NCCL and not yet through the link.

@@ -239,6 +239,11 @@ ncclResult_t SocketLink::progress() {
     if (len >= sizeof r) std::memcpy(&r, rec, sizeof r);
     if (len < sizeof r || r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
     if ((r.flags & kEager) && int32_t(r.seq - placements_posted_) >= 0) {
+      // A sender goes at most kMaxRequests (NCCL_ZIP_SOCKET_EAGER's bound) beyond the receives it
+      // has seen: further is no honest peer's, and would hold the stream at this record for good.
+      if (r.seq - placements_posted_ >= kMaxRequests)
+        return fail(ncclRemoteError, "protocol error: message " + std::to_string(r.seq) + " sent ahead of its receive, " +
+                                         std::to_string(r.seq - placements_posted_) + " beyond the receives posted");
       in_off_ -= 4 + len;  // sent ahead of a receive not posted yet: it waits at the head
       break;
     }

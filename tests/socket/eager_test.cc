@@ -119,6 +119,7 @@ TEST(Eager, WhatCannotBePlacedFailsTheLink) {
       {"Compressed", eager_record(0, 3, m, kEagerRaw | kCompressed), "is not raw inside its header"},
       {"NotInline", header_record({kHeader, 0, 3, kEager, 1000, 1000}, {}, 32), "is not raw inside its header"},
       {"IndexOfAFilledReceive", eager_record(uint32_t(-1), 3, m), "for no posted receive"},
+      {"FurtherAheadThanASenderGoes", eager_record(1 + kMaxRequests, 3, m), "32 beyond the receives posted"},
   };
   for (const BadCase& c : cases) {
     SCOPED_TRACE(c.name);
