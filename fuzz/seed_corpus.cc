@@ -83,13 +83,20 @@ bool write_socket_seeds(const std::string& dir) {
   ctrl.clear();
   append_record(&ctrl, HeaderRecord{kHeader, 0, 0, kCompressed, raw.size(), msg.size()});
   ok = ok && write_file(dir + "/receive_compressed", socket_input(0, ctrl, msg));
-  ctrl.clear();  // a raw message inside its header record
-  const HeaderRecord in{kHeader, 0, 0, kInline, raw.size(), raw.size()};
-  const uint32_t in_len = uint32_t(sizeof in + raw.size());
-  ctrl.insert(ctrl.end(), reinterpret_cast<const uint8_t*>(&in_len), reinterpret_cast<const uint8_t*>(&in_len) + 4);
-  ctrl.insert(ctrl.end(), reinterpret_cast<const uint8_t*>(&in), reinterpret_cast<const uint8_t*>(&in) + sizeof in);
-  ctrl.insert(ctrl.end(), raw.begin(), raw.end());
-  ok = ok && write_file(dir + "/receive_inline", socket_input(0, ctrl, {}));
+  // A raw message inside its header record: in its place, and sent ahead of its clear-to-send
+  // (message 0, the posted receive's tag).
+  auto inline_record = [&](const HeaderRecord& h) {
+    Bytes rec;
+    const uint32_t len = uint32_t(sizeof h + raw.size());
+    rec.insert(rec.end(), reinterpret_cast<const uint8_t*>(&len), reinterpret_cast<const uint8_t*>(&len) + 4);
+    rec.insert(rec.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof h);
+    rec.insert(rec.end(), raw.begin(), raw.end());
+    return rec;
+  };
+  ok = ok && write_file(dir + "/receive_inline",
+                        socket_input(0, inline_record({kHeader, 0, 0, kInline, raw.size(), raw.size()}), {}));
+  ok = ok && write_file(dir + "/receive_eager",
+                        socket_input(0, inline_record({kHeader, 0, 7, kInline | kEager, raw.size(), raw.size()}), {}));
   CtsRecord cts{};
   cts.type = kCts;
   cts.n = 2;
