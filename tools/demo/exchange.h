@@ -46,18 +46,21 @@ struct ExchangeResult {
 
 ExchangeResult run_exchange(const ExchangeConfig& cfg);
 
-// Round trips of one message of cfg.msg_bytes: rank 0 sends it, rank 1 sends it back, each rank's
-// receive posted before the other sends (as NCCL's proxy posts receives ahead); `iters` timed
-// after a warm-up, every echoed byte checked.
+// kRoundTrip: rank 0 sends one message of cfg.msg_bytes, rank 1 sends it back, each rank's receive
+// posted before the other sends (as NCCL's proxy posts receives ahead). kStep: both ranks post a
+// receive and send one message at once, then wait for both (a collective's ring step: the
+// receive is posted as the peer's message goes). `iters` timed after a warm-up, every received
+// byte checked.
+enum class Pattern { kRoundTrip, kStep };
 struct LatencyResult {
   bool ok = false;
-  double median_us = 0, p90_us = 0;  // round trip
+  double median_us = 0, p90_us = 0;  // per round trip or step, on rank 0
   char error[200] = "";
 };
-LatencyResult run_pingpong(const ExchangeConfig& cfg, int iters);
-// The same round trips over one TCP connection on loopback, each end one thread busy-polling its
+LatencyResult run_pingpong(const ExchangeConfig& cfg, Pattern pattern, int iters);
+// The same over one TCP connection on loopback, each end one thread busy-polling its
 // non-blocking socket: what NCCL's own Socket transport does by default (no helper threads).
-LatencyResult run_tcp_pingpong(size_t bytes, int iters);
+LatencyResult run_tcp_pingpong(size_t bytes, Pattern pattern, int iters);
 
 // Default plugin path: ZIPCCL_PLUGIN if set, else the installed one beside this tool (bin/../lib),
 // else the build tree's.

@@ -1,8 +1,9 @@
 // zipccl-net-bench: the plugin with compression (NCCL_ZIP_ENABLE=2) against the same plugin as a
 // plain transport (NCCL_ZIP_ENABLE=0), over message sizes and data kinds, on loopback. Prints one
 // table row per case; any byte mismatch fails the run. --latency: round trips of one message
-// instead (rank 0 sends, rank 1 echoes), median and p90, beside a plain TCP ping-pong on the same
-// loopback in the same run (one busy-polling thread per end, as NCCL's Socket transport).
+// instead (rank 0 sends, rank 1 echoes), then steps (both send one and receive one at once, as in
+// a ring collective), median and p90, beside plain TCP doing the same on the same loopback in the
+// same run (one busy-polling thread per end, as NCCL's Socket transport).
 //
 //   zipccl-net-bench [--mib=N] [--latency [--iters=N]] [--plugin=PATH] [--version=8..11]
 #include <initializer_list>
@@ -17,26 +18,30 @@ using namespace zipccl::demo;
 
 namespace {
 
-// Round-trip microseconds per message size: plain TCP, the plugin raw (NCCL_ZIP_ENABLE=0) and
-// auto (its own choice: small messages go raw). Any echoed byte that differs fails the run.
+// Microseconds per round trip, then per step (Pattern), for each message size: plain TCP, the
+// plugin raw (NCCL_ZIP_ENABLE=0) and auto (its own choice: small messages go raw). Any received
+// byte that differs fails the run.
 int latency_table(ExchangeConfig cfg, int iters) {
-  printf("%9s %14s %20s %20s\n", "msg KiB", "tcp us (p90)", "plugin raw us (p90)", "plugin auto us (p90)");
   int failures = 0;
-  for (size_t bytes : {4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20}) {
-    cfg.msg_bytes = bytes;
-    const LatencyResult tcp = run_tcp_pingpong(bytes, iters);
-    cfg.env["NCCL_ZIP_ENABLE"] = "0";
-    const LatencyResult raw = run_pingpong(cfg, iters);
-    cfg.env["NCCL_ZIP_ENABLE"] = "1";
-    const LatencyResult zip = run_pingpong(cfg, iters);
-    if (!tcp.ok || !raw.ok || !zip.ok) {
-      printf("%9zu FAILED (%s%s%s)\n", bytes >> 10, tcp.error, raw.error, zip.error);
-      ++failures;
-      continue;
+  for (Pattern pattern : {Pattern::kRoundTrip, Pattern::kStep}) {
+    printf("%-10s %14s %20s %20s\n", pattern == Pattern::kStep ? "step KiB" : "trip KiB", "tcp us (p90)",
+           "plugin raw us (p90)", "plugin auto us (p90)");
+    for (size_t bytes : {4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20}) {
+      cfg.msg_bytes = bytes;
+      const LatencyResult tcp = run_tcp_pingpong(bytes, pattern, iters);
+      cfg.env["NCCL_ZIP_ENABLE"] = "0";
+      const LatencyResult raw = run_pingpong(cfg, pattern, iters);
+      cfg.env["NCCL_ZIP_ENABLE"] = "1";
+      const LatencyResult zip = run_pingpong(cfg, pattern, iters);
+      if (!tcp.ok || !raw.ok || !zip.ok) {
+        printf("%-10zu FAILED (%s%s%s)\n", bytes >> 10, tcp.error, raw.error, zip.error);
+        ++failures;
+        continue;
+      }
+      printf("%-10zu %7.1f (%4.0f) %12.1f (%5.0f) %12.1f (%5.0f)\n", bytes >> 10, tcp.median_us, tcp.p90_us,
+             raw.median_us, raw.p90_us, zip.median_us, zip.p90_us);
+      fflush(stdout);
     }
-    printf("%9zu %7.1f (%4.0f) %12.1f (%5.0f) %12.1f (%5.0f)\n", bytes >> 10, tcp.median_us, tcp.p90_us, raw.median_us,
-           raw.p90_us, zip.median_us, zip.p90_us);
-    fflush(stdout);
   }
   return failures ? 1 : 0;
 }
@@ -52,7 +57,8 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: zipccl-net-bench [--mib=N] [--latency [--iters=N]] [--plugin=PATH] [--version=8..11]\n"
       "  --mib: MiB each way per case (1..65536, default 64)\n"
-      "  --latency: round trips of one message per size, plugin and plain TCP (--iters, default 2000)\n";
+      "  --latency: round trips and steps of one message per size, plugin and plain TCP (--iters,\n"
+      "             default 2000)\n";
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     bool ok = true;
