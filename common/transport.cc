@@ -15,4 +15,10 @@ const char* placement_misfit(const Placement& p, const MessageHeader& h) {
   return nullptr;
 }
 
+uint32_t placement_for_tag(const ClearToSend& cts, uint32_t filled, int32_t tag) {
+  uint32_t sub = 0;
+  while (sub < cts.n && (cts.p[sub].tag != tag || (filled >> sub & 1))) ++sub;
+  return sub;
+}
+
 }  // namespace zipccl

@@ -104,6 +104,11 @@ struct MessageHeader {
 // apply before trusting a peer's header.
 const char* placement_misfit(const Placement& p, const MessageHeader& h);
 
+// The placement of cts that a message with `tag` fills: the first with that tag not in `filled`
+// (bit i: placement i has its message), or cts.n where none is. The one rule by which a sender
+// matches isends to a clear-to-send and a receiver places messages sent ahead of it.
+uint32_t placement_for_tag(const ClearToSend& cts, uint32_t filled, int32_t tag);
+
 struct DeviceInfo {
   std::string name;      // e.g. "lo", "eth0", "mlx5_0"
   std::string pci_path;  // real /sys PCI path, empty for virtual interfaces

@@ -52,8 +52,7 @@ ncclResult_t SendComm::match_eager(Pending* p, uint32_t first) {
   // Sent ahead only while every clear-to-send taken was matched: this one is pending_[matching_].
   while (!eager_.empty() && eager_.front().index - first < p->cts.n) {
     const Eager a = eager_.front();
-    uint32_t sub = 0;
-    while (sub < p->cts.n && (p->cts.p[sub].tag != a.tag || (p->matched >> sub & 1))) ++sub;
+    const uint32_t sub = placement_for_tag(p->cts, p->matched, a.tag);
     if (sub == p->cts.n || a.size > p->cts.p[sub].capacity) {
       std::string tags;
       for (uint32_t i = 0; i < p->cts.n; ++i) tags += " " + std::to_string(p->cts.p[i].tag);
@@ -61,12 +60,15 @@ ncclResult_t SendComm::match_eager(Pending* p, uint32_t first) {
                                         std::to_string(a.tag) + ") sent ahead of its receive fits no receive of " +
                                         "clear-to-send seq " + std::to_string(p->cts.seq) + " (tags" + tags + ")");
     }
-    p->matched |= 1u << sub;
-    p->eager |= 1u << sub;
+    fill(p, sub);  // with no request: the message is with the link already
     eager_.pop_front();
   }
-  if (p->matched == (1u << p->cts.n) - 1) ++matching_;
   return ncclSuccess;
+}
+
+void SendComm::fill(Pending* p, uint32_t sub) {
+  p->matched |= 1u << sub;
+  if (p->matched == (1u << p->cts.n) - 1) ++matching_;
 }
 
 ncclResult_t SendComm::finish_job(Req* r) {
@@ -114,7 +116,7 @@ ncclResult_t SendComm::progress() {
     Pending& p = pending_.front();
     while (posted_subs_ < p.cts.n) {
       Req* r = p.req[posted_subs_];
-      if (!r && (p.eager >> posted_subs_ & 1)) {  // went ahead of the clear-to-send
+      if (!r && (p.matched >> posted_subs_ & 1)) {  // went ahead of the clear-to-send
         ++posted_subs_;
         continue;
       }
@@ -171,8 +173,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     return defer(size, tag);  // the receiver has not posted this receive yet: NCCL retries
   }
   Pending& p = pending_[matching_];
-  uint32_t sub = 0;
-  while (sub < p.cts.n && (p.cts.p[sub].tag != tag || (p.matched >> sub & 1))) ++sub;
+  const uint32_t sub = placement_for_tag(p.cts, p.matched, tag);
   if (sub == p.cts.n || free_.empty()) return defer(size, tag);
   deferred_.posted_ms = 0;
   const Placement& to = p.cts.p[sub];
@@ -240,8 +241,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
     r->state = kReady;
   }
   p.req[sub] = r;
-  p.matched |= 1u << sub;
-  if (p.matched == (1u << p.cts.n) - 1) ++matching_;
+  fill(&p, sub);
   mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);
   *request = r;
   return progress();

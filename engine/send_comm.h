@@ -45,8 +45,7 @@ class SendComm : public Comm {
   struct Pending {
     ClearToSend cts;
     uint32_t matched = 0;  // bit i: placement i has its isend
-    uint32_t eager = 0;    // bit i: placement i's message went ahead of this clear-to-send
-    Req* req[kMaxRecvs] = {};
+    Req* req[kMaxRecvs] = {};  // null where matched: its message went ahead of this clear-to-send
   };
   // A message sent ahead of its clear-to-send (Link::post_eager), until that comes.
   struct Eager {
@@ -62,6 +61,9 @@ class SendComm : public Comm {
   // Gives the messages sent ahead of clear-to-send p, whose placement 0 is number `first`, their
   // placements in it (the rule of Link::post_eager).
   ncclResult_t match_eager(Pending* p, uint32_t first);
+  // Placement sub of p has its message; the next isend matches the next clear-to-send once all
+  // of p's have.
+  void fill(Pending* p, uint32_t sub);
   // A raw message sent before its clear-to-send, when the link and the policy allow it (*sent).
   ncclResult_t send_eager(void* data, size_t size, int tag, Mr* mr, void** request, bool* sent);
   // A free request for a message from data (the caller has checked that there is one), raw until

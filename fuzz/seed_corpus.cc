@@ -61,12 +61,13 @@ Bytes socket_input(uint8_t side, const Bytes& ctrl, const Bytes& payload) {
 }
 
 template <class Record>
-void append_record(Bytes* to, const Record& r) {
-  const uint32_t len = sizeof r;
+void append_record(Bytes* to, const Record& r, const Bytes& payload = {}) {
+  const uint32_t len = uint32_t(sizeof r + payload.size());
   const uint8_t* l = reinterpret_cast<const uint8_t*>(&len);
   const uint8_t* p = reinterpret_cast<const uint8_t*>(&r);
   to->insert(to->end(), l, l + 4);
   to->insert(to->end(), p, p + sizeof r);
+  to->insert(to->end(), payload.begin(), payload.end());
 }
 
 bool write_socket_seeds(const std::string& dir) {
@@ -85,18 +86,12 @@ bool write_socket_seeds(const std::string& dir) {
   ok = ok && write_file(dir + "/receive_compressed", socket_input(0, ctrl, msg));
   // A raw message inside its header record: in its place, and sent ahead of its clear-to-send
   // (message 0, the posted receive's tag).
-  auto inline_record = [&](const HeaderRecord& h) {
-    Bytes rec;
-    const uint32_t len = uint32_t(sizeof h + raw.size());
-    rec.insert(rec.end(), reinterpret_cast<const uint8_t*>(&len), reinterpret_cast<const uint8_t*>(&len) + 4);
-    rec.insert(rec.end(), reinterpret_cast<const uint8_t*>(&h), reinterpret_cast<const uint8_t*>(&h) + sizeof h);
-    rec.insert(rec.end(), raw.begin(), raw.end());
-    return rec;
-  };
-  ok = ok && write_file(dir + "/receive_inline",
-                        socket_input(0, inline_record({kHeader, 0, 0, kInline, raw.size(), raw.size()}), {}));
-  ok = ok && write_file(dir + "/receive_eager",
-                        socket_input(0, inline_record({kHeader, 0, 7, kInline | kEager, raw.size(), raw.size()}), {}));
+  ctrl.clear();
+  append_record(&ctrl, HeaderRecord{kHeader, 0, 0, kInline, raw.size(), raw.size()}, raw);
+  ok = ok && write_file(dir + "/receive_inline", socket_input(0, ctrl, {}));
+  ctrl.clear();
+  append_record(&ctrl, HeaderRecord{kHeader, 0, 7, kInline | kEager, raw.size(), raw.size()}, raw);
+  ok = ok && write_file(dir + "/receive_eager", socket_input(0, ctrl, {}));
   CtsRecord cts{};
   cts.type = kCts;
   cts.n = 2;

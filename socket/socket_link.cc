@@ -284,15 +284,14 @@ ncclResult_t SocketLink::place_eager(HeaderRecord* r) {
                                      " sent ahead of its receive is not raw inside its header");
   for (const Posted& slot : posted_) {
     if (!slot.in_use || index - slot.first >= slot.cts.n) continue;
-    std::string tags;
-    for (uint32_t s = 0; s < slot.cts.n; ++s) {
-      if (slot.cts.p[s].tag == tag && !(slot.headers_seen >> s & 1)) {
-        r->seq = slot.cts.seq;
-        r->sub = s;
-        return ncclSuccess;
-      }
-      tags += " " + std::to_string(slot.cts.p[s].tag);
+    const uint32_t sub = placement_for_tag(slot.cts, slot.headers_seen, tag);
+    if (sub < slot.cts.n) {
+      r->seq = slot.cts.seq;
+      r->sub = sub;
+      return ncclSuccess;
     }
+    std::string tags;
+    for (uint32_t s = 0; s < slot.cts.n; ++s) tags += " " + std::to_string(slot.cts.p[s].tag);
     return fail(ncclRemoteError, "message " + std::to_string(index) + " (tag " + std::to_string(tag) +
                                      ") sent ahead of its receive matches no open receive of seq " +
                                      std::to_string(slot.cts.seq) + " (tags" + tags + "): collective mismatch");

@@ -194,13 +194,6 @@ TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
       if (e != ncclSuccess) sticky = e;
     }
 
-    // As NCCL does, a test() after the posts: the clear-to-sends go out by then.
-    if (sticky == ncclSuccess) {
-      int done = 0, size = 0;
-      const ncclResult_t e = net_.test(recvs[0].req, &done, &size);
-      ASSERT_TRUE(ok_or_remote(e)) << e;
-      if (e != ncclSuccess) sticky = e;
-    }
     // What the plugin offered: its clear-to-sends, read from the control socket.
     std::vector<CtsRecord> offered;
     for (int i = 0; i < n_recv && sticky == ncclSuccess; ++i) {

@@ -279,13 +279,10 @@ LatencyResult pingpong_main(const ExchangeConfig& cfg, Pattern pattern, int iter
   if (pattern == Pattern::kRoundTrip && rank == 1 && !post_recv(0)) return error("irecv", rc);
   for (long i = 0; i < total; ++i) {
     void* sreq = nullptr;
-    if (pattern == Pattern::kStep) {
+    if (pattern == Pattern::kStep || rank == 0) {  // a step is a ping on both ranks
       const double t0 = now_s();
-      if (!post_recv(i) || !send(&sreq) || !wait(sreq) || !wait(rreq)) return error("step", rc);
-      if (i >= kWarmup) rtt.push_back(now_s() - t0);
-    } else if (rank == 0) {
-      const double t0 = now_s();
-      if (!post_recv(i) || !send(&sreq) || !wait(sreq) || !wait(rreq)) return error("ping", rc);
+      if (!post_recv(i) || !send(&sreq) || !wait(sreq) || !wait(rreq))
+        return error(pattern == Pattern::kStep ? "step" : "ping", rc);
       if (i >= kWarmup) rtt.push_back(now_s() - t0);
     } else {
       if (!wait(rreq) || (i + 1 < total && !post_recv(i + 1)) || !send(&sreq) || !wait(sreq)) return error("pong", rc);
