@@ -59,6 +59,13 @@ class CodecEngine {
   // Sustained input throughput in bytes/s over recent jobs of this kind, all workers together;
   // 0 while unmeasured.
   virtual double throughput(CodecJob::Op op) const = 0;
+  // Whether throughput() rests on enough jobs to trust a low value: a first sample alone (one
+  // job, perhaps on a kernel just started) does not, and auto mode measures such a codec again
+  // before it gives up on it.
+  virtual bool throughput_settled(CodecJob::Op op) const {
+    (void)op;
+    return true;
+  }
   // A receiver's promise that a message will be decoded where it is fast: true keeps the engine
   // ready for decodes until unlease() (the resident GPU codec: its kernel stays); false, the
   // engine would fall back to a slower coder now (the caller may ask for raw bytes instead).
@@ -72,6 +79,11 @@ class CodecEngine {
 inline double coding_rate(const CodecEngine& e) {
   const double enc = e.throughput(CodecJob::kEncode), dec = e.throughput(CodecJob::kDecode);
   return enc > 0 && dec > 0 ? 1 / (1 / enc + 1 / dec) : enc;
+}
+// coding_rate() rests on settled throughputs (every one it uses).
+inline bool coding_rate_settled(const CodecEngine& e) {
+  return e.throughput_settled(CodecJob::kEncode) &&
+         (e.throughput(CodecJob::kDecode) == 0 || e.throughput_settled(CodecJob::kDecode));
 }
 
 // The process-wide CPU engine, NCCL_ZIP_CPU_THREADS workers. acquire() starts it with the first

@@ -19,8 +19,10 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
   // engine's rate for both at once decides (the receiver's is alike).
   const double enc = coding_rate(codec);
   if (enc == 0) return Verdict::kUnmeasured;
-  return codec_keeps_up(enc, link_bps(), keeping_up_ ? kCodecKeepMargin : kCodecMargin) ? Verdict::kYes
-                                                                                      : Verdict::kSlowCodec;
+  if (codec_keeps_up(enc, link_bps(), keeping_up_ ? kCodecKeepMargin : kCodecMargin)) return Verdict::kYes;
+  // A codec found slow on a first sample alone is measured on: one that is not used is not
+  // measured again for hundreds of messages (kSlowProbeFirst), which a short job never sends.
+  return coding_rate_settled(codec) ? Verdict::kSlowCodec : Verdict::kUnmeasured;
 }
 
 bool CompressPolicy::raw_by_size(size_t bytes) const {

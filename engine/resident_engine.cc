@@ -136,4 +136,8 @@ double ResidentEngine::throughput(CodecJob::Op op) const {
   return rate_[op == CodecJob::kEncode ? 0 : 1].bytes_per_s();
 }
 
+bool ResidentEngine::throughput_settled(CodecJob::Op op) const {
+  return rate_[op == CodecJob::kEncode ? 0 : 1].settled();
+}
+
 }  // namespace zipccl

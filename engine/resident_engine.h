@@ -37,6 +37,7 @@ class ResidentEngine final : public CodecEngine {
   // so reads the load offered. 0 until a GPU job has measured it, and the policy then compresses
   // one message at a time.
   double throughput(CodecJob::Op op) const override;
+  bool throughput_settled(CodecJob::Op op) const override;
   // A lease of the kernel (ResidentCodec::acquire): it runs and stays until unlease().
   bool lease() override { return gpu_->acquire(); }
   void unlease() override { gpu_->release(); }

@@ -21,17 +21,21 @@ class WindowedRate {
     const bool first = first_sample_ && rate_.load(std::memory_order_relaxed) == 0;
     if (busy_ns_ <= 0 || (!first && window_ < window_bytes_)) return;
     rate_.store(bytes_ * 1e9 / busy_ns_, std::memory_order_relaxed);
+    if (window_ >= window_bytes_) settled_.store(true, std::memory_order_relaxed);
     window_ = 0;
     bytes_ *= 0.5;
     busy_ns_ *= 0.5;
   }
   double bytes_per_s() const { return rate_.load(std::memory_order_relaxed); }
+  // The rate rests on a whole window of bytes, not on a first sample alone.
+  bool settled() const { return settled_.load(std::memory_order_relaxed); }
 
  private:
   const double window_bytes_;
   const bool first_sample_;
   double bytes_ = 0, busy_ns_ = 0, window_ = 0;
   std::atomic<double> rate_{0};
+  std::atomic<bool> settled_{false};
 };
 
 }  // namespace zipccl
