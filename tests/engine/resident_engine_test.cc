@@ -122,6 +122,23 @@ TEST_F(ResidentEngineTest, NoKernelYetMeansTheCpu) {
   EXPECT_EQ(engine_->gpu_jobs(), 2u);
 }
 
+// The first GPU job gives a rate, which the policy does not trust to be low until 4 MiB more
+// have been coded (CodecEngine::throughput_settled).
+TEST_F(ResidentEngineTest, TheRateSettlesOverAWindowOfJobs) {
+  const Bytes x = bf16_data(1 << 20, 3);
+  Bytes msg(max_compressed_bytes(x.size()));
+  ASSERT_NO_FATAL_FAILURE(warm());
+  for (int k = 0; k < 6; ++k) {
+    CodecJob e;
+    set_job(&e, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
+    ASSERT_NO_FATAL_FAILURE(run(&e));
+    ASSERT_TRUE(e.on_gpu);
+    EXPECT_GT(engine_->throughput(CodecJob::kEncode), 0) << "job " << k;
+    EXPECT_EQ(engine_->throughput_settled(CodecJob::kEncode), k >= 4) << "job " << k << ": 1 MiB each";
+  }
+  EXPECT_FALSE(engine_->throughput_settled(CodecJob::kDecode)) << "no decode has been measured";
+}
+
 TEST_F(ResidentEngineTest, BlockedLauncherSendsEverythingToTheCpu) {
   ctl_->block_launch = true;
   for (int k = 0; k < 5; ++k) ASSERT_NO_FATAL_FAILURE(round_trip(bf16_data(70000, 10 + k)));
