@@ -37,7 +37,7 @@ part train "${TRAIN_S:-100}" env OUT="$OUT/train" MODES="${MODES:-ddp}" RUNS="${
   STEPS="${STEPS:-100}" scripts/device-train-check.sh
 part gemm "${GEMM_S:-70}" env OUT="$OUT/gemm" scripts/device-gemm-beside.sh
 part bench "${BENCH_S:-200}" env OUT="$OUT/bench" PACES="${PACES:-10000,20000,40000}" SIZES="${SIZES:-1M,16M,64M}" \
-  REPEATS="${REPEATS:-3}" COLLECTIVES="${COLLECTIVES:-all_gather,reduce_scatter,all_reduce,alltoallv}" \
+  REPEATS="${REPEATS:-3}" COLLECTIVES="${COLLECTIVES:-all_gather,reduce_scatter,all_reduce,alltoallv}" PACK=0 \
   scripts/device-nccl-bench.sh
 if python3 -c 'import matplotlib' 2>/dev/null; then
   python3 bench/nccl/plot_speedup.py "$OUT/bench" "$OUT/speedup.png" --title "zipccl on one H200, 2 ranks" >>"$SUMMARY" 2>&1

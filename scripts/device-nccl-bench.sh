@@ -32,7 +32,8 @@
 #                                              && tar -x -C .ab-base)` carried into the call,
 #                                              built alike, its plugin run as the variant
 #                                              <p>_auto_base: an A/B of code in one call;
-#                                              ALWAYS=0: no forced-compression runs)
+#                                              ALWAYS=0: no forced-compression runs; the logs
+#                                              end up in $OUT/logs.tar.gz, PACK=0: not)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -106,3 +107,10 @@ if [ -n "${TIMELINE:-}" ]; then
   rm -rf "$OUT/timeline"
 fi
 python3 bench/nccl/bench_table.py "$OUT" "$PACES" "${LABELS[@]}"
+rc=$?
+# A device call returns at most 8 files: every run's log in one archive (PACK=0: left as they are,
+# for a caller that reads them, as scripts/device-e2e.sh does).
+if [ "${PACK:-1}" = 1 ]; then
+  (cd "$OUT" && find . -name '*.log' -o -name warmup.txt | sort | tar -czf logs.tar.gz --remove-files -T -)
+fi
+exit $rc

@@ -119,5 +119,7 @@ say ""
 say "timing, all_reduce 64 MiB bf16:"
 grep -h "^BENCH" "$OUT"/nccl_*.log | tee -a "$SUMMARY"
 say ""
-say "overall: $([ $FAIL -eq 0 ] && echo PASS || echo FAIL) (logs in $OUT)"
+say "overall: $([ $FAIL -eq 0 ] && echo PASS || echo FAIL) (logs in $OUT/logs.tar.gz)"
+# A device call returns at most 8 files: the summary, and the logs in one archive.
+(cd "$OUT" && find . -name '*.log' | sort | tar -czf logs.tar.gz --remove-files -T -)
 exit $FAIL
