@@ -158,7 +158,8 @@ void ResidentCodec::start() {
   }
   const int64_t running = now_ns();
   if (start_ns_.size() < kStartSamples) start_ns_.push_back(running - asked);
-  last_active_ns_.store(running, std::memory_order_relaxed);
+  last_active_ns_.store(running + std::max<int64_t>(0, opt_.start_grace_us - opt_.idle_us) * 1000,
+                        std::memory_order_relaxed);
   demand_.store(false, std::memory_order_release);  // whoever asked meanwhile finds it running
   set_state(kStarting, kRunning);
   ZIP_TRACE("GPU codec: resident kernel %u running", g);

@@ -42,6 +42,9 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   struct Options {
     int ctas = 16;
     int64_t idle_us = 50;       // idle for this long: the kernel exits
+    // A kernel started on demand stays at least this long for its asker, who comes back on
+    // NCCL's next call (NCCL_ZIP_GPU_WAIT_US): later than idle_us, it would find the kernel gone.
+    int64_t start_grace_us = 0;
     int64_t retry_ms = 1000;    // a failed launch is tried again after this long
     int64_t exit_wait_ms = 10000;  // at destruction, how long to wait for the kernel to exit
   };

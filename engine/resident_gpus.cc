@@ -84,6 +84,7 @@ ResidentGpu* make(int device) {
   ResidentCodec::Options o;
   o.ctas = resident_ctas();
   o.idle_us = gpu_idle_us();
+  o.start_grace_us = gpu_wait_us();
   auto g = std::make_unique<ResidentGpu>();
   g->device = device;
   g->codec = ResidentCodec::create(std::move(dev), o);

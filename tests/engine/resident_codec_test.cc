@@ -227,6 +227,33 @@ TEST_F(Resident, FailedLaunchIsRetried) {
   codec_->release();
 }
 
+// A kernel started on demand waits start_grace_us for its asker, who comes back on NCCL's next
+// call, before its idle exit; without the grace one who comes back after the idle time finds it
+// gone, and asks for another start.
+TEST_F(Resident, AKernelStartedOnDemandWaitsForItsAsker) {
+  for (const int64_t grace_us : {int64_t(500000), int64_t(0)}) {
+    ResidentCodec::Options o = options();
+    o.idle_us = 100;
+    o.start_grace_us = grace_us;
+    make(o);
+    EXPECT_FALSE(codec_->acquire());  // the demand
+    const auto end = Clock::now() + std::chrono::seconds(5);
+    while (ctl_->launches.load() == 0) ASSERT_LT(Clock::now(), end) << "the kernel was not started";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 500 idle times
+    if (grace_us) {
+      EXPECT_TRUE(codec_->acquire()) << "still there for its asker";
+      codec_->release();
+      EXPECT_EQ(ctl_->launches.load(), 1);
+      while (codec_->state() != ResidentCodec::kStopped) ASSERT_LT(Clock::now(), end) << "no idle exit after use";
+    } else {
+      EXPECT_FALSE(codec_->acquire()) << "exited after its idle time";
+    }
+    ASSERT_TRUE(codec_->shutdown());
+    codec_.reset();
+    ctl_->launches = 0;
+  }
+}
+
 // A launch queued behind other work: no lease until the kernel says it runs; the start's time,
 // from the first lease asked for, in the summary logged at shutdown.
 TEST_F(Resident, NoLeaseBeforeTheKernelRuns) {

@@ -184,12 +184,13 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
 }
 
 // Receives posted 8 at a time (NCCL posts up to 8 at once for a collective of as many messages
-// per connection), each batch after a pause in which both kernels exit (5 ms idle) and well
-// within a kernel's start (5 ms): every receive of a batch is posted with the kernel stopped.
-// The receiver's count of messages that came compressed.
+// per connection), each batch after a pause (30 ms) in which both kernels exit (5 ms idle, and a
+// kernel just started stays the 20 ms its asker may wait) and well within a kernel's start (5 ms):
+// every receive of a batch is posted with the kernel stopped. The receiver's count of messages
+// that came compressed.
 long batches_compressed(const std::vector<std::string>& args) {
   Env env = emulated_auto_env("5000");
-  env["NCCL_ZIP_GPU_WAIT_US"] = "200000";
+  env["NCCL_ZIP_GPU_WAIT_US"] = "20000";
   env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";
   std::vector<std::string> recv_args = args;
   recv_args.push_back("--pause-every=8");
