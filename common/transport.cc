@@ -15,6 +15,12 @@ const char* placement_misfit(const Placement& p, const MessageHeader& h) {
   return nullptr;
 }
 
+std::string placement_tags(const ClearToSend& cts) {
+  std::string tags;
+  for (uint32_t i = 0; i < cts.n; ++i) tags += " " + std::to_string(cts.p[i].tag);
+  return tags;
+}
+
 uint32_t placement_for_tag(const ClearToSend& cts, uint32_t filled, int32_t tag) {
   uint32_t sub = 0;
   while (sub < cts.n && (cts.p[sub].tag != tag || (filled >> sub & 1))) ++sub;

@@ -108,6 +108,8 @@ const char* placement_misfit(const Placement& p, const MessageHeader& h);
 // (bit i: placement i has its message), or cts.n where none is. The one rule by which a sender
 // matches isends to a clear-to-send and a receiver places messages sent ahead of it.
 uint32_t placement_for_tag(const ClearToSend& cts, uint32_t filled, int32_t tag);
+// The tags of cts's placements, each after a space (" 3 3 7"), for the errors that list them.
+std::string placement_tags(const ClearToSend& cts);
 
 struct DeviceInfo {
   std::string name;      // e.g. "lo", "eth0", "mlx5_0"

@@ -53,13 +53,11 @@ ncclResult_t SendComm::match_eager(Pending* p, uint32_t first) {
   while (!eager_.empty() && eager_.front().index - first < p->cts.n) {
     const Eager a = eager_.front();
     const uint32_t sub = placement_for_tag(p->cts, p->matched, a.tag);
-    if (sub == p->cts.n || a.size > p->cts.p[sub].capacity) {
-      std::string tags;
-      for (uint32_t i = 0; i < p->cts.n; ++i) tags += " " + std::to_string(p->cts.p[i].tag);
+    if (sub == p->cts.n || a.size > p->cts.p[sub].capacity)
       return fail(ncclInvalidUsage, "collective mismatch: isend of " + std::to_string(a.size) + " bytes (tag " +
                                         std::to_string(a.tag) + ") sent ahead of its receive fits no receive of " +
-                                        "clear-to-send seq " + std::to_string(p->cts.seq) + " (tags" + tags + ")");
-    }
+                                        "clear-to-send seq " + std::to_string(p->cts.seq) + " (tags" +
+                                        placement_tags(p->cts) + ")");
     fill(p, sub);  // with no request: the message is with the link already
     eager_.pop_front();
   }
@@ -127,13 +125,7 @@ ncclResult_t SendComm::progress() {
       }
       r->xfer.start_ns.store(0, std::memory_order_relaxed);
       if (link_->post_message(r->h, p.cts.p[posted_subs_], r->wire, &r->xfer) != ncclSuccess) return check_link();
-      r->wire_ns = now_ns();
-      mark(Timeline::kWire, r->h.seq, r->h.sub, r->h.wire_bytes, r->h.compressed ? Timeline::kCompressed : 0);
-      stats_.messages++;
-      stats_.compressed += r->h.compressed;
-      stats_.bytes_in += r->size;
-      stats_.bytes_wire += r->h.wire_bytes;
-      r->state = kPosted;
+      went_to_link(r);
       ++posted_subs_;
     }
     pending_.pop_front();
@@ -265,16 +257,21 @@ ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, void
   if (link_->post_eager(index, tag, data, size, why, &r->xfer) != ncclSuccess) return check_link();
   eager_.push_back({index, tag, size});
   deferred_.posted_ms = 0;
-  r->wire_ns = now_ns();
-  mark(Timeline::kWire, index, kMaxRecvs, size);
-  stats_.messages++;
-  stats_.bytes_in += size;
-  stats_.bytes_wire += size;
+  went_to_link(r);
   ++sent_eager_;
-  r->state = kPosted;
   *request = r;
   *sent = true;
   return ncclSuccess;
+}
+
+void SendComm::went_to_link(Req* r) {
+  r->wire_ns = now_ns();
+  mark(Timeline::kWire, r->h.seq, r->h.sub, r->h.wire_bytes, r->h.compressed ? Timeline::kCompressed : 0);
+  stats_.messages++;
+  stats_.compressed += r->h.compressed;
+  stats_.bytes_in += r->size;
+  stats_.bytes_wire += r->h.wire_bytes;
+  r->state = kPosted;
 }
 
 SendComm::Req* SendComm::take_req(const void* data, size_t size, MemKind kind, uint32_t seq, uint32_t sub,

@@ -69,6 +69,8 @@ class SendComm : public Comm {
   // A free request for a message from data (the caller has checked that there is one), raw until
   // said otherwise.
   Req* take_req(const void* data, size_t size, MemKind kind, uint32_t seq, uint32_t sub, RawWhy why);
+  // r's message is with the link now (post_message or post_eager): its time, mark and stats.
+  void went_to_link(Req* r);
   ncclResult_t defer(size_t size, int tag);
   ncclResult_t finish_job(Req* r);
   // Wire bytes of the messages taken from NCCL and not yet through the link.

@@ -290,11 +290,10 @@ ncclResult_t SocketLink::place_eager(HeaderRecord* r) {
       r->sub = sub;
       return ncclSuccess;
     }
-    std::string tags;
-    for (uint32_t s = 0; s < slot.cts.n; ++s) tags += " " + std::to_string(slot.cts.p[s].tag);
     return fail(ncclRemoteError, "message " + std::to_string(index) + " (tag " + std::to_string(tag) +
                                      ") sent ahead of its receive matches no open receive of seq " +
-                                     std::to_string(slot.cts.seq) + " (tags" + tags + "): collective mismatch");
+                                     std::to_string(slot.cts.seq) + " (tags" + placement_tags(slot.cts) +
+                                     "): collective mismatch");
   }
   return fail(ncclRemoteError,
               "protocol error: message " + std::to_string(index) + " sent ahead of its receive for no posted receive");
