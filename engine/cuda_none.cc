@@ -5,7 +5,7 @@
 
 namespace zipccl {
 
-std::unique_ptr<ServiceDevice> make_cuda_service_device(int, std::string* err) {
+std::unique_ptr<ServiceDevice> make_cuda_service_device(int, int, std::string* err) {
   *err = "this build has no GPU codec (ZIPCCL_CUDA=OFF)";
   return nullptr;
 }

@@ -29,6 +29,10 @@ ZIP_PARAM(gpu_enabled, "NCCL_ZIP_GPU", 1, 0, 1)
 ZIP_PARAM(gpu_staging_mb, "NCCL_ZIP_GPU_STAGING_MB", 256, 1, 1 << 16)
 // CTAs the resident kernel occupies; 0: sized to the link (resident_gpus.h).
 ZIP_PARAM(gpu_ctas, "NCCL_ZIP_GPU_CTAS", 0, 0, 1024)
+// Its CTAs packed this many to an SM (a green context of CTAs / this many SMs; where the driver
+// makes none, spread one to an SM): two overlap their waits on memory, coding about as fast as
+// twice the SMs would one to an SM (docs/gpu-codec.md). 1: spread.
+ZIP_PARAM(gpu_ctas_per_sm, "NCCL_ZIP_GPU_CTAS_PER_SM", 2, 1, 2)
 // With the GPU codec: NCCL_MIN_NCHANNELS, where the user set none. On one channel NCCL's
 // pipeline waits for each message's encode and decode; more channels keep more messages in
 // flight (docs/benchmarks.md). 0 leaves NCCL's choice alone.

@@ -170,9 +170,11 @@ std::string ResidentCodec::start_summary() const {
   std::vector<int64_t> t = start_ns_;
   std::sort(t.begin(), t.end());
   auto us = [&](double q) { return (long long)(t[size_t(q * double(t.size() - 1))] / 1000); };
-  char buf[160];
-  snprintf(buf, sizeof buf, "started %u times, %lld us median from demand to running (p90 %lld, max %lld)",
-           launches(), us(0.5), us(0.9), us(1.0));
+  char buf[200];
+  int n = snprintf(buf, sizeof buf, "started %u times, %lld us median from demand to running (p90 %lld, max %lld)",
+                   launches(), us(0.5), us(0.9), us(1.0));
+  if (const int sms = gpu::service_sms(host_, opt_.ctas); sms > 0 && n > 0 && size_t(n) < sizeof buf)
+    snprintf(buf + n, sizeof buf - n, ", the last launch's %d CTAs on %d SMs", opt_.ctas, sms);
   return buf;
 }
 

@@ -31,11 +31,14 @@ class ServiceDevice {
   virtual bool launch(uint32_t generation, int ctas, std::string* err) = 0;
   // After the launch has said it exited: collects it (its stream), on the launcher thread.
   virtual bool reap(std::string* err) = 0;
+  // Where its CTAs run, for the log ("on 5 SMs (...)"); empty where nothing is known.
+  virtual std::string placement() const { return ""; }
 };
 
-// CUDA device `device`'s kernel, its state allocated and its module loaded now (call where CUDA
-// calls may block, before the codec is used); null with *err where that fails or without CUDA.
-std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, std::string* err);
+// CUDA device `device`'s kernel of `ctas` CTAs, its state allocated, its stream made (on an SM
+// partition, NCCL_ZIP_GPU_CTAS_PER_SM) and the kernel launched once now (call where CUDA calls
+// may block, before the codec is used); null with *err where that fails or without CUDA.
+std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, int ctas, std::string* err);
 
 class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
  public:
@@ -70,6 +73,8 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   // True once job `index` is done: its result in *r, its ring slot free again.
   bool poll(uint64_t index, gpu::Result* r);
 
+  // Where the device runs its CTAs (ServiceDevice::placement()).
+  std::string placement() const { return device_->placement(); }
   // The kernel's CTAs' time coding tiles of op (0 encode, 1 decode) so far, and how many share it.
   uint64_t tile_ns(int op) const { return gpu::service_tile_ns(host_, opt_.ctas, op); }
   int ctas() const { return opt_.ctas; }

@@ -1,14 +1,17 @@
-// The resident codec's device side on CUDA: its mapped ServiceHost, device state and stream, made
-// and the module loaded by make_cuda_service_device() (where the caller may block, before any
-// kernel of ours runs); launches and reaps on the launcher thread.
+// The resident codec's device side on CUDA: its mapped ServiceHost, device state and stream (on
+// an SM partition where CTAs share SMs), made and the kernel launched once by
+// make_cuda_service_device() (where the caller may block, before any kernel of ours runs);
+// launches and reaps on the launcher thread.
 #include <cuda.h>
 
 #include <cstring>
 
 #include "cuda_dmabuf.h"
 #include "cuda_scope.h"
+#include "engine_params.h"
 #include "resident_codec.h"
 #include "resident_gpus.h"
+#include "sm_partition.h"
 #include "zipccl/gpu_service.h"
 
 namespace zipccl {
@@ -18,12 +21,15 @@ std::string cuda_error(const char* what, cudaError_t e) { return std::string(wha
 
 class CudaServiceDevice final : public ServiceDevice {
  public:
-  explicit CudaServiceDevice(int device) : device_(device) {}
+  CudaServiceDevice(int device, int ctas) : device_(device), ctas_(ctas) {}
   // Frees after the kernel has exited (ResidentCodec never destroys it otherwise): cudaFree
   // would wait for a running kernel.
   ~CudaServiceDevice() override {
     CudaScope scope(device_);
-    if (stream_) cudaStreamDestroy(stream_);
+    if (partition_)
+      partition_.reset();  // its stream with it
+    else if (stream_)
+      cudaStreamDestroy(stream_);
     if (state_) cudaFree(state_);
     if (host_) cudaFreeHost(host_);
   }
@@ -39,16 +45,44 @@ class CudaServiceDevice final : public ServiceDevice {
       return *err = cuda_error("cudaMalloc", e), false;
     int lo = 0, hi = 0;  // highest priority: not queued behind the training step's kernels
     cudaDeviceGetStreamPriorityRange(&lo, &hi);
-    if ((e = cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi)) != cudaSuccess)
+    std::string why = "NCCL_ZIP_GPU_CTAS_PER_SM=1";
+    if (gpu_ctas_per_sm() > 1) {
+      // Under MPS a partition's launch waits behind the other contexts' running kernels (NCCL's
+      // among them) for milliseconds: measured 35 ms at p90 where the primary context starts in
+      // 0.1-0.3 ms.
+      int mps = 0;
+      if (cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, device_) == cudaSuccess && mps)
+        why = "MPS shares this GPU";
+      else
+        partition_ = SmPartition::create(device_, partition_sms(ctas_, int(gpu_ctas_per_sm())), hi, &why);
+    }
+    if (partition_) {
+      stream_ = partition_->stream();
+    } else if ((e = cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi)) != cudaSuccess) {
       return *err = cuda_error("cudaStreamCreateWithPriority", e), false;
+    }
     if ((e = gpu::service_init(state_, stream_)) != cudaSuccess || (e = cudaStreamSynchronize(stream_)) != cudaSuccess)
       return *err = cuda_error("zeroing the device state", e), false;
-    // Loaded now: a lazy load at the first launch would wait for any running kernel.
+    // Loaded now, and launched once in its stream's context, asked to stop before it starts: a
+    // lazy load at the first launch would wait for any running kernel. The launch also tells
+    // where its CTAs run.
     if ((e = gpu::service_load()) != cudaSuccess) return *err = cuda_error("loading the kernel", e), false;
+    host_->stop = gpu::kServiceStop;
+    if ((e = gpu::service_launch(dhost_, state_, ctas_, kTrialGeneration, stream_)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(stream_)) != cudaSuccess)
+      return *err = cuda_error("a trial launch of the kernel", e), false;
+    if (!gpu::service_exited(host_, kTrialGeneration)) return *err = "a trial launch of the kernel did not run", false;
+    host_->stop = 0;
+    host_->started = host_->exited = 0;
+    const int sms = gpu::service_sms(host_, ctas_);
+    placement_ = "on " + std::to_string(sms) + " SMs" +
+                 (partition_ ? " (an SM partition of " + std::to_string(partition_->sms()) + ")"
+                             : " (no SM partition: " + why + ")");
     return true;
   }
 
   gpu::ServiceHost* host() override { return host_; }
+  std::string placement() const override { return placement_; }
 
   bool launch(uint32_t generation, int ctas, std::string* err) override {
     CudaScope scope(device_);
@@ -65,7 +99,10 @@ class CudaServiceDevice final : public ServiceDevice {
   }
 
  private:
-  const int device_;
+  static constexpr uint32_t kTrialGeneration = ~0u;  // ResidentCodec's count up from 1
+  const int device_, ctas_;
+  std::unique_ptr<SmPartition> partition_;
+  std::string placement_;
   gpu::ServiceHost* host_ = nullptr;
   gpu::ServiceHost* dhost_ = nullptr;
   void* state_ = nullptr;
@@ -126,8 +163,8 @@ int export_dmabuf(int device, char* p, size_t bytes, std::string* err) {
   return cuda_dmabuf_fd(p, bytes, err);
 }
 
-std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, std::string* err) {
-  auto d = std::make_unique<CudaServiceDevice>(device);
+std::unique_ptr<ServiceDevice> make_cuda_service_device(int device, int ctas, std::string* err) {
+  auto d = std::make_unique<CudaServiceDevice>(device, ctas);
   if (!d->init(err)) return nullptr;
   return d;
 }

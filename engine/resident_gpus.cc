@@ -73,7 +73,7 @@ ResidentGpu* make(int device) {
     mem = new char[arena_bytes];
     free_mem = [](char* p) { delete[] p; };
   } else {
-    dev = make_cuda_service_device(device, &err);
+    dev = make_cuda_service_device(device, resident_ctas(), &err);
     if (dev) mem = alloc_mapped(arena_bytes, &err);
     free_mem = free_mapped;
   }
@@ -94,10 +94,12 @@ ResidentGpu* make(int device) {
   g->engine = std::make_unique<ResidentEngine>(g->codec, acquire_cpu_codec(), zip_mode() == ZipMode::kAlways);
   g->emulation = emulation;
   if (g_device_staging.load()) add_device_arena(g.get(), arena_bytes);
+  const std::string where = g->codec->placement().empty() ? "" : " " + g->codec->placement();
   ZIP_INFO(NCCL_INIT | NCCL_NET,
-           "GPU codec on GPU %d: resident kernel of %d CTAs%s%s, exits after %lld us idle; %zu MiB pinned staging; "
+           "GPU codec on GPU %d: resident kernel of %d CTAs%s%s%s, exits after %lld us idle; %zu MiB pinned staging; "
            "host buffers coded there while it runs, on the CPU otherwise",
            device, o.ctas, gpu_ctas() ? " (NCCL_ZIP_GPU_CTAS)" : " (sized to the link)",
+           where.c_str(),
            emulate ? " (emulated by a CPU thread, NCCL_ZIP_GPU_EMULATE)" : "",
            (long long)o.idle_us, arena_bytes >> 20);
   return g.release();

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the GPU codec, its tests and its benchmark on a GPU machine and run them in one go:
 #   scripts/device-gpu.sh [steps...]   steps: test bench memcheck memcheck-bulk racecheck (the
-#                                      default), service (the resident codec's benchmark),
+#                                      default), service (the resident codec's benchmark, CTAs
+#                                      packed and spread; SERVICE_CTAS="8 16" its CTA counts),
 #                                      profile, trace (phase clocks: a second build with
 #                                      -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace)
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
@@ -41,14 +42,16 @@ for s in "${steps[@]}"; do
       r=$?
       timeout 120 "$S" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
       timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
-      CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1;;
+      CUDA_DEVICE_MAX_CONNECTIONS=1 timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1
+      NCCL_ZIP_GPU_CTAS_PER_SM=1 timeout 120 "$E" --gtest_color=no >>"$OUT/test.log" 2>&1 || r=1;;
     bench)
       timeout 300 "$BUILD/bench/gpu/gpu_codec_bench" >"$OUT/bench.log" 2>&1
       r=$?
       cat "$OUT/bench.log";;
-    service)
-      timeout 120 "$BUILD/bench/gpu/gpu_service_bench" >"$OUT/service.log" 2>&1
+    service)  # CTAs packed two to an SM (the plugin's default), then spread one to an SM
+      timeout 120 "$BUILD/bench/gpu/gpu_service_bench" ${SERVICE_CTAS:-} >"$OUT/service.log" 2>&1
       r=$?
+      timeout 120 "$BUILD/bench/gpu/gpu_service_bench" --per-sm=1 ${SERVICE_CTAS:-} >>"$OUT/service.log" 2>&1 || r=1
       cat "$OUT/service.log";;
     memcheck)
       ZIPCCL_GPU_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \

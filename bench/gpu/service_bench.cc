@@ -9,7 +9,9 @@
 //    capacity the plugin would measure from the same run (ServiceHost::tile_ns).
 // Buffers are allocated before the kernel starts and freed after it exits (cudaFree waits for a
 // running kernel).
-// Usage: gpu_service_bench [--quick] [CTAS...]   (default CTA counts: 8 16 32)
+// CTAs are packed two to an SM on an SM partition (engine/sm_partition.h) as the plugin packs
+// them; --per-sm=1 spreads them one to an SM.
+// Usage: gpu_service_bench [--quick] [--per-sm=1|2] [CTAS...]   (default CTA counts: 8 16 32)
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "sm_partition.h"
 #include "zipccl/codec.h"
 #include "zipccl/gpu_service.h"
 
@@ -56,16 +59,20 @@ class Service {
     CK(cudaStreamSynchronize(s_));
     CK(gpu::service_load());
   }
-  void start(int ctas) {
+  // On `stream`, or the service's own where null.
+  void start(int ctas, cudaStream_t stream) {
     h_->stop = 0;
-    CK(gpu::service_launch(dh_, dev_, ctas, ++gen_, s_));
+    launched_on_ = stream ? stream : s_;
+    CK(gpu::service_launch(dh_, dev_, ctas, ++gen_, launched_on_));
   }
   void stop() {
     gpu::service_stop(h_, tail_);
     while (!gpu::service_exited(h_, gen_)) {
     }
-    CK(cudaStreamSynchronize(s_));
+    CK(cudaStreamSynchronize(launched_on_));
   }
+  // How many SMs the last launch's CTAs ran on.
+  int sms(int ctas) const { return gpu::service_sms(h_, ctas); }
   uint64_t post(const gpu::ServiceJob& j) {
     gpu::service_post(h_, tail_, j);
     return tail_++;
@@ -91,7 +98,7 @@ class Service {
   gpu::ServiceHost* h_ = nullptr;
   gpu::ServiceHost* dh_ = nullptr;
   void* dev_ = nullptr;
-  cudaStream_t s_ = nullptr;
+  cudaStream_t s_ = nullptr, launched_on_ = nullptr;
   uint32_t gen_ = 0;
   uint64_t tail_ = 0;
 };
@@ -226,10 +233,13 @@ int main(int argc, char** argv) {
     return 0;
   }
   bool quick = false;
+  int per_sm = 2;
   std::vector<int> ctas;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!strncmp(argv[i], "--per-sm=", 9))
+      per_sm = atoi(argv[i] + 9);
     else
       ctas.push_back(atoi(argv[i]));
   }
@@ -245,12 +255,18 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kInflight; ++i) sus[host].push_back(std::make_unique<Data>(x.data() + i * kJob / 8, kJob, host));
   Service sv;
   for (int c : ctas) {
-    sv.start(c);
-    printf("\n## %d CTAs\n\n", c);
+    std::unique_ptr<SmPartition> part;
+    std::string why = "--per-sm=1";
+    if (per_sm > 1) part = SmPartition::create(0, partition_sms(c, per_sm), 0, &why);
+    sv.start(c, part ? part->stream() : nullptr);
+    printf("\n## %d CTAs, %s\n\n", c,
+           part ? ("on an SM partition of " + std::to_string(part->sms()) + " SMs").c_str()
+                : ("spread (no SM partition: " + why + ")").c_str());
     latency(sv, lat, quick ? 50 : 300);
     printf("\n");
     sustained(sv, sus, quick ? 256 : 2048, c);
     sv.stop();
+    printf("\n(the CTAs ran on %d SMs)\n", sv.sms(c));
 #ifdef ZIPCCL_GPU_TRACE
     print_trace(c);
 #endif

@@ -152,13 +152,20 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s) {
   store_volatile(b.posted, posted);
 }
 
-__global__ void __launch_bounds__(kThreads, 1) resident_kernel(ServiceHost* host, DeviceState* s, uint32_t generation) {
+// Two CTAs fit on an SM (at most 128 registers a thread), so that two tiles' chains of round
+// trips overlap where the launch packs them (a stream of an SM partition, engine/sm_partition.h).
+__global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host, DeviceState* s, uint32_t generation) {
   static_assert(kServiceSlots == 32, "warp 0 looks a ticket up in every slot at once, a slot per lane");
   __shared__ DecShared dsh;
   __shared__ uint32_t slot_s, tile_s;
   __shared__ int stop_s;
   Board& b = s->board;
   const uint32_t lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    uint32_t sm;
+    asm("mov.u32 %0, %%smid;" : "=r"(sm));
+    store_volatile(host->sm[blockIdx.x], sm + 1);
+  }
   if (blockIdx.x == 0 && threadIdx.x == 0)
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&host->started), "r"(generation) : "memory");
   // Lane 0 of warp 0 holds the CTA's next ticket, claimed while the current tile runs so that

@@ -1,18 +1,23 @@
 // ResidentCodec over the real kernel, and the situations that hang a plugin making CUDA calls
 // from NCCL's threads: a foreign kernel spinning until our job is done (NCCL's kernels wait for
 // the network), an application thread inside cudaDeviceSynchronize or cudaFree while leases come
-// and go. Also run under CUDA_DEVICE_MAX_CONNECTIONS=1 (CMakeLists.txt). Skipped without a GPU.
+// and go; where its CTAs run. Also run under CUDA_DEVICE_MAX_CONNECTIONS=1 and with CTAs spread
+// one to an SM (NCCL_ZIP_GPU_CTAS_PER_SM=1, CMakeLists.txt). Skipped without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "bf16_data.h"
+#include "engine_params.h"
 #include "resident_codec.h"
+#include "sm_partition.h"
 #include "zipccl/codec.h"
 
 namespace zipccl {
@@ -39,9 +44,10 @@ class ResidentCuda : public ::testing::Test {
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
     cudaSetDevice(0);
     std::string err;
-    auto dev = make_cuda_service_device(0, &err);
+    auto dev = make_cuda_service_device(0, 16, &err);
     ASSERT_TRUE(dev) << err;
     ResidentCodec::Options o;
+    o.ctas = 16;
     o.idle_us = 500;
     codec_ = ResidentCodec::create(std::move(dev), o);
   }
@@ -98,8 +104,8 @@ TEST_F(ResidentCuda, CodesAndExitsWhenIdle) {
 }
 
 // A foreign kernel spins until our job is done, as NCCL's waits for the network: our kernel must
-// start beside it (loaded at init, not lazily at its first launch, which would wait for the
-// spinning one), and the job must finish.
+// start beside it promptly (loaded and launched once at init, not lazily at its first launch,
+// which would wait for the spinning one), and the job must finish.
 TEST_F(ResidentCuda, RunsBesideASpinningKernel) {
   constexpr size_t kN = 256 << 10;
   Pinned in(kN), out(max_compressed_bytes(kN)), flag(4);
@@ -110,7 +116,13 @@ TEST_F(ResidentCuda, RunsBesideASpinningKernel) {
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   spin_until<<<1, 32, 0, s>>>(dflag);
+  const auto t0 = Clock::now();
   const bool leased = lease(std::chrono::seconds(10));
+  const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+  RecordProperty("lease_us", int(waited));
+  // Beside, not after a time slice of the other kernel's context (under MPS, a launch into an SM
+  // partition waited tens of milliseconds; NCCL's kernels spin for whole collectives).
+  EXPECT_LT(waited, 100000) << "the kernel started only after " << waited << " us";
   if (leased) {
     EXPECT_NO_FATAL_FAILURE(encode_checked(in.p, kN, out.p));
     codec_->release();
@@ -162,6 +174,36 @@ TEST_F(ResidentCuda, SynchronizeAndFreeReturnWhileBurstsComeAndGo) {
   EXPECT_GT(coded.load(), 10);
   RecordProperty("coded", coded.load());
   RecordProperty("refused", refused.load());
+}
+
+// The device's trial launch at its making tells where the CTAs ran: packed two to an SM on an SM
+// partition of half as many SMs by default, one to an SM with NCCL_ZIP_GPU_CTAS_PER_SM=1 or under
+// MPS (the GPU otherwise idle: nothing else holds its SMs).
+TEST(ResidentCudaPlacement, CtasShareSmsAsAsked) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+  cudaSetDevice(0);
+  for (int ctas : {1, 8, 10}) {
+    std::string err;
+    auto dev = make_cuda_service_device(0, ctas, &err);
+    ASSERT_TRUE(dev) << err;
+    const int sms = gpu::service_sms(dev->host(), ctas);
+    int mps = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, 0), cudaSuccess);
+    if (gpu_ctas_per_sm() == 1 || mps) {
+      EXPECT_EQ(sms, ctas) << dev->placement();
+      const char* why = mps && gpu_ctas_per_sm() > 1 ? "no SM partition: MPS" : "no SM partition: NCCL_ZIP_GPU_CTAS_PER_SM=1";
+      EXPECT_NE(dev->placement().find(why), std::string::npos) << dev->placement();
+    } else {
+      // The partition has at least the SMs asked for, more where the driver's split is coarser.
+      const std::string where = dev->placement();
+      const size_t at = where.find("(an SM partition of ");
+      ASSERT_NE(at, std::string::npos) << where;
+      const int part = std::atoi(where.c_str() + at + 20);
+      EXPECT_GE(part, partition_sms(ctas, int(gpu_ctas_per_sm()))) << where;
+      EXPECT_EQ(sms, std::min(ctas, part)) << ctas << " CTAs " << where;
+    }
+  }
 }
 
 }  // namespace

@@ -67,6 +67,8 @@ struct ServiceHost {
   // CTA c's nanoseconds coding tiles of encodes [c][0] and decodes [c][1] (its thread 0 stores
   // the running sum after each tile, starting from the value a launch finds).
   uint64_t tile_ns[kServiceMaxCtas][2];
+  // 1 + the SM CTA c of the last launch runs on (0: not yet known), stored as it starts.
+  uint32_t sm[kServiceMaxCtas];
 };
 
 // The host's two steps of the protocol, plain memory accesses. Jobs are numbered from 0 in the
@@ -91,6 +93,18 @@ inline uint64_t service_tile_ns(const ServiceHost* h, int ctas, int op) {
   uint64_t t = 0;
   for (int c = 0; c < ctas && c < kServiceMaxCtas; ++c) t += __atomic_load_n(&h->tile_ns[c][op], __ATOMIC_RELAXED);
   return t;
+}
+// The SMs CTAs 0..ctas-1 of the last launch ran on: how many different ones (0: not known).
+inline int service_sms(const ServiceHost* h, int ctas) {
+  uint32_t seen[kServiceMaxCtas];
+  int n = 0;
+  for (int c = 0; c < ctas && c < kServiceMaxCtas; ++c) {
+    const uint32_t s = __atomic_load_n(&h->sm[c], __ATOMIC_RELAXED);
+    bool dup = s == 0;
+    for (int i = 0; i < n && !dup; ++i) dup = seen[i] == s;
+    if (!dup) seen[n++] = s;
+  }
+  return n;
 }
 // True once job `index` is done, its result in *r.
 inline bool service_poll(const ServiceHost* h, uint64_t index, Result* r) {
