@@ -59,6 +59,7 @@ void add_device_arena(ResidentGpu* g, size_t bytes) {
 
 ResidentGpu* make(int device) {
   const bool emulate = gpu_emulate() != 0;
+  const int ctas = resident_ctas();
   const size_t arena_bytes = size_t(gpu_staging_mb()) << 20;
   std::string err;
   std::unique_ptr<ServiceDevice> dev;
@@ -73,7 +74,7 @@ ResidentGpu* make(int device) {
     mem = new char[arena_bytes];
     free_mem = [](char* p) { delete[] p; };
   } else {
-    dev = make_cuda_service_device(device, resident_ctas(), &err);
+    dev = make_cuda_service_device(device, ctas, &err);
     if (dev) mem = alloc_mapped(arena_bytes, &err);
     free_mem = free_mapped;
   }
@@ -82,7 +83,7 @@ ResidentGpu* make(int device) {
     return nullptr;
   }
   ResidentCodec::Options o;
-  o.ctas = resident_ctas();
+  o.ctas = ctas;
   o.idle_us = gpu_idle_us();
   o.start_grace_us = gpu_wait_us();
   auto g = std::make_unique<ResidentGpu>();
