@@ -132,6 +132,7 @@ void ResidentCodec::run() {
 
 void ResidentCodec::start() {
   const int64_t asked = demand_ns_.load(std::memory_order_relaxed);  // later demands find it starting
+  const int64_t awake = now_ns();
   demand_.store(false, std::memory_order_release);
   if (!set_state(kStopped, kStarting)) return;
   __atomic_store_n(&host_->stop, uint64_t(0), __ATOMIC_RELEASE);
@@ -157,7 +158,12 @@ void ResidentCodec::start() {
     poll_pause(launched, 20);
   }
   const int64_t running = now_ns();
-  if (start_ns_.size() < kStartSamples) start_ns_.push_back(running - asked);
+  if (start_ns_.size() < kStartSamples) {
+    start_ns_.push_back(running - asked);
+    awake_ns_.push_back(awake - asked);
+    launch_ns_.push_back(launched - awake);
+    run_ns_.push_back(running - launched);
+  }
   last_active_ns_.store(running + std::max<int64_t>(0, opt_.start_grace_us - opt_.idle_us) * 1000,
                         std::memory_order_relaxed);
   demand_.store(false, std::memory_order_release);  // whoever asked meanwhile finds it running
@@ -167,12 +173,16 @@ void ResidentCodec::start() {
 
 std::string ResidentCodec::start_summary() const {
   if (start_ns_.empty()) return "";
-  std::vector<int64_t> t = start_ns_;
-  std::sort(t.begin(), t.end());
-  auto us = [&](double q) { return (long long)(t[size_t(q * double(t.size() - 1))] / 1000); };
-  char buf[200];
-  int n = snprintf(buf, sizeof buf, "started %u times, %lld us median from demand to running (p90 %lld, max %lld)",
-                   launches(), us(0.5), us(0.9), us(1.0));
+  auto us = [](std::vector<int64_t> t, double q) {
+    std::sort(t.begin(), t.end());
+    return (long long)(t[size_t(q * double(t.size() - 1))] / 1000);
+  };
+  char buf[256];
+  int n = snprintf(buf, sizeof buf,
+                   "started %u times, %lld us median from demand to running (p90 %lld, max %lld; medians: awake %lld, "
+                   "launch call %lld, to running %lld)",
+                   launches(), us(start_ns_, 0.5), us(start_ns_, 0.9), us(start_ns_, 1.0), us(awake_ns_, 0.5),
+                   us(launch_ns_, 0.5), us(run_ns_, 0.5));
   if (const int sms = gpu::service_sms(host_, opt_.ctas); sms > 0 && n > 0 && size_t(n) < sizeof buf)
     snprintf(buf + n, sizeof buf - n, ", the last launch's %d CTAs on %d SMs", opt_.ctas, sms);
   return buf;
