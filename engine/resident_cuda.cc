@@ -67,13 +67,13 @@ class CudaServiceDevice final : public ServiceDevice {
     // lazy load at the first launch would wait for any running kernel. The launch also tells
     // where its CTAs run.
     if ((e = gpu::service_load()) != cudaSuccess) return *err = cuda_error("loading the kernel", e), false;
-    host_->stop = gpu::kServiceStop;
+    __atomic_store_n(&host_->stop, gpu::kServiceStop, __ATOMIC_RELEASE);
     if ((e = gpu::service_launch(dhost_, state_, ctas_, kTrialGeneration, stream_)) != cudaSuccess ||
         (e = cudaStreamSynchronize(stream_)) != cudaSuccess)
       return *err = cuda_error("a trial launch of the kernel", e), false;
     if (!gpu::service_exited(host_, kTrialGeneration)) return *err = "a trial launch of the kernel did not run", false;
-    host_->stop = 0;
-    host_->started = host_->exited = 0;
+    __atomic_store_n(&host_->stop, uint64_t(0), __ATOMIC_RELEASE);
+    host_->started = host_->exited = 0;  // no kernel runs: ResidentCodec's generations count from 1
     const int sms = gpu::service_sms(host_, ctas_);
     placement_ = "on " + std::to_string(sms) + " SMs" +
                  (partition_ ? " (an SM partition of " + std::to_string(partition_->sms()) + ")"
