@@ -3,6 +3,8 @@
 #   scripts/device-gpu.sh [steps...]   steps: test bench memcheck memcheck-bulk racecheck (the
 #                                      default), service (the resident codec's benchmark, CTAs
 #                                      packed and spread; SERVICE_CTAS="8 16" its CTA counts),
+#                                      beside (cuBLAS GEMMs beside its paced stream, packed and
+#                                      spread; BESIDE_CTAS="10 16"),
 #                                      profile, trace (phase clocks: a second build with
 #                                      -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace)
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
@@ -23,7 +25,8 @@ nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
 cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
 . scripts/device-gtest.sh
 gtest_setup || exit 1
-if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests engine_gpu_tests gpu_codec_bench gpu_service_bench; } \
+if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests engine_gpu_tests gpu_codec_bench gpu_service_bench \
+  gpu_beside_bench; } \
   >"$OUT/build.log" 2>&1; then
   tail -40 "$OUT/build.log"
   echo "BUILD FAILED"
@@ -53,6 +56,16 @@ for s in "${steps[@]}"; do
       r=$?
       timeout 120 "$BUILD/bench/gpu/gpu_service_bench" --per-sm=1 ${SERVICE_CTAS:-} >>"$OUT/service.log" 2>&1 || r=1
       cat "$OUT/service.log";;
+    beside)  # cuBLAS GEMMs beside the resident codec's paced stream: packed, then spread
+      : >"$OUT/beside.log"
+      r=0
+      for ctas in ${BESIDE_CTAS:-10 16}; do
+        for per_sm in 2 1; do
+          NCCL_ZIP_GPU_CTAS_PER_SM=$per_sm timeout 120 "$BUILD/bench/gpu/gpu_beside_bench" --ctas="$ctas" \
+            >>"$OUT/beside.log" 2>&1 || r=1
+        done
+      done
+      grep -h "^BESIDE" "$OUT/beside.log";;
     memcheck)
       ZIPCCL_GPU_TEST_QUICK=1 timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$T" --gtest_color=no --gtest_filter=-*TrainingTensors* >"$OUT/memcheck.log" 2>&1
