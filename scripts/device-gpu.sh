@@ -81,7 +81,7 @@ for s in "${steps[@]}"; do
         "$T" --gtest_color=no --gtest_filter=*Sizes*:*Corrupted*:*AllBf16*:*Options*:*SingleCodec* >"$OUT/racecheck.log" 2>&1
       r=$?
       # The resident form: one CTA's shared memory serves tile after tile of different jobs.
-      timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$S" --gtest_color=no \
+      ZIPCCL_GPU_TEST_WAIT_S=120 timeout 300 compute-sanitizer --tool racecheck --error-exitcode 9 "$S" --gtest_color=no \
         --gtest_filter=-*StopsWhenAsked* >>"$OUT/racecheck.log" 2>&1 || r=1;;
     profile)  # Nsight Compute on a bulk and a 512 KiB encode and decode
       timeout 300 ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section SchedulerStats \

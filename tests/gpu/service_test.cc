@@ -28,6 +28,16 @@ using namespace zipccl::gputest;
 
 namespace {
 
+// How long a job or an exit may take: 10 s, ZIPCCL_GPU_TEST_WAIT_S under a sanitizer, which runs
+// the kernel many times slower.
+std::chrono::seconds wait_limit() {
+  static const long s = [] {
+    const char* v = getenv("ZIPCCL_GPU_TEST_WAIT_S");
+    return v && atol(v) > 0 ? atol(v) : 10L;
+  }();
+  return std::chrono::seconds(s);
+}
+
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
 constexpr uint32_t kRing = gpu::kServiceRing;
@@ -108,14 +118,14 @@ class Service : public ::testing::Test {
   }
   // Waits (in memory) until the kernel says it runs.
   void wait_started() {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto end = std::chrono::steady_clock::now() + wait_limit();
     while (!gpu::service_started(host_, generation_))
       ASSERT_LT(std::chrono::steady_clock::now(), end) << "the kernel did not start";
   }
   // Asks the kernel to stop and waits (in memory) until its last CTA says it has gone.
   void stop() {
     gpu::service_stop(host_, tail_);
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto end = std::chrono::steady_clock::now() + wait_limit();
     while (!gpu::service_exited(host_, generation_))
       ASSERT_LT(std::chrono::steady_clock::now(), end) << "the kernel did not exit when asked";
     running_ = false;
@@ -126,7 +136,7 @@ class Service : public ::testing::Test {
     return tail_++;
   }
   gpu::Result wait(uint64_t idx) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto end = std::chrono::steady_clock::now() + wait_limit();
     gpu::Result r{};
     while (!gpu::service_poll(host_, idx, &r)) {
       if (std::chrono::steady_clock::now() > end) {
