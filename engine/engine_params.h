@@ -47,6 +47,10 @@ ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 50, 0, 10000000)
 // collective that fits in the receives NCCL posts at once (a DDP bucket) goes raw whenever the
 // kernel was idle before it.
 ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 200, 0, 1000000)
+// 1: a collective the tuner sends compressed starts the resident kernel from the application's
+// thread as NCCL enqueues it (a wake-up of the launcher, no CUDA call there), so that the start
+// overlaps NCCL's launch instead of waiting for its first isend/irecv; it stays the start grace.
+ZIP_PARAM(gpu_prewarm, "NCCL_ZIP_GPU_PREWARM", 0, 0, 1)
 // A CPU thread plays the resident kernel (CPU codec; tests without a GPU). 2: its launches hang
 // until the codec closes, as a launcher stuck in a CUDA call.
 ZIP_PARAM(gpu_emulate, "NCCL_ZIP_GPU_EMULATE", 0, 0, 2)

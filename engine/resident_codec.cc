@@ -67,14 +67,22 @@ bool ResidentCodec::acquire() {
   uint64_t w = word_.load(std::memory_order_acquire);
   while ((w & kStateMask) == kRunning)
     if (word_.compare_exchange_weak(w, w + kLease, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
-  // Wake the launcher once per demand; under its mutex, so that it cannot miss the wake-up
-  // between looking at demand_ and sleeping (it never holds the mutex across a CUDA call).
+  wake_launcher();
+  return false;
+}
+
+void ResidentCodec::prewarm() {
+  if (state() != kRunning) wake_launcher();
+}
+
+void ResidentCodec::wake_launcher() {
+  // Under its mutex, so that it cannot miss the wake-up between looking at demand_ and sleeping
+  // (it never holds the mutex across a CUDA call).
   if (!demand_.exchange(true, std::memory_order_acq_rel)) {
     demand_ns_.store(now_ns(), std::memory_order_relaxed);
     std::lock_guard<std::mutex> lk(mu_);
     cv_.notify_all();  // shutdown() may wait on it too
   }
-  return false;
 }
 
 void ResidentCodec::release() {

@@ -68,6 +68,9 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   // asked to start it and the caller codes nothing now.
   bool acquire();
   void release();
+  // Asks the launcher to start the kernel now, for leases asked soon (NCCL_ZIP_GPU_PREWARM); it
+  // then stays the start grace. No lease; nothing where it runs or is asked for already.
+  void prewarm();
   // With a lease held: publishes a job; false when its ring slot is still unread (256 jobs out).
   bool post(const gpu::ServiceJob& job, uint64_t* index);
   // True once job `index` is done: its result in *r, its ring slot free again.
@@ -90,6 +93,7 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
 
  private:
   ResidentCodec(std::unique_ptr<ServiceDevice> device, const Options& options);
+  void wake_launcher();  // once per demand
   static constexpr uint64_t kStateMask = 3, kLease = 4;
   void run();
   // The launcher's steps, each returning when its transition is done or abandoned.

@@ -153,6 +153,11 @@ double nominal_coding_rate(bool resident) {
   return resident ? resident_ctas() * kCtaCodingBps : double(cpu_threads()) * 1e9;
 }
 
+void prewarm_residents() {
+  std::lock_guard<std::mutex> g(g_mu);
+  for (auto& e : g_gpus) e.second.gpu->codec->prewarm();
+}
+
 void release_resident(int device) {
   std::unique_ptr<ResidentGpu> gone;
   {

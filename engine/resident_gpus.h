@@ -35,6 +35,9 @@ int resident_device();
 // Null (logged) when it cannot be made. Every acquire is released.
 ResidentGpu* acquire_resident(int device);
 void release_resident(int device);
+// Every resident codec of the process starts its kernel for work that comes soon
+// (ResidentCodec::prewarm()); from any thread, no CUDA call.
+void prewarm_residents();
 // The link the resident kernels serve (bytes/s, device 0's configured speed; 0: unknown), set
 // by the net plugin's init before any comm: it sizes their CTAs.
 void set_resident_link(double link_bps);

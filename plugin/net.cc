@@ -143,6 +143,15 @@ PathView path_view() {
   return v;
 }
 
+void expect_compressed() {
+  if (!gpu_prewarm()) return;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    if (!g_device_path.resident) return;
+  }
+  prewarm_residents();
+}
+
 ncclResult_t devices(int* ndev) {
   return guarded("devices", [&]() -> ncclResult_t {
     *ndev = g_transport->num_devices();

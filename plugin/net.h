@@ -61,6 +61,9 @@ struct PathView {
   bool codec_keeps_up = false;  // the send comms compress (auto: engine/policy.h's rule; always)
 };
 PathView path_view();
+// The tuner sends a collective compressed (NCCL is enqueueing it): with NCCL_ZIP_GPU_PREWARM, the
+// resident codecs start their kernels now. On the application's thread: no CUDA call.
+void expect_compressed();
 
 // The forms of v8-v10, which have no context and no device offload.
 ncclResult_t listen_noctx(int dev, void* handle, void** listen_comm);

@@ -5,5 +5,6 @@
 namespace zipccl::net {
 
 PathView path_view() { return PathView{}; }
+void expect_compressed() {}
 
 }  // namespace zipccl::net

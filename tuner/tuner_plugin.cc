@@ -119,6 +119,7 @@ Pick pick(Context* c, int func, size_t nbytes, int pipe_ops, int reg_buff, const
                ch.native_us, ch.compressed_us > 0 ? "slower" : "does not apply");
   }
   if (!ch.compressed) return k;
+  net::expect_compressed();
   k.kind = Pick::kCompressed;
   k.algo = ch.algo;
   k.proto = kProtoSimple;

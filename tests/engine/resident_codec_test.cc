@@ -254,6 +254,26 @@ TEST_F(Resident, AKernelStartedOnDemandWaitsForItsAsker) {
   }
 }
 
+// A prewarm (the tuner's word that a compressed collective is coming) starts the kernel with no
+// lease asked; it waits the start grace for the leases, then exits when idle. One where it runs
+// starts nothing.
+TEST_F(Resident, APrewarmStartsTheKernelForTheLeasesToCome) {
+  ResidentCodec::Options o = options();
+  o.idle_us = 100;
+  o.start_grace_us = 500000;
+  make(o);
+  codec_->prewarm();
+  const auto end = Clock::now() + std::chrono::seconds(5);
+  while (codec_->state() != ResidentCodec::kRunning) ASSERT_LT(Clock::now(), end) << "the kernel was not started";
+  EXPECT_EQ(ctl_->launches.load(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // 200 idle times, within the grace
+  codec_->prewarm();
+  EXPECT_TRUE(codec_->acquire()) << "there for the leases that follow";
+  codec_->release();
+  EXPECT_EQ(ctl_->launches.load(), 1);
+  while (codec_->state() != ResidentCodec::kStopped) ASSERT_LT(Clock::now(), end) << "no idle exit";
+}
+
 // A launch queued behind other work: no lease until the kernel says it runs; the start's time,
 // from the first lease asked for, and its parts in the summary logged at shutdown.
 TEST_F(Resident, NoLeaseBeforeTheKernelRuns) {
