@@ -22,7 +22,7 @@ JOBS=$(nproc)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 nvcc --version | tail -2 | tee -a "$OUT/gpu.txt"
 
-cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} -DCMAKE_CUDA_FLAGS=-Xptxas=-v)
+cmake_args=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=${ARCH:-90} "-DCMAKE_CUDA_FLAGS=-Xptxas=-v -lineinfo")
 . scripts/device-gtest.sh
 gtest_setup || exit 1
 if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$JOBS" --target gpu_codec_tests gpu_service_tests engine_gpu_tests gpu_codec_bench gpu_service_bench \
