@@ -26,10 +26,8 @@ class CudaServiceDevice final : public ServiceDevice {
   // would wait for a running kernel.
   ~CudaServiceDevice() override {
     CudaScope scope(device_);
-    if (partition_)
-      partition_.reset();  // its stream with it
-    else if (stream_)
-      cudaStreamDestroy(stream_);
+    partition_.reset();  // its stream with it
+    if (own_stream_) cudaStreamDestroy(own_stream_);
     if (state_) cudaFree(state_);
     if (host_) cudaFreeHost(host_);
   }
@@ -43,6 +41,9 @@ class CudaServiceDevice final : public ServiceDevice {
       return *err = cuda_error("cudaHostGetDevicePointer", e), false;
     if ((e = cudaMalloc(&state_, gpu::service_device_bytes())) != cudaSuccess)
       return *err = cuda_error("cudaMalloc", e), false;
+    // Loaded now, and launched once in its stream's context below: a lazy load at the first
+    // launch would wait for any running kernel.
+    if ((e = gpu::service_load()) != cudaSuccess) return *err = cuda_error("loading the kernel", e), false;
     int lo = 0, hi = 0;  // highest priority: not queued behind the training step's kernels
     cudaDeviceGetStreamPriorityRange(&lo, &hi);
     std::string why = "NCCL_ZIP_GPU_CTAS_PER_SM=1";
@@ -56,24 +57,17 @@ class CudaServiceDevice final : public ServiceDevice {
       else
         partition_ = SmPartition::create(device_, partition_sms(ctas_, int(gpu_ctas_per_sm())), hi, &why);
     }
-    if (partition_) {
-      stream_ = partition_->stream();
-    } else if ((e = cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, hi)) != cudaSuccess) {
-      return *err = cuda_error("cudaStreamCreateWithPriority", e), false;
+    if (partition_ && !trial(partition_->stream(), err)) {  // spread rather than no GPU codec
+      why = "a launch there failed (" + *err + ")";
+      partition_.reset();
     }
-    if ((e = gpu::service_init(state_, stream_)) != cudaSuccess || (e = cudaStreamSynchronize(stream_)) != cudaSuccess)
-      return *err = cuda_error("zeroing the device state", e), false;
-    // Loaded now, and launched once in its stream's context, asked to stop before it starts: a
-    // lazy load at the first launch would wait for any running kernel. The launch also tells
-    // where its CTAs run.
-    if ((e = gpu::service_load()) != cudaSuccess) return *err = cuda_error("loading the kernel", e), false;
-    __atomic_store_n(&host_->stop, gpu::kServiceStop, __ATOMIC_RELEASE);
-    if ((e = gpu::service_launch(dhost_, state_, ctas_, kTrialGeneration, stream_)) != cudaSuccess ||
-        (e = cudaStreamSynchronize(stream_)) != cudaSuccess)
-      return *err = cuda_error("a trial launch of the kernel", e), false;
-    if (!gpu::service_exited(host_, kTrialGeneration)) return *err = "a trial launch of the kernel did not run", false;
-    __atomic_store_n(&host_->stop, uint64_t(0), __ATOMIC_RELEASE);
-    host_->started = host_->exited = 0;  // no kernel runs: ResidentCodec's generations count from 1
+    if (!partition_) {
+      cudaStream_t s = nullptr;
+      if ((e = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, hi)) != cudaSuccess)
+        return *err = cuda_error("cudaStreamCreateWithPriority", e), false;
+      own_stream_ = s;
+      if (!trial(s, err)) return false;
+    }
     const int sms = gpu::service_sms(host_, ctas_);
     placement_ = "on " + std::to_string(sms) + " SMs" +
                  (partition_ ? " (an SM partition of " + std::to_string(partition_->sms()) + ")"
@@ -99,6 +93,23 @@ class CudaServiceDevice final : public ServiceDevice {
   }
 
  private:
+  // Zeroes the device state on `s` and launches the kernel there once, asked to stop before it
+  // starts (its CTAs store where they ran); `s` becomes the kernel's stream.
+  bool trial(cudaStream_t s, std::string* err) {
+    cudaError_t e;
+    if ((e = gpu::service_init(state_, s)) != cudaSuccess || (e = cudaStreamSynchronize(s)) != cudaSuccess)
+      return *err = cuda_error("zeroing the device state", e), false;
+    __atomic_store_n(&host_->stop, gpu::kServiceStop, __ATOMIC_RELEASE);
+    if ((e = gpu::service_launch(dhost_, state_, ctas_, kTrialGeneration, s)) != cudaSuccess ||
+        (e = cudaStreamSynchronize(s)) != cudaSuccess)
+      return *err = cuda_error("a trial launch of the kernel", e), false;
+    if (!gpu::service_exited(host_, kTrialGeneration)) return *err = "a trial launch of the kernel did not run", false;
+    __atomic_store_n(&host_->stop, uint64_t(0), __ATOMIC_RELEASE);
+    host_->started = host_->exited = 0;  // no kernel runs: ResidentCodec's generations count from 1
+    stream_ = s;
+    return true;
+  }
+
   static constexpr uint32_t kTrialGeneration = ~0u;  // ResidentCodec's count up from 1
   const int device_, ctas_;
   std::unique_ptr<SmPartition> partition_;
@@ -106,7 +117,8 @@ class CudaServiceDevice final : public ServiceDevice {
   gpu::ServiceHost* host_ = nullptr;
   gpu::ServiceHost* dhost_ = nullptr;
   void* state_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;      // the kernel's: the partition's or own_stream_
+  cudaStream_t own_stream_ = nullptr;  // made here when there is no partition
 };
 
 }  // namespace
