@@ -59,11 +59,15 @@ class Service {
     CK(cudaStreamSynchronize(s_));
     CK(gpu::service_load());
   }
-  // On `stream`, or the service's own where null.
-  void start(int ctas, cudaStream_t stream) {
+  // On `stream`, or the service's own where null; us from the launch call to the kernel running.
+  double start(int ctas, cudaStream_t stream) {
     h_->stop = 0;
     launched_on_ = stream ? stream : s_;
+    const auto t0 = Clock::now();
     CK(gpu::service_launch(dh_, dev_, ctas, ++gen_, launched_on_));
+    while (!gpu::service_started(h_, gen_)) {
+    }
+    return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
   }
   void stop() {
     gpu::service_stop(h_, tail_);
@@ -258,10 +262,11 @@ int main(int argc, char** argv) {
     std::unique_ptr<SmPartition> part;
     std::string why = "--per-sm=1";
     if (per_sm > 1) part = SmPartition::create(0, partition_sms(c, per_sm), 0, &why);
-    sv.start(c, part ? part->stream() : nullptr);
-    printf("\n## %d CTAs, %s\n\n", c,
+    const double start_us = sv.start(c, part ? part->stream() : nullptr);
+    printf("\n## %d CTAs, %s, running %.1f us after the launch call\n\n", c,
            part ? ("on an SM partition of " + std::to_string(part->sms()) + " SMs").c_str()
-                : ("spread (no SM partition: " + why + ")").c_str());
+                : ("spread (no SM partition: " + why + ")").c_str(),
+           start_us);
     latency(sv, lat, quick ? 50 : 300);
     printf("\n");
     sustained(sv, sus, quick ? 256 : 2048, c);
