@@ -8,8 +8,9 @@ DIR: the bench's $OUT, whose *.log files hold "BENCH label=<pacing>_<variant> co
 median_ms=..." lines (one log per label and round); a label measured in several rounds counts the
 median of its rounds' medians. Before the table, each label's account from the plugin (its send
 comms' closing lines: messages, how many compressed and coded on the GPU, ratios; the codec's
-job-seconds per second inside collectives; the tuner's decisions). LABEL...: the table's columns
-in order.
+job-seconds per second inside collectives; the tuner's decisions; each rank's kernel starts, the
+median from demand to running and its parts, awake / launch call / to running). LABEL...: the
+table's columns in order.
 """
 import glob
 import os
@@ -47,6 +48,17 @@ def codec_share(text):
     return codec / busy if busy > 0 else None
 
 
+def starts(text):
+    """Each rank's resident kernel starts: how many, the median from demand to running, and its
+    parts where the log gives them (awake / launch call / to running, us)."""
+    out = []
+    for x in re.finditer(r"resident kernel started (\d+) times, (\d+) us median from demand to running \(p90 \d+, "
+                         r"max \d+(?:; medians: awake (\d+), launch call (\d+), to running (\d+))?\)", text):
+        parts = f" ({x[3]}/{x[4]}/{x[5]})" if x[3] else ""
+        out.append(f"{x[1]}x {x[2]} us{parts}")
+    return f", kernel starts {', '.join(out)}" if out else ""
+
+
 def accounts(top):
     for f in sorted(glob.glob(os.path.join(top, "*.log"))):
         m = c = g = 0
@@ -60,7 +72,7 @@ def accounts(top):
                      if "tuner: " in text else "")
             share = codec_share(text)
             busy = f", codec {share:.2f} job-s per collective-s" if share is not None else ""
-            print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}{busy}{tuned}")
+            print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}{busy}{tuned}{starts(text)}")
 
 
 def main():

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench/nccl/bench_table.py and plot_speedup.py's link-speed lines on made-up benchmark logs:
 medians over rounds, speedups over compression off at the same pacing, sizes up to GiB, the
-plugin's account of a run (the codec's share of the time inside collectives), and one line per
-variant and size against the paced link's speed."""
+plugin's account of a run (the codec's share of the time inside collectives, the kernel's starts),
+and one line per variant and size against the paced link's speed."""
 import os
 import subprocess
 import sys
@@ -44,6 +44,12 @@ with tempfile.TemporaryDirectory() as top:
             f.write(f"vm:1:2 [0] NCCL INFO NET/Zip : {side} 127.0.0.1:1 closed: 10 messages (5 compressed), "
                     f"1.000 MB in, 0.700 MB on the wire, ratio 0.700, codec {codec:.3f} s, 5 codec jobs on the GPU\n")
         f.write("BUSY label=p10000_auto rank=0 seconds=2.0000\nBUSY label=p10000_auto rank=1 seconds=2.0000\n")
+        # Each rank's kernel starts: a log with a start's parts, and one from before them.
+        f.write("vm:1:2 [0] NCCL INFO NET/Zip : GPU codec on GPU 0: resident kernel started 61 times, 109 us median "
+                "from demand to running (p90 171, max 6640; medians: awake 5, launch call 20, to running 80), the "
+                "last launch's 10 CTAs on 6 SMs\n")
+        f.write("vm:1:3 [0] NCCL INFO NET/Zip : GPU codec on GPU 0: resident kernel started 60 times, 98 us median "
+                "from demand to running (p90 147, max 24343)\n")
 
     t = load(top)
     expect("rounds' median", round(t[("p10000_always", "all_gather", GIB)], 6), round(100 / 1.25, 6))
@@ -56,7 +62,7 @@ with tempfile.TemporaryDirectory() as top:
                           "p10000_auto", "lo_off", "lo_auto"], capture_output=True, text=True).stdout
     acct = [l for l in out.splitlines() if l.startswith("p10000_auto.r1:")]
     expect("account", acct, ["p10000_auto.r1: 20 messages sent, 10 compressed, 10 coded on the GPU, ratios 0.700 0.700, "
-                             "codec 0.75 job-s per collective-s"])
+                             "codec 0.75 job-s per collective-s, kernel starts 61x 109 us (5/20/80), 60x 98 us"])
     row = [l for l in out.splitlines() if l.startswith("| all_gather | 1 GiB |")]
     expect("1 GiB row", row, ["| all_gather | 1 GiB | 100 | 71.4 | 1.40 | 10 | 12.5 | 0.80 |"])
 
