@@ -24,6 +24,7 @@
 #include "bench_util.h"
 #include "engine_params.h"
 #include "resident_codec.h"
+#include "service_data.h"
 #include "zipccl/codec.h"
 
 using namespace zipccl;
@@ -44,25 +45,11 @@ constexpr int kInflight = 32;
     }                                                                       \
   } while (0)
 
-struct Pinned {
-  uint8_t* p = nullptr;
-  explicit Pinned(size_t n) { CK(cudaHostAlloc(reinterpret_cast<void**>(&p), n, cudaHostAllocMapped)); }
-  ~Pinned() { cudaFreeHost(p); }
-};
-
 // Jobs posted every kJob / rate seconds under one lease, at most kInflight out; every result
 // checked for status and size.
 class Feeder {
  public:
-  Feeder(std::shared_ptr<ResidentCodec> codec, double rate) : codec_(std::move(codec)), rate_(rate) {
-    const std::vector<uint8_t> x = gaussian(Codec::BF16, kJob, 1, 0.02f);
-    std::vector<uint8_t> m(max_compressed_bytes(kJob));
-    size_t len = 0;
-    if (zipccl::encode(Codec::BF16, x.data(), kJob, m.data(), m.size(), &len) != Status::kOk) exit(1);
-    msg_bytes_ = len;
-    memcpy(src_.p, x.data(), kJob);
-    memcpy(msg_.p, m.data(), len);
-  }
+  Feeder(std::shared_ptr<ResidentCodec> codec, double rate) : codec_(std::move(codec)), rate_(rate) {}
   void start() {
     stop_ = false;
     thread_ = std::thread([this] { run(); });
@@ -84,24 +71,9 @@ class Feeder {
     while (!stop_ || !out.empty()) {
       const double now_s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (!stop_ && out.size() < kInflight && now_s >= double(posted) * gap_s) {
-        gpu::ServiceJob j{};
-        const bool enc = posted % 2 == 0;
-        const int slot = int(posted % kInflight);
-        if (enc) {
-          j.op = gpu::kServiceEncode;
-          j.in = src_.p;
-          j.in_bytes = kJob;
-          j.out = staging_.p + size_t(slot) * max_compressed_bytes(kJob);
-          j.out_cap = max_compressed_bytes(kJob);
-          j.limit = coded_limit(kJob, 1.0);
-          j.codec = uint8_t(Codec::BF16);
-        } else {
-          j.op = gpu::kServiceDecode;
-          j.in = msg_.p;
-          j.in_bytes = msg_bytes_;
-          j.out = staging_.p + size_t(slot) * max_compressed_bytes(kJob);
-          j.out_cap = kJob;
-        }
+        uint8_t* const dst = staging_.p + size_t(posted % kInflight) * max_compressed_bytes(kJob);
+        const gpu::ServiceJob j = posted % 2 == 0 ? job(kEncode, data_.src.p, kJob, dst, kJob)
+                                                  : job(kDecode, data_.msg.p, data_.msg_bytes, dst, kJob);
         uint64_t i = 0;
         if (codec_->post(j, &i)) {
           out.push_back(i);
@@ -126,8 +98,9 @@ class Feeder {
 
   std::shared_ptr<ResidentCodec> codec_;
   const double rate_;
-  Pinned src_{kJob}, msg_{max_compressed_bytes(kJob)}, staging_{kInflight * max_compressed_bytes(kJob)};
-  uint64_t msg_bytes_ = 0;
+  // The input and its message, in pinned host memory as NCCL's buffers and the staging are.
+  const Data data_{gaussian(Codec::BF16, kJob, 1, 0.02f).data(), kJob, true};
+  Buf staging_{kInflight * max_compressed_bytes(kJob), true};
   std::atomic<bool> stop_{false};
   std::thread thread_;
   double achieved_ = 0;
