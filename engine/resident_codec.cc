@@ -181,16 +181,20 @@ void ResidentCodec::start() {
 
 std::string ResidentCodec::start_summary() const {
   if (start_ns_.empty()) return "";
-  auto us = [](std::vector<int64_t> t, double q) {
+  auto sorted = [](std::vector<int64_t> t) {
     std::sort(t.begin(), t.end());
+    return t;
+  };
+  auto us = [](const std::vector<int64_t>& t, double q) {
     return (long long)(t[size_t(q * double(t.size() - 1))] / 1000);
   };
+  const std::vector<int64_t> all = sorted(start_ns_);
   char buf[256];
   int n = snprintf(buf, sizeof buf,
                    "started %u times, %lld us median from demand to running (p90 %lld, max %lld; medians: awake %lld, "
                    "launch call %lld, to running %lld)",
-                   launches(), us(start_ns_, 0.5), us(start_ns_, 0.9), us(start_ns_, 1.0), us(awake_ns_, 0.5),
-                   us(launch_ns_, 0.5), us(run_ns_, 0.5));
+                   launches(), us(all, 0.5), us(all, 0.9), us(all, 1.0), us(sorted(awake_ns_), 0.5),
+                   us(sorted(launch_ns_), 0.5), us(sorted(run_ns_), 0.5));
   if (const int sms = gpu::service_sms(host_, opt_.ctas); sms > 0 && n > 0 && size_t(n) < sizeof buf)
     snprintf(buf + n, sizeof buf - n, ", the last launch's %d CTAs on %d SMs", opt_.ctas, sms);
   return buf;
