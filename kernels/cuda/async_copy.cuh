@@ -40,14 +40,30 @@ __device__ __forceinline__ constexpr bool has_bulk_copy() {
   return false;
 #endif
 }
-// Thread 0 of the CTA, before the barrier that precedes every wait: a fresh barrier expecting
-// `bytes` from the copies that follow.
-__device__ __forceinline__ void mbar_expect(uint64_t* mbar, uint32_t bytes) {
+// Thread 0 of the CTA, once at its start: a barrier that one arrival (with the bytes expected)
+// and those bytes complete, phase after phase. (A barrier set up afresh for each tile of a
+// resident CTA left compute-sanitizer's racecheck unable to order one tile's copies before the
+// next tile's.)
+__device__ __forceinline__ void mbar_init(uint64_t* mbar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem_addr(mbar)) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+// Thread 0, before the barrier that precedes every wait: the current phase completes once
+// `bytes` have landed from the copies that follow (at once when 0).
+__device__ __forceinline__ void mbar_expect(uint64_t* mbar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(mbar)), "r"(bytes)
                : "memory");
+#endif
+}
+// Thread 0, after the barrier that follows the CTA's last generic-proxy accesses to the shared
+// memory the bulk copies write next (another tile's): the memory model orders accesses of the
+// generic and the async proxy only through this fence.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, uint32_t bytes, uint64_t* mbar) {
@@ -58,15 +74,15 @@ __device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, uint32_t
                : "memory");
 #endif
 }
-// Wait until the barrier's copies have landed (its first phase).
-__device__ __forceinline__ void mbar_wait(uint64_t* mbar) {
+// Wait until the barrier's phase of parity `parity` has completed (its copies have landed).
+__device__ __forceinline__ void mbar_wait(uint64_t* mbar, uint32_t parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   uint32_t done = 0;
   do {
     asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n selp.u32 %0, 1, 0, p;\n}\n"
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
-        : "r"(smem_addr(mbar))
+        : "r"(smem_addr(mbar)), "r"(parity)
         : "memory");
   } while (!done);
 #endif

@@ -33,6 +33,7 @@ __global__ void __launch_bounds__(kThreads, MU > 1 ? 8 : 6) decode_kernel(const 
   ZIPCCL_MARK_TIME(12);
   ZIPCCL_MARK(0);
   if (MU > 1) allow_dependents();  // decode_finish_kernel may launch once the last tiles run
+  init_shared(sh);
   const int item = find_item(P);
   decode_tile<MU>(P, item, blockIdx.x - P.items[item].tile0, sh, staged);
   ZIPCCL_MARK(10);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "async_copy.cuh"
 #include "crc32c.cuh"
 #include "tiling.cuh"
 #include "zipccl/format.h"
@@ -24,7 +25,18 @@ struct DecShared {
   CrcShared crc;
   alignas(16) uint32_t patch[kThreads][4];  // each thread's exponent bytes, for lanes::decode16()
   uint64_t mbar[kMaxUnitBlocks];             // bulk copy groups (decode_unit())
+  uint32_t bulk_tiles;  // tiles the CTA staged in bulk: the n-th (from 0) waits for phases of parity n & 1
 };
+
+// Thread 0, once at the CTA's start, before the barrier that precedes the first tile's reads.
+__device__ __forceinline__ void init_shared(DecShared& sh) {
+  if constexpr (has_bulk_copy()) {
+    if (threadIdx.x == 0) {
+      for (int m = 0; m < kMaxUnitBlocks; ++m) mbar_init(&sh.mbar[m]);
+      sh.bulk_tiles = 0;
+    }
+  }
+}
 
 // Escape chunks of coded blocks up to this length are staged in shared memory with the
 // planes; longer ones (raw blocks' spills, escape-heavy blocks) are read from global memory.

@@ -35,21 +35,27 @@ __device__ __forceinline__ void stage_planes(uint4* data, uint32_t planes0, int 
   }
 }
 
-// Thread 0: stage the planes (bit m of `planes`) and residuals (bit m of `res`) of whole blocks
-// m of a tile by the bulk copy engine, into linear slots: copy group 0 (mbar[0]) every block's
-// planes and block 0's residuals, group m block m's residuals. planes0 / res0: block 0's first
-// plane and residual bytes. (Inlined: as a call, it made decode_unit()'s live values go through
-// local memory, 128 bytes of spill stores in the bulk kernel against 36, ptxas -v.)
+// Thread 0: stage the planes (bit m of `planes`) and residuals (bit m of `res`) of whole blocks m
+// of a tile by the bulk copy engine, into linear slots: copy group 0 (mbar[0]) every block's planes
+// and block 0's residuals, group m block m's residuals. Every barrier completes a phase per bulk
+// tile, those of no group at once, so that all wait for the same parity. planes0 / res0: block 0's
+// first plane and residual bytes. (Inlined: as a call, it made decode_unit()'s live values go
+// through local memory, 128 bytes of spill stores in the bulk kernel against 36, ptxas -v.)
 template <Codec C, int M>
 __device__ __forceinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_stride, const uint8_t* res0,
                                         uint64_t res_stride, uint32_t planes, uint32_t res, uint4* data,
-                                        uint64_t* mbar) {
+                                        DecShared& sh) {
   using G = Geom<C>;
   constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
   constexpr uint32_t kPlanes0 = G::R * M * kResChunks, kPlaneBytes = kBlockElems / 8;
+  uint64_t* mbar = sh.mbar;
+  fence_proxy_async_shared();
 #pragma unroll
-  for (int m = 0; m < M; ++m)
-    mbar_expect(&mbar[m], ((res >> m) & 1) * G::R * kBlockElems + (m == 0) * __popc(planes) * G::K * kPlaneBytes);
+  for (int m = 0; m < kMaxUnitBlocks; ++m)
+    mbar_expect(&mbar[m], m >= M ? 0
+                                 : ((res >> m) & 1) * G::R * kBlockElems +
+                                       (m == 0) * __popc(planes) * G::K * kPlaneBytes);
+  ++sh.bulk_tiles;
   // A plane's slices of consecutive blocks are consecutive on both sides: one copy per plane
   // when every block's are staged.
   const bool all = planes == (1u << M) - 1;
@@ -141,7 +147,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       planes |= uint32_t(ok[m] && fits(planes_src(m), (G::K - 1) * L.bit_stride + kBlockElems / 8)) << m;
       res |= uint32_t(ok[m] && fits(res_src(m), (G::R - 1) * L.res_stride + kBlockElems)) << m;
     }
-    bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh.mbar);
+    bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh);
   };
   // Short escape chunks are staged in shared memory, bit m of esc_slots for block m's: chunks of
   // up to kEscStage bytes, at the start of the block's slot; in tiles that warp 0 stages, the
@@ -266,7 +272,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     return reinterpret_cast<const uint8_t*>(data + slot(kPlanes0 + (k * M + m) * kPlaneChunks + i / 16))[i % 16];
   };
 
-  if (bulk) mbar_wait(&sh.mbar[0]);
+  const uint32_t parity = (sh.bulk_tiles - 1) & 1;  // (read only in bulk tiles)
+  if (bulk) mbar_wait(&sh.mbar[0], parity);
   ZIPCCL_MARK(4);
   // Each coded block's code-0 count must equal its chunk length before a chunk byte is used.
   uint32_t esc[M], escapes[M];
@@ -283,7 +290,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     if (m > 0 && bulk) {
-      mbar_wait(&sh.mbar[m]);
+      mbar_wait(&sh.mbar[m], parity);
     } else if (m > 0) {
       cp_async_wait(M - 1 - m);
       __syncthreads();

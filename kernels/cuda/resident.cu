@@ -161,6 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
   __shared__ int stop_s;
   Board& b = s->board;
   const uint32_t lane = threadIdx.x & 31;
+  init_shared(dsh);
   if (threadIdx.x == 0) {
     uint32_t sm;
     asm("mov.u32 %0, %%smid;" : "=r"(sm));
