@@ -33,6 +33,9 @@ class ServiceDevice {
   virtual bool reap(std::string* err) = 0;
   // Where its CTAs run, for the log ("on 5 SMs (...)"); empty where nothing is known.
   virtual std::string placement() const { return ""; }
+  // The CTAs to launch where `asked` were asked: more where the CUDA device's SM partition holds
+  // room for more (its split's granularity), since those SMs are the application's loss either way.
+  virtual int launch_ctas(int asked) const { return asked; }
 };
 
 // CUDA device `device`'s kernel of `ctas` CTAs, its state allocated, its stream made (on an SM

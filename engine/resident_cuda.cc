@@ -4,6 +4,7 @@
 // launches and reaps on the launcher thread.
 #include <cuda.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "cuda_dmabuf.h"
@@ -21,7 +22,7 @@ std::string cuda_error(const char* what, cudaError_t e) { return std::string(wha
 
 class CudaServiceDevice final : public ServiceDevice {
  public:
-  CudaServiceDevice(int device, int ctas) : device_(device), ctas_(ctas) {}
+  CudaServiceDevice(int device, int ctas) : device_(device), asked_(ctas), ctas_(ctas) {}
   // Frees after the kernel has exited (ResidentCodec never destroys it otherwise): cudaFree
   // would wait for a running kernel.
   ~CudaServiceDevice() override {
@@ -57,9 +58,13 @@ class CudaServiceDevice final : public ServiceDevice {
       else
         partition_ = SmPartition::create(device_, partition_sms(ctas_, int(gpu_ctas_per_sm())), hi, &why);
     }
-    if (partition_ && !trial(partition_->stream(), err)) {  // spread rather than no GPU codec
-      why = "a launch there failed (" + *err + ")";
-      partition_.reset();
+    if (partition_) {
+      ctas_ = std::clamp(partition_->sms() * int(gpu_ctas_per_sm()), asked_, gpu::kServiceMaxCtas);
+      if (!trial(partition_->stream(), err)) {  // spread rather than no GPU codec
+        why = "a launch there failed (" + *err + ")";
+        partition_.reset();
+        ctas_ = asked_;
+      }
     }
     if (!partition_) {
       cudaStream_t s = nullptr;
@@ -77,6 +82,7 @@ class CudaServiceDevice final : public ServiceDevice {
 
   gpu::ServiceHost* host() override { return host_; }
   std::string placement() const override { return placement_; }
+  int launch_ctas(int asked) const override { return asked == asked_ ? ctas_ : asked; }
 
   bool launch(uint32_t generation, int ctas, std::string* err) override {
     CudaScope scope(device_);
@@ -111,7 +117,8 @@ class CudaServiceDevice final : public ServiceDevice {
   }
 
   static constexpr uint32_t kTrialGeneration = ~0u;  // ResidentCodec's count up from 1
-  const int device_, ctas_;
+  const int device_, asked_;
+  int ctas_;  // asked_, or the CTAs that fill the partition's SMs
   std::unique_ptr<SmPartition> partition_;
   std::string placement_;
   gpu::ServiceHost* host_ = nullptr;

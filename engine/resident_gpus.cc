@@ -83,7 +83,7 @@ ResidentGpu* make(int device) {
     return nullptr;
   }
   ResidentCodec::Options o;
-  o.ctas = ctas;
+  o.ctas = dev->launch_ctas(ctas);
   o.idle_us = gpu_idle_us();
   o.start_grace_us = gpu_wait_us();
   auto g = std::make_unique<ResidentGpu>();
@@ -97,10 +97,10 @@ ResidentGpu* make(int device) {
   if (g_device_staging.load()) add_device_arena(g.get(), arena_bytes);
   const std::string where = g->codec->placement().empty() ? "" : " " + g->codec->placement();
   ZIP_INFO(NCCL_INIT | NCCL_NET,
-           "GPU codec on GPU %d: resident kernel of %d CTAs%s%s%s, exits after %lld us idle; %zu MiB pinned staging; "
-           "host buffers coded there while it runs, on the CPU otherwise",
-           device, o.ctas, gpu_ctas() ? " (NCCL_ZIP_GPU_CTAS)" : " (sized to the link)",
-           where.c_str(),
+           "GPU codec on GPU %d: resident kernel of %d CTAs (%d %s%s)%s%s, exits after %lld us idle; %zu MiB pinned "
+           "staging; host buffers coded there while it runs, on the CPU otherwise",
+           device, o.ctas, ctas, gpu_ctas() ? "NCCL_ZIP_GPU_CTAS" : "sized to the link",
+           o.ctas > ctas ? ", more to fill the SMs held" : "", where.c_str(),
            emulate ? " (emulated by a CPU thread, NCCL_ZIP_GPU_EMULATE)" : "",
            (long long)o.idle_us, arena_bytes >> 20);
   return g.release();

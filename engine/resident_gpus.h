@@ -46,7 +46,9 @@ void set_resident_device_staging(bool on);
 // CTAs of a resident kernel: NCCL_ZIP_GPU_CTAS, else (0) enough to code the link's rate in both
 // directions with the policy's margin at the nominal rate per CTA, 4 to 16 (16 for an unknown
 // link). Packed two to an SM where an SM partition can be had (resident_cuda.cc), one to an SM
-// otherwise: SMs the application's kernels lose while the kernel is resident.
+// otherwise: SMs the application's kernels lose while the kernel is resident. A partition
+// rounded up to its split's granularity is filled: 10 CTAs ask for 5 SMs, an H200 gives 6, the
+// kernel runs 12 (the tuner plans with the count asked, which every rank computes alike).
 int resident_ctas();
 // The coding rate to plan with where every rank must plan alike (the tuner): nominal, from the
 // configuration, not measured. Encoding and decoding at once, bytes/s, as coding_rate() counts:

@@ -177,8 +177,9 @@ TEST_F(ResidentCuda, SynchronizeAndFreeReturnWhileBurstsComeAndGo) {
 }
 
 // The device's trial launch at its making tells where the CTAs ran: packed two to an SM on an SM
-// partition of half as many SMs by default, one to an SM with NCCL_ZIP_GPU_CTAS_PER_SM=1 or under
-// MPS (the GPU otherwise idle: nothing else holds its SMs).
+// partition of half as many SMs by default (CTAs added to fill the SMs the split gives), one to
+// an SM with NCCL_ZIP_GPU_CTAS_PER_SM=1 or under MPS (the GPU otherwise idle: nothing else holds
+// its SMs).
 TEST(ResidentCudaPlacement, CtasShareSmsAsAsked) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
@@ -187,10 +188,12 @@ TEST(ResidentCudaPlacement, CtasShareSmsAsAsked) {
     std::string err;
     auto dev = make_cuda_service_device(0, ctas, &err);
     ASSERT_TRUE(dev) << err;
-    const int sms = gpu::service_sms(dev->host(), ctas);
+    const int launched = dev->launch_ctas(ctas);
+    const int sms = gpu::service_sms(dev->host(), launched);
     int mps = 0;
     ASSERT_EQ(cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, 0), cudaSuccess);
     if (gpu_ctas_per_sm() == 1 || mps) {
+      EXPECT_EQ(launched, ctas);
       EXPECT_EQ(sms, ctas) << dev->placement();
       const char* why = mps && gpu_ctas_per_sm() > 1 ? "no SM partition: MPS" : "no SM partition: NCCL_ZIP_GPU_CTAS_PER_SM=1";
       EXPECT_NE(dev->placement().find(why), std::string::npos) << dev->placement();
@@ -201,7 +204,9 @@ TEST(ResidentCudaPlacement, CtasShareSmsAsAsked) {
       ASSERT_NE(at, std::string::npos) << where;
       const int part = std::atoi(where.c_str() + at + 20);
       EXPECT_GE(part, partition_sms(ctas, int(gpu_ctas_per_sm()))) << where;
-      EXPECT_EQ(sms, std::min(ctas, part)) << ctas << " CTAs " << where;
+      // The kernel fills the SMs held: 10 CTAs asked, 6 SMs given, 12 launched on all 6.
+      EXPECT_EQ(launched, std::max(ctas, part * int(gpu_ctas_per_sm()))) << where;
+      EXPECT_EQ(sms, part) << launched << " CTAs " << where;
     }
   }
 }
