@@ -4,7 +4,7 @@
 #                                      default), service (the resident codec's benchmark, CTAs
 #                                      packed and spread; SERVICE_CTAS="8 16" its CTA counts),
 #                                      beside (cuBLAS GEMMs beside its paced stream, packed and
-#                                      spread; BESIDE_CTAS="10 16"),
+#                                      spread; BESIDE_CTAS="10 16", BESIDE_DIMS="8192 4096"),
 #                                      profile, trace (phase clocks: a second build with
 #                                      -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace)
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
@@ -59,10 +59,12 @@ for s in "${steps[@]}"; do
     beside)  # cuBLAS GEMMs beside the resident codec's paced stream: packed, then spread
       : >"$OUT/beside.log"
       r=0
-      for ctas in ${BESIDE_CTAS:-10 16}; do
-        for per_sm in 2 1; do
-          NCCL_ZIP_GPU_CTAS_PER_SM=$per_sm timeout 120 "$BUILD/bench/gpu/gpu_beside_bench" --ctas="$ctas" \
-            >>"$OUT/beside.log" 2>&1 || r=1
+      for dim in ${BESIDE_DIMS:-8192 4096}; do
+        for ctas in ${BESIDE_CTAS:-10 16}; do
+          for per_sm in 2 1; do
+            NCCL_ZIP_GPU_CTAS_PER_SM=$per_sm timeout 120 "$BUILD/bench/gpu/gpu_beside_bench" --ctas="$ctas" \
+              --dim="$dim" >>"$OUT/beside.log" 2>&1 || r=1
+          done
         done
       done
       grep -h "^BESIDE" "$OUT/beside.log";;

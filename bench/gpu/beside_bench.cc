@@ -4,15 +4,19 @@
 // or spread as NCCL_ZIP_GPU_CTAS_PER_SM says) coding a paced stream of 512 KiB bf16 jobs in
 // pinned host memory, encodes and decodes in turn, as a link's traffic would give it. The
 // slowdown (beside / alone, median of rounds) is the codec's share of the SMs and memory; NCCL's
-// own kernels are not in it (bench/nccl/gemm_beside.py has them, under MPS).
+// own kernels are not in it (bench/nccl/gemm_beside.py has them, under MPS). Its floor, in the
+// same rounds: the GEMMs beside the kernel resident under a lease but given no jobs (the SMs it
+// holds, no coding).
 // Usage: gpu_beside_bench [--ctas=10] [--rate=11.4 (GB/s of input, encodes and decodes
-//        together; 11.4: a 4 GB/s link both ways at ratio 0.7)] [--gemms=40] [--dim=8192]
-//        [--rounds=3]
+//        together; 11.4: a 4 GB/s link both ways at ratio 0.7)] [--dim=8192] [--gemms=N (default
+//        ~2.1 s of work: 40 at 8192, scaled by (8192 / dim)^3)] [--rounds=3]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -70,7 +74,7 @@ class Feeder {
     uint64_t posted = 0, done = 0;
     while (!stop_ || !out.empty()) {
       const double now_s = std::chrono::duration<double>(Clock::now() - t0).count();
-      if (!stop_ && out.size() < kInflight && now_s >= double(posted) * gap_s) {
+      if (!stop_ && rate_ > 0 && out.size() < kInflight && now_s >= double(posted) * gap_s) {
         uint8_t* const dst = staging_.p + size_t(posted % kInflight) * max_compressed_bytes(kJob);
         const gpu::ServiceJob j = posted % 2 == 0 ? job(kEncode, data_.src.p, kJob, dst, kJob)
                                                   : job(kDecode, data_.msg.p, data_.msg_bytes, dst, kJob);
@@ -114,7 +118,7 @@ int main(int argc, char** argv) {
     printf("gpu_beside_bench: no CUDA device, nothing measured\n");
     return 0;
   }
-  int ctas = 10, gemms = 40, dim = 8192, rounds = 3;
+  int ctas = 10, gemms = 0, dim = 8192, rounds = 3;
   double rate = 11.4;
   for (int i = 1; i < argc; ++i) {
     if (!strncmp(argv[i], "--ctas=", 7))
@@ -130,6 +134,7 @@ int main(int argc, char** argv) {
     else
       return fprintf(stderr, "unknown argument %s\n", argv[i]), 2;
   }
+  if (gemms <= 0) gemms = std::max(1, int(40 * std::pow(8192.0 / dim, 3) + 0.5));
   CK(cudaSetDevice(0));
   // The GEMMs' memory first: cudaFree and cudaMalloc wait for a running resident kernel.
   const size_t mat = size_t(dim) * dim * 2;
@@ -165,23 +170,27 @@ int main(int argc, char** argv) {
   if (!dev) return fprintf(stderr, "the resident codec's device side: %s\n", err.c_str()), 1;
   const std::string where = dev->placement();
   ResidentCodec::Options o;
-  o.ctas = ctas;
+  o.ctas = dev->launch_ctas(ctas);
   auto codec = ResidentCodec::create(std::move(dev), o);
   {
-    Feeder feeder(codec, rate);
+    Feeder feeder(codec, rate), idle(codec, 0);
     gemm_ms(5);  // cuBLAS's first calls (its workspace, the kernel's load) are not timed
-    std::vector<double> alone, beside, achieved;
+    std::vector<double> alone, resident, beside, achieved;
+    const auto timed_beside = [&](Feeder& f, std::vector<double>* ms) {
+      f.start();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the kernel started, the stream steady
+      ms->push_back(gemm_ms(gemms));
+      return f.stop();
+    };
     for (int r = 0; r < rounds; ++r) {
       alone.push_back(gemm_ms(gemms));
-      feeder.start();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the kernel started, the stream steady
-      beside.push_back(gemm_ms(gemms));
-      achieved.push_back(feeder.stop());
+      timed_beside(idle, &resident);
+      achieved.push_back(timed_beside(feeder, &beside));
     }
-    printf("BESIDE ctas=%d per_sm=%lld placement=\"%s\" rate_gbps=%.1f achieved_gbps=%.1f dim=%d gemms=%d "
-           "alone_ms=%.2f beside_ms=%.2f slowdown=%.3f\n",
-           ctas, (long long)gpu_ctas_per_sm(), where.c_str(), rate, median(achieved), dim, gemms, median(alone),
-           median(beside), median(beside) / median(alone));
+    printf("BESIDE ctas=%d launched=%d per_sm=%lld placement=\"%s\" rate_gbps=%.1f achieved_gbps=%.1f dim=%d gemms=%d "
+           "alone_ms=%.2f resident_idle_ms=%.2f beside_ms=%.2f slowdown_idle=%.3f slowdown=%.3f\n",
+           ctas, o.ctas, (long long)gpu_ctas_per_sm(), where.c_str(), rate, median(achieved), dim, gemms, median(alone),
+           median(resident), median(beside), median(resident) / median(alone), median(beside) / median(alone));
   }
   if (!codec->shutdown()) fprintf(stderr, "the resident kernel did not stop\n");
   cublasDestroy(h);
