@@ -24,6 +24,15 @@ namespace zipccl::bench {
     }                                                                                    \
   } while (0)
 
+// Whether a CUDA device is there; without one, says so for `bench` (the device scripts look for
+// "no CUDA device") and the benchmark exits 0 having measured nothing.
+inline bool have_cuda_device(const char* bench) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) return true;
+  printf("%s: no CUDA device, nothing measured\n", bench);
+  return false;
+}
+
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];

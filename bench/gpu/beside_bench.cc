@@ -113,11 +113,7 @@ class Feeder {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    printf("gpu_beside_bench: no CUDA device, nothing measured\n");
-    return 0;
-  }
+  if (!have_cuda_device("gpu_beside_bench")) return 0;
   int ctas = 10, gemms = 0, dim = 8192, rounds = 3;
   double rate = 11.4;
   for (int i = 1; i < argc; ++i) {

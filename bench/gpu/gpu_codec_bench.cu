@@ -589,12 +589,8 @@ int main(int argc, char** argv) {
   }
   const bool queued = argc > 1 && !strcmp(argv[1], "--queued");
   const bool bulk_only = queued || (argc > 1 && !strcmp(argv[1], "--bulk"));
-  int dev = 0;
+  if (!have_cuda_device("gpu_codec_bench")) return 0;
   cudaDeviceProp p;
-  if (cudaGetDeviceCount(&dev) != cudaSuccess || dev == 0) {
-    printf("no CUDA device\n");
-    return 0;
-  }
   CK(cudaGetDeviceProperties(&p, 0));
   printf("device: %s, %d SMs, L2 %d MiB\n\n", p.name, p.multiProcessorCount, p.l2CacheSize >> 20);
   Ctx c;

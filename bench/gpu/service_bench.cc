@@ -180,11 +180,7 @@ void print_trace(int ctas) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    printf("gpu_service_bench: no CUDA device, nothing measured\n");
-    return 0;
-  }
+  if (!have_cuda_device("gpu_service_bench")) return 0;
   bool quick = false;
   int per_sm = 2;
   std::vector<int> ctas;
