@@ -22,7 +22,7 @@ std::string cuda_error(const char* what, cudaError_t e) { return std::string(wha
 
 class CudaServiceDevice final : public ServiceDevice {
  public:
-  CudaServiceDevice(int device, int ctas) : device_(device), asked_(ctas), ctas_(ctas) {}
+  CudaServiceDevice(int device, int ctas) : device_(device), ctas_(ctas) {}
   // Frees after the kernel has exited (ResidentCodec never destroys it otherwise): cudaFree
   // would wait for a running kernel.
   ~CudaServiceDevice() override {
@@ -58,22 +58,18 @@ class CudaServiceDevice final : public ServiceDevice {
       else
         partition_ = SmPartition::create(device_, partition_sms(ctas_, int(gpu_ctas_per_sm())), hi, &why);
     }
-    if (partition_) {
-      ctas_ = std::clamp(partition_->sms() * int(gpu_ctas_per_sm()), asked_, gpu::kServiceMaxCtas);
-      if (!trial(partition_->stream(), err)) {  // spread rather than no GPU codec
-        why = "a launch there failed (" + *err + ")";
-        partition_.reset();
-        ctas_ = asked_;
-      }
+    if (partition_ && !trial(partition_->stream(), launch_ctas(ctas_), err)) {  // spread rather than no GPU codec
+      why = "a launch there failed (" + *err + ")";
+      partition_.reset();
     }
     if (!partition_) {
       cudaStream_t s = nullptr;
       if ((e = cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, hi)) != cudaSuccess)
         return *err = cuda_error("cudaStreamCreateWithPriority", e), false;
       own_stream_ = s;
-      if (!trial(s, err)) return false;
+      if (!trial(s, ctas_, err)) return false;
     }
-    const int sms = gpu::service_sms(host_, ctas_);
+    const int sms = gpu::service_sms(host_, launch_ctas(ctas_));
     placement_ = "on " + std::to_string(sms) + " SMs" +
                  (partition_ ? " (an SM partition of " + std::to_string(partition_->sms()) + ")"
                              : " (no SM partition: " + why + ")");
@@ -82,7 +78,9 @@ class CudaServiceDevice final : public ServiceDevice {
 
   gpu::ServiceHost* host() override { return host_; }
   std::string placement() const override { return placement_; }
-  int launch_ctas(int asked) const override { return asked == asked_ ? ctas_ : asked; }
+  int launch_ctas(int asked) const override {
+    return partition_ ? std::clamp(partition_->sms() * int(gpu_ctas_per_sm()), asked, gpu::kServiceMaxCtas) : asked;
+  }
 
   bool launch(uint32_t generation, int ctas, std::string* err) override {
     CudaScope scope(device_);
@@ -99,14 +97,14 @@ class CudaServiceDevice final : public ServiceDevice {
   }
 
  private:
-  // Zeroes the device state on `s` and launches the kernel there once, asked to stop before it
-  // starts (its CTAs store where they ran); `s` becomes the kernel's stream.
-  bool trial(cudaStream_t s, std::string* err) {
+  // Zeroes the device state on `s` and launches the kernel there once with `ctas` CTAs, asked to
+  // stop before it starts (its CTAs store where they ran); `s` becomes the kernel's stream.
+  bool trial(cudaStream_t s, int ctas, std::string* err) {
     cudaError_t e;
     if ((e = gpu::service_init(state_, s)) != cudaSuccess || (e = cudaStreamSynchronize(s)) != cudaSuccess)
       return *err = cuda_error("zeroing the device state", e), false;
     __atomic_store_n(&host_->stop, gpu::kServiceStop, __ATOMIC_RELEASE);
-    if ((e = gpu::service_launch(dhost_, state_, ctas_, kTrialGeneration, s)) != cudaSuccess ||
+    if ((e = gpu::service_launch(dhost_, state_, ctas, kTrialGeneration, s)) != cudaSuccess ||
         (e = cudaStreamSynchronize(s)) != cudaSuccess)
       return *err = cuda_error("a trial launch of the kernel", e), false;
     if (!gpu::service_exited(host_, kTrialGeneration)) return *err = "a trial launch of the kernel did not run", false;
@@ -117,8 +115,7 @@ class CudaServiceDevice final : public ServiceDevice {
   }
 
   static constexpr uint32_t kTrialGeneration = ~0u;  // ResidentCodec's count up from 1
-  const int device_, asked_;
-  int ctas_;  // asked_, or the CTAs that fill the partition's SMs
+  const int device_, ctas_;  // CTAs asked for
   std::unique_ptr<SmPartition> partition_;
   std::string placement_;
   gpu::ServiceHost* host_ = nullptr;
