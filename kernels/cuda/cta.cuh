@@ -72,16 +72,38 @@ __device__ __forceinline__ void cta_scans(uint32_t (&x)[M], uint32_t (&total)[M]
   }
 }
 
+// Copy n elements with the whole CTA of NT threads, each thread loading kCopyBatch of them
+// before it stores any: a thread's loads then wait for one round trip per batch, not one each
+// (from pinned host memory a round trip over PCIe is microseconds), and the stores, which may
+// alias the loads as far as the compiler knows, no longer order every load after the last store.
+constexpr int kCopyBatch = 8;
+template <int NT, typename T>
+__device__ __forceinline__ void cta_copy_batched(T* dst, const T* src, uint64_t n) {
+  for (uint64_t i = threadIdx.x; i < n; i += uint64_t(kCopyBatch) * NT) {
+    T v[kCopyBatch];
+#pragma unroll
+    for (int k = 0; k < kCopyBatch; ++k)
+      if (i + uint64_t(k) * NT < n) {
+        if constexpr (sizeof(T) == 16)
+          v[k] = __ldcs(src + i + uint64_t(k) * NT);
+        else
+          v[k] = src[i + uint64_t(k) * NT];
+      }
+#pragma unroll
+    for (int k = 0; k < kCopyBatch; ++k)
+      if (i + uint64_t(k) * NT < n) dst[i + uint64_t(k) * NT] = v[k];
+  }
+}
+
 // Copy len bytes with the whole CTA of NT threads (16-byte vectors when both sides allow it).
 template <int NT = kThreads>
 __device__ __forceinline__ void cta_copy(uint8_t* dst, const uint8_t* src, uint64_t len) {
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0) {
     const uint64_t nv = len / 16;
-    for (uint64_t i = threadIdx.x; i < nv; i += NT)
-      reinterpret_cast<uint4*>(dst)[i] = __ldcs(reinterpret_cast<const uint4*>(src) + i);
+    cta_copy_batched<NT>(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), nv);
     for (uint64_t i = nv * 16 + threadIdx.x; i < len; i += NT) dst[i] = src[i];
   } else {
-    for (uint64_t i = threadIdx.x; i < len; i += NT) dst[i] = src[i];
+    cta_copy_batched<NT>(dst, src, len);
   }
 }
 
