@@ -23,10 +23,12 @@ namespace zipccl::gpu {
 namespace detail {
 namespace {
 
-// Tiles of the bulk launches' shapes: a tile's fixed costs (its slot, the look-back, the count)
-// are round trips to L2 that a CTA of this kernel, alone on its SM, cannot overlap with other
-// tiles, so bigger tiles move more bytes per round trip.
-constexpr int kEncodeMU = kEncodeBulkMU, kDecodeMU = kDecodeBulkMU;
+// The largest tiles (32 KiB of original data both ways): a tile's fixed costs (its slot, the
+// look-back, the count, and a decode's dependent reads of header and entries before its
+// sections) are round trips to L2, or over PCIe from pinned host memory, that a CTA of this
+// kernel, one of two on its SM, cannot overlap with other tiles, so bigger tiles move more bytes
+// per round trip. (The launched bulk decoder, 8 CTAs to an SM, is faster at half this size.)
+constexpr int kEncodeMU = kEncodeBulkMU, kDecodeMU = kMaxUnitBlocks;
 constexpr uint32_t kEncodeTile = tile_bytes<kEncodeMU>(), kDecodeTile = tile_bytes<kDecodeMU>();
 static_assert(encode_threads(kEncodeMU, kAnyCodec) == kThreads, "one CTA shape for both directions");
 // Tiles of the largest job: a decode's output tiles and its header checker.
