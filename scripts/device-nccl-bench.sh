@@ -4,7 +4,7 @@
 # (ZIP_RANKS ranks, default 2, on one GPU, each its own NCCL_HOSTID, under MPS, sockets on lo) for
 # the plugin with compression off, auto and always, host buffers coded by the resident GPU codec
 # (NCCL_ZIP_GPU=1; GPU=0: the CPU codec), with each rank's sends paced to each of PACES Mb/s
-# (NCCL_ZIP_SOCKET_PACE_MBPS; default 32000, a 4 GB/s NIC) and unpaced (always unpaced: the
+# (NCCL_ZIP_SOCKET_PACE_MBPS; default 32000, a 4 GB/s NIC; PACES= none) and unpaced (always unpaced: the
 # stand's ceiling for compressed traffic), and NCCL's own Socket transport unpaced (SOCKET=0:
 # not); prints per collective and size the median time and the speedup over compression off at
 # the same pacing, measured in the same call
@@ -39,7 +39,7 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-/tmp/device-nccl-bench}
 mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
-PACES=${PACES:-${PACE:-32000}}
+PACES=${PACES-${PACE:-32000}}  # set and empty: unpaced runs only
 export NCCL_MIN_NCHANNELS=${CHANNELS:-8}
 GPU=${GPU:-1}
 . scripts/device-nccl-job.sh
@@ -67,7 +67,7 @@ run() {  # label (p<Mb/s>_* or lo_*), env assignments...
     tl=(NCCL_ZIP_TIMELINE="$OUT/timeline/$label")
   fi
   env "$@" "${tl[@]}" timeout -k 10 150 "${BENCH[@]}" --label "$label" >"$log" 2>&1
-  echo "$label (round $ROUND): rc=$? $(grep -c '^BENCH' "$log") timings, $(grep -h 'CHECK' "$log" | grep -c 'ok=1')/2 checks ok"
+  echo "$label (round $ROUND): rc=$? $(grep -c '^BENCH' "$log") timings, $(grep -o 'CHECK[^C]*ok=1' "$log" | wc -l)/2 checks ok"
   grep -hE "WARN|Traceback|Error" "$log" | head -3
 }
 variants() {  # label prefix, env assignments...: one auto run per VARIANTS entry
