@@ -23,11 +23,13 @@ table of T_raw / T_comp per collective, NIC speed and chunk size.
 """
 import argparse
 
-# Measured, nvidia-h200, commit f7fe4fa, `scripts/device-gpu.sh test service` (gpu_service_bench):
-# sustained GB/s of 512 KiB jobs from and to device memory, by CTA count: (encode, decode).
-SUSTAINED = {16: (37.7, 34.2), 32: (59.8, 56.7)}
-# One job on an idle kernel, doorbell to result, 16 CTAs, median us: chunk bytes -> (encode, decode).
-LATENCY = {128 << 10: (18.32, 13.62), 512 << 10: (18.76, 22.11)}
+# Measured, nvidia-h200, `scripts/device-gpu.sh service` (gpu_service_bench, CTAs spread): sustained
+# GB/s of 512 KiB jobs from and to device memory, by CTA count: (encode, decode); 16 CTAs at 19d87a7
+# (32 KiB decode tiles), 32 at f7fe4fa (16 KiB decode tiles: its decode is a floor).
+SUSTAINED = {16: (37.5, 45.9), 32: (59.8, 56.7)}
+# One job on an idle kernel, doorbell to result, 16 CTAs, 19d87a7, median us: chunk bytes ->
+# (encode, decode).
+LATENCY = {128 << 10: (18.29, 15.50), 512 << 10: (18.62, 18.47)}
 STEP_US = 5.0
 
 
