@@ -140,6 +140,7 @@ ncclResult_t SendComm::defer(size_t size, int tag) {
   if (deferred_.posted_ms == 0) {
     deferred_.posted_ms = now_ms();
     deferred_.stall_logged = false;
+    mark(Timeline::kDefer, 0, 0, size);
   }
   log_if_stalled(&deferred_, [&] {
     std::string s = "isend of " + std::to_string(size) + " bytes, tag " + std::to_string(tag) + " deferred: ";

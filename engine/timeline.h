@@ -15,10 +15,14 @@ namespace zipccl {
 class Timeline {
  public:
   // Send side: kPost isend, kCts a clear-to-send taken (bytes: its placements), kCoded encode
-  // finished, kWire handed to the link, kDone test() said done. Receive side: kPost irecv, kWire
-  // arrived, kCoded decoded, kDone test() said done. A message sent ahead of its clear-to-send
-  // (Link::post_eager) is logged by its sender as seq = its index on the connection, sub kMaxRecvs.
-  enum Event : uint8_t { kPost, kCts, kCoded, kWire, kDone };
+  // finished, kWire handed to the link, kDone test() said done, kDefer an isend that returned no
+  // request (the first try of one NCCL then repeats; seq and sub 0, bytes its size): the next
+  // kPost is that message's, so the time between is its wait (for a clear-to-send, or for a
+  // cold kernel: NCCL_ZIP_GPU_WAIT_US).
+  // Receive side: kPost irecv, kWire arrived, kCoded decoded, kDone test() said done. A message
+  // sent ahead of its clear-to-send (Link::post_eager) is logged by its sender as seq = its index
+  // on the connection, sub kMaxRecvs.
+  enum Event : uint8_t { kPost, kCts, kCoded, kWire, kDone, kDefer };
   enum Flag : uint8_t { kCompressed = 1, kOnGpu = 2 };
 
   // Null when NCCL_ZIP_TIMELINE is unset.

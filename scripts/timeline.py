@@ -5,8 +5,10 @@ in flight on average (Little's law) and the throughput over the traffic's span.
 
   scripts/timeline.py DIR [--skip-ms N]   (N: ignore the first N ms of each comm, warm-up)
 
-Send stages: cts->post (NCCL's data comes after the receiver's clear-to-send), post->coded (the
-encode), coded->wire (waiting for earlier messages' turn), wire->done (the transfer), post->done.
+Send stages: defer->post (an isend that first returned no request, until the one that took the
+message: a wait for the receiver's clear-to-send or a cold kernel), cts->post (NCCL's data comes
+after the receiver's clear-to-send), post->coded (the encode), coded->wire (waiting for earlier
+messages' turn), wire->done (the transfer), post->done.
 Receive stages: post->wire (the sender and the transfer), wire->coded (the decode), coded->done
 (NCCL's next test), post->done."""
 import csv, glob, os, statistics, sys
@@ -45,12 +47,19 @@ def main():
             continue
         send = head.startswith("send")
         t0 = int(rows[0]["t_ns"]) + skip_ms * 1e6
-        msgs, cts = {}, {}
+        msgs, cts, waits, deferred = {}, {}, [], None
         for r in rows:
             t = int(r["t_ns"])
             if r["event"] == "cts":
                 cts[int(r["seq"])] = t
                 continue
+            if r["event"] == "defer":
+                deferred = t
+                continue
+            if r["event"] == "post" and deferred is not None:
+                if t >= t0:
+                    waits.append((t - deferred) / 1e3)
+                deferred = None
             m = msgs.setdefault((int(r["seq"]), int(r["sub"])), {})
             m[r["event"]] = t
             if r["event"] == "post":
@@ -74,7 +83,8 @@ def main():
               f"{sum(total) / 1e6 / span if span > 0 else 0:.1f} in flight")
         if send:
             c = [(m["post"] - cts[k[0]]) / 1e3 for k, m in done if k[0] in cts]
-            stages = [("cts->post", c), ("post->coded", us("post", "coded")), ("coded->wire", us("coded", "wire")),
+            stages = [("defer->post", waits), ("cts->post", c), ("post->coded", us("post", "coded")),
+                      ("coded->wire", us("coded", "wire")),
                       ("post->wire (raw)", [(m["wire"] - m["post"]) / 1e3 for _, m in done
                                             if "wire" in m and "coded" not in m]),
                       ("wire->done", us("wire", "done"))]

@@ -400,7 +400,14 @@ TEST(Timeline, EveryMessageStagedInOrder) {
       char ev[16];
       long seq, sub, comp, gpu;
       unsigned long long bytes;
+      bool deferred = false;  // an isend returned no request: the next post is its message's
       while (fscanf(f, "%lld,%15[a-z],%ld,%ld,%llu,%ld,%ld\n", &t, ev, &seq, &sub, &bytes, &comp, &gpu) == 7) {
+        if (std::string(ev) == "defer") {
+          EXPECT_FALSE(deferred) << "two deferred isends without a post between, " << path;
+          deferred = true;
+          continue;
+        }
+        if (std::string(ev) == "post") deferred = false;
         if (std::string(ev) == "cts") continue;
         comms[side][{seq, sub}][ev] = t;
         if (std::string(ev) == "wire") compressed[side] += comp;
