@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""scripts/timeline.py on made-up NCCL_ZIP_TIMELINE files: a send comm whose second message waited
+for its clear-to-send (a defer event, then its post) and a receive comm; the stages' medians and
+counts, the wait counted once per deferred message, the warm-up skipped with --skip-ms."""
+import os
+import subprocess
+import sys
+import tempfile
+
+SCRIPT = sys.argv[1]  # scripts/timeline.py
+failures = []
+
+
+def expect(what, got, want):
+    if got != want:
+        failures.append(f"{what}: got {got!r}, wanted {want!r}")
+
+
+def write(top, name, side, rows):
+    with open(os.path.join(top, name), "w") as f:
+        f.write(f"# {side} comm, peer 127.0.0.1:1, pid 1\nt_ns,event,seq,sub,bytes,compressed,gpu\n")
+        for t_us, event, seq, sub, size in rows:
+            f.write(f"{t_us * 1000},{event},{seq},{sub},{size},0,0\n")
+
+
+def stage(out, comm, name):
+    """The 'median / p90 / mean  (count)' of stage `name` in comm's block."""
+    block = out.split(comm, 1)[1].split("\n\n", 1)[0]
+    for line in block.splitlines():
+        line = line.strip()
+        if line.startswith(name + " "):
+            return " ".join(line[len(name):].split())
+    return None
+
+
+with tempfile.TemporaryDirectory() as top:
+    K = 4096
+    # Message 0 goes at once; message 1's isend is deferred at 100 us and posted at 130 us (its
+    # clear-to-send came at 128); message 2 is deferred twice in a row by NCCL's retries, which
+    # the plugin logs once, and posted 10 us after the first.
+    write(top, "zipccl-1-send-0.csv", "send", [
+        (0, "cts", 0, 0, 1), (2, "post", 0, 0, K), (5, "wire", 0, 0, K), (9, "done", 0, 0, K),
+        (100, "defer", 0, 0, K), (128, "cts", 1, 0, 1), (130, "post", 1, 0, K), (134, "wire", 1, 0, K),
+        (140, "done", 1, 0, K),
+        (200, "defer", 0, 0, K), (209, "cts", 2, 0, 1), (210, "post", 2, 0, K), (212, "wire", 2, 0, K),
+        (220, "done", 2, 0, K),
+    ])
+    write(top, "zipccl-1-recv-1.csv", "recv", [
+        (0, "post", 0, 0, K), (6, "wire", 0, 0, K), (8, "done", 0, 0, K),
+        (10, "post", 1, 0, K), (135, "wire", 1, 0, K), (139, "done", 1, 0, K),
+    ])
+    out = subprocess.run([sys.executable, SCRIPT, top], capture_output=True, text=True, check=True).stdout
+    send, recv = "zipccl-1-send-0.csv", "zipccl-1-recv-1.csv"
+    expect("send messages", "3 messages" in out.split(send, 1)[1].splitlines()[0], True)
+    expect("defer->post", stage(out, send, "defer->post"), "30 / 30 / 20 (2)")
+    expect("cts->post", stage(out, send, "cts->post"), "2 / 2 / 2 (3)")
+    expect("post->wire (raw)", stage(out, send, "post->wire (raw)"), "3 / 4 / 3 (3)")
+    expect("send post->done", stage(out, send, "post->done"), "10 / 10 / 9 (3)")
+    expect("recv post->wire", stage(out, recv, "post->wire"), "125 / 125 / 66 (2)")
+    expect("recv wire->done", stage(out, recv, "wire->done (raw)"), "4 / 4 / 3 (2)")
+    # Past the first 150 us: only message 2 and its wait.
+    out = subprocess.run([sys.executable, SCRIPT, top, "--skip-ms", "0.15"], capture_output=True, text=True,
+                         check=True).stdout
+    expect("defer->post after the warm-up", stage(out, send, "defer->post"), "10 / 10 / 10 (1)")
+    expect("recv comm without messages after the warm-up", recv in out, False)
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("timeline.py: stages, the deferred isends' waits and --skip-ms as expected")
