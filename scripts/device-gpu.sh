@@ -6,7 +6,10 @@
 #                                      beside (cuBLAS GEMMs beside its paced stream, packed and
 #                                      spread; BESIDE_CTAS="10 16", BESIDE_DIMS="8192 4096"),
 #                                      profile, trace (phase clocks: a second build with
-#                                      -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace)
+#                                      -DZIPCCL_GPU_TRACE=ON, gpu_codec_bench --trace),
+#                                      service-trace (that build's gpu_service_bench, one sustained
+#                                      row at a time: where a tile's cycles go, device memory
+#                                      against pinned host; SERVICE_CTAS, default 16)
 # Logs go to $OUT (default /tmp/zipccl-gpu). GoogleTest comes from the system or, where it is
 # not installed, from a source tree in .gtest (copy of /usr/src/googletest). Training tensors
 # for the ratio test are read from $ZIPCCL_DATA_DIR, else .zdata, else ../shared/data.
@@ -94,6 +97,17 @@ for s in "${steps[@]}"; do
       ncu -i /tmp/prof.ncu-rep --page source --print-source sass --csv >"$OUT/source.csv" 2>&1
       grep -E "_kernel|Duration|Compute \(SM\)|DRAM Through|Stall|stall|Issued Warp|Eligible Warps" "$OUT/profile.log" | head -80
       python3 scripts/top-stalls.py "$OUT/source.csv";;
+    service-trace)
+      { cmake -S . -B "$BUILD-trace" "${cmake_args[@]}" -DZIPCCL_GPU_TRACE=ON -DZIPCCL_TESTS=OFF &&
+          cmake --build "$BUILD-trace" -j "$JOBS" --target gpu_service_bench; } >"$OUT/service-trace-build.log" 2>&1
+      r=$?
+      : >"$OUT/service-trace.log"
+      for row in encode:device encode:host decode:device decode:host; do
+        [ $r = 0 ] || break
+        timeout 120 "$BUILD-trace/bench/gpu/gpu_service_bench" --only=$row ${SERVICE_CTAS:-16} \
+          >>"$OUT/service-trace.log" 2>&1 || r=1
+      done
+      grep -E "^\| (device|pinned)|^trace:" "$OUT/service-trace.log";;
     trace)
       { cmake -S . -B "$BUILD-trace" "${cmake_args[@]}" -DZIPCCL_GPU_TRACE=ON -DZIPCCL_TESTS=OFF &&
           cmake --build "$BUILD-trace" -j "$JOBS" --target gpu_codec_bench; } >"$OUT/trace-build.log" 2>&1 &&

@@ -11,7 +11,11 @@
 // running kernel).
 // CTAs are packed two to an SM on an SM partition (engine/sm_partition.h) as the plugin packs
 // them; --per-sm=1 spreads them one to an SM.
-// Usage: gpu_service_bench [--quick] [--per-sm=1|2] [CTAS...]   (default CTA counts: 8 16 32)
+// --only=OP:MEM (OP floor, encode or decode; MEM device or host) runs that sustained row alone and
+// no latency table, so that a trace build's per-phase cycles (-DZIPCCL_GPU_TRACE=ON, printed
+// after each CTA count) are that row's.
+// Usage: gpu_service_bench [--quick] [--per-sm=1|2] [--only=OP:MEM] [CTAS...]   (default CTA
+// counts: 8 16 32)
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -19,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
@@ -126,12 +131,15 @@ constexpr int kInflight = 32;
 
 // Also the capacity the plugin measures (ResidentEngine::throughput): the same bytes over the CTAs'
 // time in tiles, shared among them; with the kernel kept busy it should come out near the rate.
-void sustained(Service& sv, DataSet (&sets)[2], int jobs, int ctas) {
+// only_op / only_host: the one row to run (-1: all).
+void sustained(Service& sv, DataSet (&sets)[2], int jobs, int ctas, int only_op, int only_host) {
   printf("| buffers | op | input GB/s | of floor | capacity by tile time GB/s |\n|---|---|---|---|---|\n");
   for (bool host : {false, true}) {
+    if (only_host >= 0 && int(host) != only_host) continue;
     DataSet& d = sets[host];
     double floor_gbs = 0;
     for (Op op : {kFloor, kEncode, kDecode}) {
+      if (only_op >= 0 && int(op) != only_op) continue;
       std::vector<gpu::ServiceJob> js;
       for (auto& e : d) js.push_back(e->for_op(op));
       std::vector<double> gbs;
@@ -152,8 +160,9 @@ void sustained(Service& sv, DataSet (&sets)[2], int jobs, int ctas) {
       if (op == kFloor) floor_gbs = m;
       const double busy_s = double(sv.tile_ns(ctas, tile_op) - tile0) * 1e-9 / ctas;
       const double capacity = busy_s > 0 ? 3.0 * jobs * double(kJob) / busy_s / 1e9 : 0;
-      printf("| %s | %s | %.1f | %.2f | %.1f |\n", host ? "pinned host" : "device", kOpName[op], m, m / floor_gbs,
-             capacity);
+      char of_floor[16] = "-";
+      if (floor_gbs > 0) snprintf(of_floor, sizeof of_floor, "%.2f", m / floor_gbs);
+      printf("| %s | %s | %.1f | %s | %.1f |\n", host ? "pinned host" : "device", kOpName[op], m, of_floor, capacity);
     }
   }
 }
@@ -182,15 +191,26 @@ void print_trace(int ctas) {
 int main(int argc, char** argv) {
   if (!have_cuda_device("gpu_service_bench")) return 0;
   bool quick = false;
-  int per_sm = 2;
+  int per_sm = 2, only_op = -1, only_host = -1;
   std::vector<int> ctas;
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--quick"))
+    if (!strcmp(argv[i], "--quick")) {
       quick = true;
-    else if (!strncmp(argv[i], "--per-sm=", 9))
+    } else if (!strncmp(argv[i], "--per-sm=", 9)) {
       per_sm = atoi(argv[i] + 9);
-    else
+    } else if (!strncmp(argv[i], "--only=", 7)) {
+      const std::string v = argv[i] + 7;
+      const size_t colon = v.find(':');
+      const std::string op = v.substr(0, colon), mem = colon == std::string::npos ? "" : v.substr(colon + 1);
+      only_op = op == "floor" ? kFloor : op == "encode" ? kEncode : op == "decode" ? kDecode : -1;
+      only_host = mem == "device" ? 0 : mem == "host" ? 1 : -1;
+      if (only_op < 0 || only_host < 0) {
+        fprintf(stderr, "--only=OP:MEM: OP floor, encode or decode; MEM device or host (got %s)\n", v.c_str());
+        return 2;
+      }
+    } else {
       ctas.push_back(atoi(argv[i]));
+    }
   }
   if (ctas.empty()) ctas = {8, 16, 32};
   cudaDeviceProp prop;
@@ -212,9 +232,11 @@ int main(int argc, char** argv) {
            part ? ("on an SM partition of " + std::to_string(part->sms()) + " SMs").c_str()
                 : ("spread (no SM partition: " + why + ")").c_str(),
            start_us);
-    latency(sv, lat, quick ? 50 : 300);
-    printf("\n");
-    sustained(sv, sus, quick ? 256 : 2048, c);
+    if (only_op < 0) {
+      latency(sv, lat, quick ? 50 : 300);
+      printf("\n");
+    }
+    sustained(sv, sus, quick ? 256 : 2048, c, only_op, only_host);
     sv.stop();
     printf("\n(the CTAs ran on %d SMs)\n", sv.sms(c));
 #ifdef ZIPCCL_GPU_TRACE
