@@ -37,6 +37,12 @@ if ! { cmake -S . -B "$BUILD" "${cmake_args[@]}" && cmake --build "$BUILD" -j "$
 fi
 grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | head -8
 
+# The instrumented build (-DZIPCCL_GPU_TRACE=ON: phase clocks) of one target, its log in $2.
+trace_build() {
+  { cmake -S . -B "$BUILD-trace" "${cmake_args[@]}" -DZIPCCL_GPU_TRACE=ON -DZIPCCL_TESTS=OFF &&
+      cmake --build "$BUILD-trace" -j "$JOBS" --target "$1"; } >"$2" 2>&1
+}
+
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
 T="$BUILD/tests/gpu/gpu_codec_tests" S="$BUILD/tests/gpu/gpu_service_tests" E="$BUILD/tests/engine/engine_gpu_tests"
 rc=0
@@ -98,8 +104,7 @@ for s in "${steps[@]}"; do
       grep -E "_kernel|Duration|Compute \(SM\)|DRAM Through|Stall|stall|Issued Warp|Eligible Warps" "$OUT/profile.log" | head -80
       python3 scripts/top-stalls.py "$OUT/source.csv";;
     service-trace)
-      { cmake -S . -B "$BUILD-trace" "${cmake_args[@]}" -DZIPCCL_GPU_TRACE=ON -DZIPCCL_TESTS=OFF &&
-          cmake --build "$BUILD-trace" -j "$JOBS" --target gpu_service_bench; } >"$OUT/service-trace-build.log" 2>&1
+      trace_build gpu_service_bench "$OUT/service-trace-build.log"
       r=$?
       : >"$OUT/service-trace.log"
       for row in encode:device encode:host decode:device decode:host; do
@@ -109,8 +114,7 @@ for s in "${steps[@]}"; do
       done
       grep -E "^\| (device|pinned)|^trace:" "$OUT/service-trace.log";;
     trace)
-      { cmake -S . -B "$BUILD-trace" "${cmake_args[@]}" -DZIPCCL_GPU_TRACE=ON -DZIPCCL_TESTS=OFF &&
-          cmake --build "$BUILD-trace" -j "$JOBS" --target gpu_codec_bench; } >"$OUT/trace-build.log" 2>&1 &&
+      trace_build gpu_codec_bench "$OUT/trace-build.log" &&
         timeout 300 "$BUILD-trace/bench/gpu/gpu_codec_bench" --trace >"$OUT/trace.log" 2>&1
       r=$?
       cat "$OUT/trace.log";;

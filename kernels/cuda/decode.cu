@@ -24,9 +24,9 @@ namespace {
 
 // Bulk launches: 8 CTAs (64 warps) per SM at 32 registers, which hides more of a tile's two
 // round trips than 6 at 40 (a few dozen bytes of spills against none; 64 MiB bf16 +5%, 256 MiB
-// +6.5%).
-// Small launches have a CTA or two per SM and keep 40 registers. sm_86 and sm_89 hold 1536
-// threads per SM: 6 CTAs there (asked for 8, ptxas ignored the bound with a warning).
+// +6.5%); as many as fit where an SM holds 1536 threads (sm_86, sm_87, sm_89: 6, where a bound
+// of 8 was out of range and ptxas ignored it with a warning).
+// Small launches have a CTA or two per SM and keep 40 registers.
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || __CUDA_ARCH__ == 890)
 constexpr int kSmThreads = 1536;
 #else
