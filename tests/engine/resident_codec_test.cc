@@ -117,6 +117,9 @@ TEST_F(Resident, LeaseOnlyOnceTheKernelRunsAndItExitsWhenIdle) {
   EXPECT_EQ(codec_->state(), ResidentCodec::kStopped);
   EXPECT_FALSE(codec_->acquire()) << "a lease before any kernel runs";
   ASSERT_TRUE(lease());
+  // A kernel that saw no lease for an idle time may have exited before this one was granted (a
+  // loaded machine can oversleep the 50 us retry); from the grant on, the same kernel serves.
+  const int launches = ctl_->launches.load();
   EXPECT_EQ(codec_->state(), ResidentCodec::kRunning);
   EXPECT_EQ(ctl_->running.load(), 1);
   ASSERT_NO_FATAL_FAILURE(round_trip(bf16_data(300000, 1)));
@@ -127,7 +130,7 @@ TEST_F(Resident, LeaseOnlyOnceTheKernelRunsAndItExitsWhenIdle) {
   codec_->release();
   EXPECT_TRUE(state_within(ResidentCodec::kStopped, std::chrono::milliseconds(500)));
   EXPECT_EQ(ctl_->running.load(), 0);
-  EXPECT_EQ(ctl_->launches.load(), 1);
+  EXPECT_EQ(ctl_->launches.load(), launches);
 }
 
 // Bursts separated by gaps around the idle time: every message exact, never two kernels, and the
