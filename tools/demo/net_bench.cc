@@ -5,11 +5,14 @@
 // a ring collective), median and p90, beside plain TCP doing the same on the same loopback in the
 // same run (one busy-polling thread per end, as NCCL's Socket transport).
 //
-//   zipccl-net-bench [--mib=N] [--latency [--iters=N]] [--plugin=PATH] [--version=8..11]
-#include <initializer_list>
+//   zipccl-net-bench [--mib=N] [--latency [--iters=N] [--kib=A,B,..]] [--plugin=PATH] [--version=8..11]
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "args.h"
 #include "exchange.h"
@@ -21,12 +24,12 @@ namespace {
 // Microseconds per round trip, then per step (Pattern), for each message size: plain TCP, the
 // plugin raw (NCCL_ZIP_ENABLE=0) and auto (its own choice: small messages go raw). Any received
 // byte that differs fails the run.
-int latency_table(ExchangeConfig cfg, int iters) {
+int latency_table(ExchangeConfig cfg, int iters, const std::vector<size_t>& sizes) {
   int failures = 0;
   for (Pattern pattern : {Pattern::kRoundTrip, Pattern::kStep}) {
     printf("%-10s %14s %20s %20s\n", pattern == Pattern::kStep ? "step KiB" : "trip KiB", "tcp us (p90)",
            "plugin raw us (p90)", "plugin auto us (p90)");
-    for (size_t bytes : {4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20}) {
+    for (size_t bytes : sizes) {
       cfg.msg_bytes = bytes;
       const LatencyResult tcp = run_tcp_pingpong(bytes, pattern, iters);
       cfg.env["NCCL_ZIP_ENABLE"] = "0";
@@ -54,11 +57,12 @@ int main(int argc, char** argv) {
   cfg.plugin = default_plugin_path();
   uint64_t mib = 64, v = 0, iters = 2000;
   bool latency = false;
+  std::vector<size_t> sizes = {4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20};
   const char* usage =
-      "usage: zipccl-net-bench [--mib=N] [--latency [--iters=N]] [--plugin=PATH] [--version=8..11]\n"
+      "usage: zipccl-net-bench [--mib=N] [--latency [--iters=N] [--kib=A,B,..]] [--plugin=PATH] [--version=8..11]\n"
       "  --mib: MiB each way per case (1..65536, default 64)\n"
       "  --latency: round trips and steps of one message per size, plugin and plain TCP (--iters,\n"
-      "             default 2000)\n";
+      "             default 2000; --kib: the sizes, 1..65536 KiB each, default 4,16,64,256,1024)\n";
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     bool ok = true;
@@ -71,6 +75,16 @@ int main(int argc, char** argv) {
       latency = true;
     } else if (!strncmp(a, "--iters=", 8)) {
       ok = parse_uint(a + 8, 1, 10000000, &iters);
+    } else if (!strncmp(a, "--kib=", 6)) {
+      sizes.clear();
+      std::string list = a + 6;
+      for (size_t at = 0; ok && at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        uint64_t kib = 0;
+        ok = parse_uint(list.substr(at, comma - at).c_str(), 1, 65536, &kib);
+        sizes.push_back(size_t(kib) << 10);
+        at = comma + 1;
+      }
     } else if (!strncmp(a, "--plugin=", 9)) {
       cfg.plugin = a + 9;
     } else if (!strncmp(a, "--version=", 10)) {
@@ -87,7 +101,7 @@ int main(int argc, char** argv) {
   cfg.bytes = mib << 20;
   const char* ifname = getenv("NCCL_SOCKET_IFNAME");
   cfg.env["NCCL_SOCKET_IFNAME"] = ifname ? ifname : "lo";
-  if (latency) return latency_table(cfg, int(iters));
+  if (latency) return latency_table(cfg, int(iters), sizes);
   printf("%-7s %9s %12s %12s %8s %8s\n", "data", "msg KiB", "raw GB/s", "zip GB/s", "speedup", "ratio");
   int failures = 0;
   for (const char* kind : {"bf16", "fp32", "random"}) {
