@@ -2,7 +2,7 @@
 // drives it. The input is what the peer writes: byte 0 picks the side under test, then a control
 // stream and a payload stream (the first two bytes after it split them). A receiving link has
 // posted one clear-to-send (one placement of kCapacity bytes, compressed bytes allowed into
-// kStaging; with bit 1 of byte 0, raw only, its sender told to push); a sending link waits for clear-to-sends and sends each placement it takes
+// kStaging); a sending link waits for clear-to-sends and sends each placement it takes
 // min(capacity, kSend) bytes. The peer's end is closed after its bytes, so every run ends. Beyond
 // "no crash, no hang" (ASan/UBSan, the link's stall deadline), it checks the link's promises: an
 // arrival names the posted placement, is no larger than its capacity (or staging, compressed), and
@@ -47,7 +47,7 @@ struct Buffers {
   std::vector<std::unique_ptr<zipccl::Xfer>> xfers;
 };
 
-void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only) {
+void receiver(zipccl::tcp::SocketLink& link, Buffers& b) {
   using namespace zipccl;
   std::vector<uint8_t>& target = b.target;
   std::vector<uint8_t>& staging = b.staging;
@@ -56,8 +56,7 @@ void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only) {
   cts.n = 1;
   cts.p[0].tag = 7;
   cts.p[0].capacity = kCapacity;
-  cts.p[0].staging_bytes = raw_only ? 0 : kStaging;
-  cts.raw_for_good = raw_only;
+  cts.p[0].staging_bytes = kStaging;
   cts.p[0].target = reinterpret_cast<uintptr_t>(target.data());
   cts.p[0].staging = reinterpret_cast<uintptr_t>(staging.data());
   if (link.post_cts(cts) != ncclSuccess) return;
@@ -113,7 +112,6 @@ void sender(zipccl::tcp::SocketLink& link, Buffers& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
   const bool as_receiver = (data[0] & 1) == 0;
-  const bool push = (data[0] & 2) != 0;  // a receiver's raw receives let the sender push
   const size_t ctrl = std::min(size - 3, size_t(data[1]) | size_t(data[2]) << 8);
   const uint8_t* body = data + 3;
   int c[2], d[2];
@@ -126,13 +124,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Buffers b;
   {
     // stall_ms 50: a peer that stops mid-record fails the link quickly instead of never.
-    zipccl::tcp::SocketLink link({c[0], d[0]}, "fuzz peer", nullptr, 50, zipccl::tcp::kMaxInline, 0, push);
+    zipccl::tcp::SocketLink link({c[0], d[0]}, "fuzz peer", nullptr, 50, zipccl::tcp::kMaxInline, 0);
     write_all(c[1], body, ctrl);
     write_all(d[1], body + ctrl, size - 3 - ctrl);
     shutdown(c[1], SHUT_WR);
     shutdown(d[1], SHUT_WR);
     if (as_receiver)
-      receiver(link, b, push);
+      receiver(link, b);
     else
       sender(link, b);
   }  // the link closes c[0] and d[0] and joins its helper threads: nothing writes b any more
