@@ -68,8 +68,12 @@ struct Placement {
 };
 
 struct ClearToSend {
-  uint32_t seq = 0;  // consecutive from 0 on each link
-  uint32_t n = 0;    // placements used, 1..kMaxRecvs
+  uint32_t seq = 0;    // consecutive from 0 on each link
+  uint32_t n = 0;      // placements used, 1..kMaxRecvs; 0 from poll_cts: "push from `first` on"
+  uint32_t first = 0;  // placement index of p[0] on the link (poll_cts fills it)
+  // post_cts: none of its receives takes compressed bytes, whatever the receiver's offers later
+  // (compression off, LL/LL128, no codec): its sender need not wait for it (a socket link's push).
+  bool raw_for_good = false;
   Placement p[kMaxRecvs];
 };
 
@@ -94,6 +98,7 @@ struct MessageHeader {
   uint32_t seq = 0, sub = 0;
   bool compressed = false;
   RawWhy why = RawWhy::kUnsaid;  // raw messages only
+  bool pushed = false;  // sent before its sender saw the receive (Link::post_eager): any offer unseen
   uint64_t wire_bytes = 0;  // bytes that landed (at staging when compressed, else at target)
   // Raw: wire_bytes. Compressed: the size it decodes to as the sender announced it, or 0 where
   // the transport does not carry it (the decoder then reads it from the message, within capacity).
@@ -166,10 +171,17 @@ class Link {
   // matches isends to a clear-to-send, applied by both ends. post_eager() sends message `index`
   // that way once every earlier message is with the link; the receiver places it once it posts
   // that receive, and poll_arrival() reports it with its seq and sub. x as in post_message().
+  // A receiving link may let its sender push instead (poll_cts() then returns n = 0): from
+  // placement `first` on, until the next clear-to-send, every message goes eager at once, raw,
+  // whatever its size and however far ahead; the clear-to-send that ends it may name placements
+  // already pushed (their messages filled them).
   virtual size_t eager_bytes() const { return 0; }
   virtual uint32_t eager_ahead() const { return 0; }
-  virtual ncclResult_t post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, Xfer* x) {
-    (void)index, (void)tag, (void)buf, (void)bytes, (void)why, (void)x;
+  // pushed: sent without an offer to see (the receiver said push), so that its arrival tells the
+  // receiver nothing of its offer (MessageHeader::pushed).
+  virtual ncclResult_t post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, bool pushed,
+                                  Xfer* x) {
+    (void)index, (void)tag, (void)buf, (void)bytes, (void)why, (void)pushed, (void)x;
     return ncclInternalError;
   }
 

@@ -45,11 +45,13 @@ class OfferGate {
   bool offer() const { return !quiet_ || probe_due(); }
   // A receive was posted; offered: it did offer staging. A probe that could not stays due.
   void posted(bool offered) {
+    if (quiet_ && offered && probe_due()) probe_out_ = true;
     if (quiet_ && (offered || !probe_due())) ++posts_;
   }
   // A message arrived; offered: it could have come compressed; why: what its sender said of it if
   // it came raw (RawWhy).
   void arrived(bool offered, bool compressed, RawWhy why) {
+    if (offered) probe_out_ = false;  // answered
     if (compressed) {
       quiet_ = false;
       declined_ = large_declined_ = small_run_ = cold_run_ = 0;
@@ -89,6 +91,14 @@ class OfferGate {
     }
     if (++declined_ >= kQuietAfter || small_run_ >= kQuietAfterSmall) go_quiet();
   }
+  // An offered receive's message was pushed before its sender saw the offer (it pushed into
+  // receives that never take compressed bytes, and ran ahead): a probe it was is made again once
+  // the sender follows the receives' records (followed(): a message that was not pushed).
+  void unseen() { reprobe_ = quiet_ && probe_out_; }
+  void followed() {
+    if (reprobe_ && quiet_ && probe_out_) posts_ -= posts_ % kProbeEvery;
+    reprobe_ = false;
+  }
   bool quiet() const { return quiet_; }
   bool expecting() const { return expecting_; }
   // The next receive is a quiet gate's probe: like an expected one, worth a cold kernel's wait
@@ -102,6 +112,7 @@ class OfferGate {
     if (quiet_) return;
     quiet_ = true;
     expecting_ = false;
+    probe_out_ = reprobe_ = false;
     posts_ = 1;  // the first probe kProbeEvery - 1 receives on
   }
 
@@ -111,6 +122,8 @@ class OfferGate {
   uint32_t cold_run_ = 0;  // wanted arrivals into offered staging since the last compressed one
   uint32_t posts_ = 1;     // receives posted while quiet
   bool quiet_ = true;
+  bool probe_out_ = false;  // a probe was posted, and no arrival into offered staging answered it
+  bool reprobe_ = false;    // ... its message was pushed: probe again once the sender follows
   bool expecting_ = false;  // nothing declined but for its size since the last compressed or wanted arrival
 };
 

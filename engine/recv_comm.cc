@@ -43,9 +43,11 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   const bool attr_flag_polled = ctx_->attr_flag_polled.load(std::memory_order_relaxed);
   // Compressed bytes may land only where NCCL waits for test() before reading (Simple), in
   // memory a codec engine can decode into.
-  auto may_compress = [&](const Mr* mr, size_t capacity) {
-    return zip_on && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled && engine_for(mr) && capacity > 0;
+  auto could_compress = [&](const Mr* mr, size_t capacity) {
+    return zip_mode() != ZipMode::kOff && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled &&
+           engine_for(mr) && capacity > 0;
   };
+  auto may_compress = [&](const Mr* mr, size_t capacity) { return zip_on && could_compress(mr, capacity); };
   // The first receive that could take compressed bytes, from a sender that compresses, or a
   // quiet gate's probe: a cold kernel is worth a short wait.
   for (int i = 0; i < n && (offers_.expecting() || offers_.probing()); ++i) {
@@ -56,6 +58,11 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   }
   ClearToSend cts;
   cts.seq = next_seq_;
+  // Receives a quiet gate declines may still probe, and their sender must wait to see it; those
+  // that never take compressed bytes let it push (over TCP, a clear-to-send less on its path).
+  cts.raw_for_good = true;
+  for (int i = 0; i < n; ++i)
+    if (could_compress(static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr), sizes[i])) cts.raw_for_good = false;
   bool offered_any = false;
   cts.n = uint32_t(n);
   for (int i = 0; i < n; ++i) {
@@ -124,7 +131,10 @@ ncclResult_t RecvComm::on_arrival(const MessageHeader& h) {
   stats_.bytes_wire += h.wire_bytes;
   stats_.compressed += h.compressed;
   mark(Timeline::kWire, h.seq, h.sub, h.wire_bytes, h.compressed ? Timeline::kCompressed : 0);
-  offers_.arrived(s.stage.p != nullptr, h.compressed, h.why);
+  // A pushed message went before its sender saw any offer: it arrived as if unoffered.
+  if (h.pushed && s.stage.p) offers_.unseen();
+  if (!h.pushed) offers_.followed();
+  offers_.arrived(s.stage.p != nullptr && !h.pushed, h.compressed, h.why);
   if (!h.compressed) {  // raw, received in place
     stats_.bytes_in += h.wire_bytes;
     end_lease(&s);

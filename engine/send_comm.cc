@@ -39,16 +39,22 @@ ncclResult_t SendComm::take_cts() {
     bool got = false;
     if (link_->poll_cts(&p.cts, &got) != ncclSuccess) return check_link();
     if (!got) return ncclSuccess;
+    if (p.cts.n == 0) {  // no clear-to-sends from here on: every message goes at once
+      pushing_ = true;
+      continue;
+    }
+    pushing_ = false;
     mark(Timeline::kCts, p.cts.seq, 0, p.cts.n);
-    const uint32_t first = placements_seen_;
-    placements_seen_ += p.cts.n;
     pending_.push_back(p);
-    if (ncclResult_t e = match_eager(&pending_.back(), first)) return e;
+    if (ncclResult_t e = match_eager(&pending_.back())) return e;
   }
   return ncclSuccess;
 }
 
-ncclResult_t SendComm::match_eager(Pending* p, uint32_t first) {
+ncclResult_t SendComm::match_eager(Pending* p) {
+  const uint32_t first = p->cts.first;
+  // Pushed into receives that had no clear-to-send: placed by the receiver alone.
+  while (!eager_.empty() && int32_t(eager_.front().index - first) < 0) eager_.pop_front();
   // Sent ahead only while every clear-to-send taken was matched: this one is pending_[matching_].
   while (!eager_.empty() && eager_.front().index - first < p->cts.n) {
     const Eager a = eager_.front();
@@ -61,6 +67,10 @@ ncclResult_t SendComm::match_eager(Pending* p, uint32_t first) {
     fill(p, sub);  // with no request: the message is with the link already
     eager_.pop_front();
   }
+  // All its placements pushed, some beyond what eager_ keeps: filled, in whatever order.
+  if (int32_t(next_index_ - (first + p->cts.n)) >= 0 && p->matched != (1u << p->cts.n) - 1)
+    for (uint32_t sub = 0; sub < p->cts.n; ++sub)
+      if (!(p->matched >> sub & 1)) fill(p, sub);
   return ncclSuccess;
 }
 
@@ -158,10 +168,14 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   *request = nullptr;
   if (ncclResult_t e = progress()) return e;
   if (ncclResult_t e = take_cts()) return e;
-  if (matching_ == pending_.size()) {
+  // This message's placement is number next_index_: in the clear-to-send being matched, or in
+  // one still to come, or in a receive that had none (the receiver said push, and a later
+  // receive's clear-to-send came already).
+  const bool later_cts = matching_ < pending_.size() && int32_t(pending_[matching_].cts.first - next_index_) > 0;
+  if (matching_ == pending_.size() || later_cts) {
     if (link_->peer_closed()) return fail(ncclRemoteError, "receiver closed the connection");
     bool sent = false;
-    if (ncclResult_t e = send_eager(data, size, tag, mr, request, &sent)) return e;
+    if (ncclResult_t e = send_eager(data, size, tag, mr, pushing_ || later_cts, request, &sent)) return e;
     if (sent) return progress();
     return defer(size, tag);  // the receiver has not posted this receive yet: NCCL retries
   }
@@ -235,31 +249,41 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   }
   p.req[sub] = r;
   fill(&p, sub);
+  ++next_index_;
   mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);
   *request = r;
   return progress();
 }
 
-ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, void** request, bool* sent) {
+ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, bool push, void** request, bool* sent) {
   *sent = false;
-  // After every earlier message (the receiver places them in order), raw by the policy whatever
-  // the receive offers, host memory (the link copies it), and within the link's bounds.
+  // After every earlier message (the receiver places them in order), host memory (the link
+  // copies it); pushed, or raw by the policy whatever the receive offers and within the link's
+  // bounds.
   CodecEngine* engine = engine_for(mr);
-  if (!pending_.empty() || free_.empty() || (mr && mr->kind == MemKind::kDevice) || size > link_->eager_bytes() ||
-      eager_.size() >= link_->eager_ahead() || (engine && !policy_.raw_by_size(size)))
+  if (matching_ != 0 || free_.empty() || (mr && mr->kind == MemKind::kDevice)) return ncclSuccess;
+  if (!push && (size > link_->eager_bytes() || eager_.size() >= link_->eager_ahead() ||
+                (engine && !policy_.raw_by_size(size))))
     return ncclSuccess;
   RawWhy why = RawWhy::kDeclined;
-  if (engine) policy_.should_compress(size, *engine, 0, &why);  // a no, counted as such
-  const uint32_t index = placements_seen_ + uint32_t(eager_.size());
+  if (push) {  // as a receive that offered no staging
+    if (engine && policy_.unoffered(size, *engine, double(bytes_ahead()), &why) && zip_mode() == ZipMode::kAuto)
+      ++unoffered_;
+  } else if (engine) {
+    policy_.should_compress(size, *engine, 0, &why);  // a no, counted as such
+  }
+  const uint32_t index = next_index_;
   Req* r = take_req(data, size, MemKind::kHost, index, kMaxRecvs, why);
   r->eager = true;
   r->xfer.start_ns.store(0, std::memory_order_relaxed);
   mark(Timeline::kPost, index, kMaxRecvs, size);
-  if (link_->post_eager(index, tag, data, size, why, &r->xfer) != ncclSuccess) return check_link();
+  if (link_->post_eager(index, tag, data, size, why, push, &r->xfer) != ncclSuccess) return check_link();
+  ++next_index_;
   eager_.push_back({index, tag, size});
+  if (push && eager_.size() > kMaxRecvs) eager_.pop_front();
   deferred_.posted_ms = 0;
   went_to_link(r);
-  ++sent_eager_;
+  ++(push ? pushed_ : sent_eager_);
   *request = r;
   *sent = true;
   return ncclSuccess;
@@ -357,6 +381,7 @@ std::string SendComm::details() const {
   if (unstaged_ > 0) s += ", " + std::to_string(unstaged_) + " raw for want of device staging";
   if (unoffered_ > 0) s += ", " + std::to_string(unoffered_) + " raw unoffered that it would have compressed";
   if (sent_eager_ > 0) s += ", " + std::to_string(sent_eager_) + " sent ahead of their clear-to-send";
+  if (pushed_ > 0) s += ", " + std::to_string(pushed_) + " pushed (the receives offered nothing)";
   return s + kernel_waits();
 }
 

@@ -58,14 +58,15 @@ class SendComm : public Comm {
 
   ncclResult_t progress();
   ncclResult_t take_cts();
-  // Gives the messages sent ahead of clear-to-send p, whose placement 0 is number `first`, their
-  // placements in it (the rule of Link::post_eager).
-  ncclResult_t match_eager(Pending* p, uint32_t first);
+  // Gives the messages sent ahead of clear-to-send p their placements in it (the rule of
+  // Link::post_eager); where every placement of p had its message pushed, fills them all.
+  ncclResult_t match_eager(Pending* p);
   // Placement sub of p has its message; the next isend matches the next clear-to-send once all
   // of p's have.
   void fill(Pending* p, uint32_t sub);
-  // A raw message sent before its clear-to-send, when the link and the policy allow it (*sent).
-  ncclResult_t send_eager(void* data, size_t size, int tag, Mr* mr, void** request, bool* sent);
+  // A raw message sent before its clear-to-send, when the link and the policy allow it, or at
+  // once while the receiver says push (*sent).
+  ncclResult_t send_eager(void* data, size_t size, int tag, Mr* mr, bool push, void** request, bool* sent);
   // A free request for a message from data (the caller has checked that there is one), raw until
   // said otherwise.
   Req* take_req(const void* data, size_t size, MemKind kind, uint32_t seq, uint32_t sub, RawWhy why);
@@ -86,9 +87,12 @@ class SendComm : public Comm {
   std::deque<Pending> pending_;  // oldest first
   size_t matching_ = 0;          // pending_[matching_] is the first not fully matched
   uint32_t posted_subs_ = 0;     // messages of pending_.front() with the link
-  uint32_t placements_seen_ = 0;  // placements of every clear-to-send taken
-  std::deque<Eager> eager_;       // oldest first
-  uint64_t sent_eager_ = 0;
+  uint32_t next_index_ = 0;      // isends taken: the placement number of the next (Link::post_eager)
+  // Oldest first; once pushed, only the last kMaxRecvs: all that a clear-to-send with placements
+  // left to fill can name.
+  std::deque<Eager> eager_;
+  bool pushing_ = false;          // the receiver's last word: push (ClearToSend n = 0)
+  uint64_t sent_eager_ = 0, pushed_ = 0;
   Request deferred_{};           // since when isend has been returning no request (0: it has not)
 };
 

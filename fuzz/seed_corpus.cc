@@ -92,6 +92,10 @@ bool write_socket_seeds(const std::string& dir) {
   ctrl.clear();
   append_record(&ctrl, HeaderRecord{kHeader, 0, 7, kInline | kEager, raw.size(), raw.size()}, raw);
   ok = ok && write_file(dir + "/receive_eager", socket_input(0, ctrl, {}));
+  // Pushed to a receiver that lets its sender push (side bit 1): its bytes on the data socket.
+  ctrl.clear();
+  append_record(&ctrl, HeaderRecord{kHeader, 0, 7, kEager | kPushed, raw.size(), raw.size()});
+  ok = ok && write_file(dir + "/receive_pushed", socket_input(2, ctrl, raw));
   CtsRecord cts{};
   cts.type = kCts;
   cts.n = 2;
@@ -101,8 +105,15 @@ bool write_socket_seeds(const std::string& dir) {
   append_record(&ctrl, cts);
   cts.seq = 1;
   cts.n = 1;
+  cts.first = 2;
   append_record(&ctrl, cts);
   ok = ok && write_file(dir + "/send_two_cts", socket_input(1, ctrl, {}));
+  // The receiver says push from placement 3, then offers staging again at receive 5, placement 6.
+  append_record(&ctrl, PushRecord{kPush, 3});
+  cts.seq = 5;
+  cts.first = 6;
+  append_record(&ctrl, cts);
+  ok = ok && write_file(dir + "/send_push_then_cts", socket_input(1, ctrl, {}));
   return ok;
 }
 

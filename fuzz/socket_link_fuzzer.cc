@@ -2,12 +2,13 @@
 // drives it. The input is what the peer writes: byte 0 picks the side under test, then a control
 // stream and a payload stream (the first two bytes after it split them). A receiving link has
 // posted one clear-to-send (one placement of kCapacity bytes, compressed bytes allowed into
-// kStaging); a sending link waits for clear-to-sends and sends each placement it takes
-// min(capacity, kSend) bytes. The peer's end is closed after its bytes, so every run ends. Beyond
+// kStaging; with bit 1 of byte 0, raw only, its sender told to push); a sending link waits for
+// clear-to-sends and sends each placement it takes min(capacity, kSend) bytes, and one message at
+// once on a push. The peer's end is closed after its bytes, so every run ends. Beyond
 // "no crash, no hang" (ASan/UBSan, the link's stall deadline), it checks the link's promises: an
 // arrival names the posted placement, is no larger than its capacity (or staging, compressed), and
-// lands inside the receive buffers; a clear-to-send the sender takes has 1..kMaxRecvs placements;
-// an error stays.
+// lands inside the receive buffers; a clear-to-send the sender takes has 1..kMaxRecvs placements and
+// comes in turn, a push (none) once where the last ended; an error stays.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -47,7 +48,7 @@ struct Buffers {
   std::vector<std::unique_ptr<zipccl::Xfer>> xfers;
 };
 
-void receiver(zipccl::tcp::SocketLink& link, Buffers& b) {
+void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only) {
   using namespace zipccl;
   std::vector<uint8_t>& target = b.target;
   std::vector<uint8_t>& staging = b.staging;
@@ -56,7 +57,8 @@ void receiver(zipccl::tcp::SocketLink& link, Buffers& b) {
   cts.n = 1;
   cts.p[0].tag = 7;
   cts.p[0].capacity = kCapacity;
-  cts.p[0].staging_bytes = kStaging;
+  cts.p[0].staging_bytes = raw_only ? 0 : kStaging;
+  cts.raw_for_good = raw_only;
   cts.p[0].target = reinterpret_cast<uintptr_t>(target.data());
   cts.p[0].staging = reinterpret_cast<uintptr_t>(staging.data());
   if (link.post_cts(cts) != ncclSuccess) return;
@@ -82,15 +84,28 @@ void sender(zipccl::tcp::SocketLink& link, Buffers& b) {
   using namespace zipccl;
   std::vector<uint8_t>& data = b.data;
   std::vector<std::unique_ptr<Xfer>>& xfers = b.xfers;
-  uint32_t seq = 0;
+  uint32_t seq = 0, first = 0;  // what the next clear-to-send must at least say
+  bool pushing = false;
   for (int i = 0; i < kRounds; ++i) {
     ClearToSend cts;
     bool got = false;
     ncclResult_t e = link.progress();
     if (e == ncclSuccess) e = link.poll_cts(&cts, &got);
-    if (e == ncclSuccess && got) {
-      require(cts.n >= 1 && cts.n <= kMaxRecvs, "a clear-to-send of no or too many placements taken");
-      require(cts.seq == seq++, "clear-to-sends out of order");
+    if (e == ncclSuccess && got && cts.n == 0) {
+      // A push: said once, where the last clear-to-send ended; the next message goes at once.
+      require(!pushing && cts.first == first, "a push out of turn");
+      pushing = true;
+      xfers.push_back(std::make_unique<Xfer>());
+      e = link.post_eager(first, 7, data.data(), kSend, RawWhy::kDeclined, true, xfers.back().get());
+    } else if (e == ncclSuccess && got) {
+      require(cts.n <= kMaxRecvs, "a clear-to-send of too many placements taken");
+      // After a push, receives that sent no record took numbers: later ones may come, never earlier.
+      const bool in_turn = pushing ? int32_t(cts.seq - seq) >= 0 && int32_t(cts.first - first) >= 0
+                                   : cts.seq == seq && cts.first == first;
+      require(in_turn, "clear-to-sends out of order");
+      pushing = false;
+      seq = cts.seq + 1;
+      first = cts.first + cts.n;
       for (uint32_t s = 0; s < cts.n && e == ncclSuccess; ++s) {
         MessageHeader h;
         h.seq = cts.seq;
@@ -112,6 +127,7 @@ void sender(zipccl::tcp::SocketLink& link, Buffers& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 3) return 0;
   const bool as_receiver = (data[0] & 1) == 0;
+  const bool push = (data[0] & 2) != 0;  // a receiver's raw receives let the sender push
   const size_t ctrl = std::min(size - 3, size_t(data[1]) | size_t(data[2]) << 8);
   const uint8_t* body = data + 3;
   int c[2], d[2];
@@ -124,13 +140,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Buffers b;
   {
     // stall_ms 50: a peer that stops mid-record fails the link quickly instead of never.
-    zipccl::tcp::SocketLink link({c[0], d[0]}, "fuzz peer", nullptr, 50, zipccl::tcp::kMaxInline, 0);
+    zipccl::tcp::SocketLink link({c[0], d[0]}, "fuzz peer", nullptr, 50, zipccl::tcp::kMaxInline, 0, push);
     write_all(c[1], body, ctrl);
     write_all(d[1], body + ctrl, size - 3 - ctrl);
     shutdown(c[1], SHUT_WR);
     shutdown(d[1], SHUT_WR);
     if (as_receiver)
-      receiver(link, b);
+      receiver(link, b, push);
     else
       sender(link, b);
   }  // the link closes c[0] and d[0] and joins its helper threads: nothing writes b any more

@@ -41,12 +41,13 @@ void copy_lines_in_order(char* dst, const char* src, size_t n) {
 }  // namespace
 
 SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
-                       size_t inline_max, uint32_t eager_ahead)
+                       size_t inline_max, uint32_t eager_ahead, bool push)
     : peer_(std::move(peer)),
       stall_ms_(stall_ms),
       pacer_(std::move(pacer)),
       inline_max_(std::min(inline_max, kMaxInline)),
-      eager_ahead_(eager_ahead) {
+      eager_ahead_(eager_ahead),
+      push_(push) {
   ctrl_fd_ = fds[0];
   data_fds_.assign(fds.begin() + 1, fds.end());
   const int nthreads = std::min<int>(socket_threads(), int(data_fds_.size()));
@@ -96,6 +97,13 @@ ncclResult_t SocketLink::send_records() {
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    // A sender that pushed its last message may close before this end posts the receives for it
+    // (its bytes are here still): records that carry no message of ours have no one to read them.
+    if (r < 0 && (errno == ECONNRESET || errno == EPIPE) && record_ends_.empty()) {
+      out_.resize(out_off_);
+      out_reset_ = true;
+      break;
+    }
     return fail(ncclRemoteError, "control send to " + peer_ + ": " + std::strerror(errno));
   }
   if (out_off_ == out_.size()) {
@@ -240,8 +248,9 @@ ncclResult_t SocketLink::progress() {
     if (len < sizeof r || r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
     if ((r.flags & kEager) && int32_t(r.seq - placements_posted_) >= 0) {
       // A sender goes at most kMaxRequests (NCCL_ZIP_SOCKET_EAGER's bound) beyond the receives it
-      // has seen: further is no honest peer's, and would hold the stream at this record for good.
-      if (r.seq - placements_posted_ >= kMaxRequests)
+      // has seen, unless told to push: further is no honest peer's, and would hold the stream at
+      // this record for good.
+      if (!push_ever_ && r.seq - placements_posted_ >= kMaxRequests)
         return fail(ncclRemoteError, "protocol error: message " + std::to_string(r.seq) + " sent ahead of its receive, " +
                                          std::to_string(r.seq - placements_posted_) + " beyond the receives posted");
       in_off_ -= 4 + len;  // sent ahead of a receive not posted yet: it waits at the head
@@ -255,18 +264,28 @@ ncclResult_t SocketLink::progress() {
 ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
   Posted& slot = posted_[cts.seq % kMaxRequests];
   if (slot.in_use || cts.n == 0 || cts.n > kMaxRecvs) return fail(ncclInternalError, "clear-to-send posted out of turn");
-  CtsRecord r{};
-  r.type = kCts;
-  r.seq = cts.seq;
-  r.n = cts.n;
-  for (uint32_t i = 0; i < cts.n; ++i) {
-    const Placement& p = cts.p[i];
-    r.e[i].tag = p.tag;
-    r.e[i].flags = p.staging_bytes ? uint32_t(kCompressOk) : 0u;
-    r.e[i].capacity = p.capacity;
-    r.e[i].staging_bytes = p.staging_bytes;
+  bool offers = false;
+  for (uint32_t i = 0; i < cts.n; ++i) offers |= cts.p[i].staging_bytes > 0;
+  if (offers || !push_ || !cts.raw_for_good) {
+    CtsRecord r{};
+    r.type = kCts;
+    r.seq = cts.seq;
+    r.n = cts.n;
+    r.first = placements_posted_;
+    for (uint32_t i = 0; i < cts.n; ++i) {
+      const Placement& p = cts.p[i];
+      r.e[i].tag = p.tag;
+      r.e[i].flags = p.staging_bytes ? uint32_t(kCompressOk) : 0u;
+      r.e[i].capacity = p.capacity;
+      r.e[i].staging_bytes = p.staging_bytes;
+    }
+    queue_record(&r, uint32_t(sizeof r), nullptr);
+    push_said_ = false;
+  } else if (!push_said_) {  // raw only: the sender need not wait for this receive, nor the next
+    const PushRecord r{kPush, placements_posted_};
+    queue_record(&r, uint32_t(sizeof r), nullptr);
+    push_said_ = push_ever_ = true;
   }
-  queue_record(&r, uint32_t(sizeof r), nullptr);
   slot.cts = cts;
   slot.first = placements_posted_;
   placements_posted_ += cts.n;
@@ -279,9 +298,9 @@ ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
 ncclResult_t SocketLink::place_eager(HeaderRecord* r) {
   const uint32_t index = r->seq;
   const int32_t tag = int32_t(r->sub);
-  if ((r->flags & (kInline | kCompressed)) != kInline)
-    return fail(ncclRemoteError, "protocol error: message " + std::to_string(index) +
-                                     " sent ahead of its receive is not raw inside its header");
+  if ((r->flags & kCompressed) || !(r->flags & kInline || push_ever_) || ((r->flags & kPushed) && !push_ever_))
+    return fail(ncclRemoteError, "protocol error: message " + std::to_string(index) + " sent ahead of its receive is not raw" +
+                                     (push_ever_ ? "" : " inside its header"));
   for (const Posted& slot : posted_) {
     if (!slot.in_use || index - slot.first >= slot.cts.n) continue;
     const uint32_t sub = placement_for_tag(slot.cts, slot.headers_seen, tag);
@@ -304,7 +323,9 @@ ncclResult_t SocketLink::on_header(HeaderRecord r, const char* payload, size_t p
   Posted& slot = posted_[r.seq % kMaxRequests];
   if (!slot.in_use || slot.cts.seq != r.seq || r.sub >= slot.cts.n || (slot.headers_seen >> r.sub & 1))
     return fail(ncclRemoteError, "protocol error: data header for no posted receive");
-  if (r.flags & ~uint32_t(kCompressed | kRawWhyMask | kInline | kEager))  // a peer speaking a protocol this one does not know
+  // A peer speaking a protocol this one does not know; pushed only sent ahead.
+  if ((r.flags & ~uint32_t(kCompressed | kRawWhyMask | kInline | kEager | kPushed)) ||
+      (r.flags & (kEager | kPushed)) == kPushed)
     return fail(ncclRemoteError, "protocol error: data header (seq " + std::to_string(r.seq) + ") with unknown flags " +
                                      std::to_string(r.flags));
   const bool inline_bytes = r.flags & kInline;
@@ -317,6 +338,7 @@ ncclResult_t SocketLink::on_header(HeaderRecord r, const char* payload, size_t p
   h.sub = r.sub;
   h.compressed = r.flags & kCompressed;
   h.why = RawWhy((r.flags & kRawWhyMask) >> kRawWhyShift);
+  h.pushed = r.flags & kPushed;
   h.wire_bytes = r.wire_bytes;
   h.orig_bytes = r.orig_bytes;
   const Placement& p = slot.cts.p[r.sub];
@@ -358,17 +380,36 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   size_t len = 0;
   ZIP_CHECK(next_record(sizeof r, &rec, &len));
   if (len == 0) return ncclSuccess;
+  if (len == sizeof(PushRecord)) {
+    PushRecord p;
+    std::memcpy(&p, rec, sizeof p);
+    // Said once when the receives stop offering, at the placement where the last record's end.
+    if (p.type != kPush || pushing_ || p.first != next_first_)
+      return fail(ncclRemoteError, "protocol error: unexpected push record (placement " + std::to_string(p.first) +
+                                       ", " + std::to_string(next_first_) + " expected)");
+    pushing_ = push_seen_ = true;
+    cts->n = 0;
+    cts->first = p.first;
+    *got = true;
+    return ncclSuccess;
+  }
   if (len == sizeof r) std::memcpy(&r, rec, sizeof r);
-  if (len != sizeof r || r.type != kCts || r.n == 0 || r.n > kMaxRecvs || r.seq != next_cts_seq_)
+  // After a push, receives that had no record took sequence numbers and placements: later ones,
+  // never earlier ones, come next.
+  const bool in_turn = pushing_ ? int32_t(r.seq - next_cts_seq_) >= 0 && int32_t(r.first - next_first_) >= 0
+                                : r.seq == next_cts_seq_ && r.first == next_first_;
+  if (len != sizeof r || r.type != kCts || r.n == 0 || r.n > kMaxRecvs || !in_turn)
     return fail(ncclRemoteError, "protocol error: unexpected clear-to-send record");
-  bool unknown = r.reserved != 0;
+  bool unknown = false;
   for (uint32_t i = 0; i < r.n; ++i) unknown |= (r.e[i].flags & ~uint32_t(kCompressOk)) != 0;
   if (unknown)
-    return fail(ncclRemoteError, "protocol error: clear-to-send (seq " + std::to_string(r.seq) +
-                                     ") with unknown flags or a non-zero reserved field");
-  ++next_cts_seq_;
+    return fail(ncclRemoteError, "protocol error: clear-to-send (seq " + std::to_string(r.seq) + ") with unknown flags");
+  next_cts_seq_ = r.seq + 1;
+  next_first_ = r.first + r.n;
+  pushing_ = false;
   cts->seq = r.seq;
   cts->n = r.n;
+  cts->first = r.first;
   for (uint32_t i = 0; i < r.n; ++i) {
     Placement& p = cts->p[i];
     p = Placement{};
@@ -382,6 +423,7 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
 
 ncclResult_t SocketLink::send_header(const HeaderRecord& r, const void* buf, Xfer* x) {
   if (err_.code() != ncclSuccess) return err_.code();
+  if (out_reset_) return fail(ncclRemoteError, "control send to " + peer_ + ": " + std::strerror(ECONNRESET));
   if (r.flags & kInline) {
     queue_record(&r, uint32_t(sizeof r), x, buf, uint32_t(r.wire_bytes));
   } else {
@@ -397,9 +439,11 @@ ncclResult_t SocketLink::post_message(const MessageHeader& h, const Placement&, 
   return send_header({kHeader, h.seq, h.sub, flags, h.orig_bytes, h.wire_bytes}, buf, x);
 }
 
-ncclResult_t SocketLink::post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, Xfer* x) {
-  if (bytes > eager_bytes()) return fail(ncclInternalError, "eager send of " + std::to_string(bytes) + " bytes");
-  const uint32_t flags = uint32_t(kInline) | uint32_t(kEager) | uint32_t(why) << kRawWhyShift;
+ncclResult_t SocketLink::post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, bool pushed,
+                                    Xfer* x) {
+  if (bytes > eager_bytes() && !push_seen_) return fail(ncclInternalError, "eager send of " + std::to_string(bytes) + " bytes");
+  const uint32_t flags = (bytes <= inline_max_ ? uint32_t(kInline) : 0u) | uint32_t(kEager) |
+                         (pushed ? uint32_t(kPushed) : 0u) | uint32_t(why) << kRawWhyShift;
   return send_header({kHeader, index, uint32_t(tag), flags, bytes, bytes}, buf, x);
 }
 

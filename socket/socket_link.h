@@ -6,7 +6,9 @@
 // the staging buffer the clear-to-send advertised (an inline one copied there from the record).
 // An eager message (Link::post_eager) is an inline one sent before its clear-to-send: its record
 // waits, unread, at the head of the control stream until its receive is posted, so the sender's
-// socket buffers, not this process, hold what a sender sends ahead.
+// socket buffers, not this process, hold what a sender sends ahead. A receive raw for good
+// (ClearToSend::raw_for_good) needs no clear-to-send: the receiver says kPush once, and its sender
+// pushes every message from then on (any size) until another receive sends a clear-to-send again.
 #pragma once
 
 #include <deque>
@@ -29,8 +31,9 @@ class SocketLink : public Link {
   // inline_max: messages of at most this many wire bytes this end sends inside their header
   // (at most kMaxInline; NCCL_ZIP_SOCKET_INLINE). It receives inline messages of any size allowed.
   // eager_ahead: inline messages this end may send ahead of clear-to-sends (NCCL_ZIP_SOCKET_EAGER).
+  // push: this end's receives that are raw for good let the sender push (NCCL_ZIP_SOCKET_PUSH).
   SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
-             size_t inline_max, uint32_t eager_ahead);
+             size_t inline_max, uint32_t eager_ahead, bool push = false);
   ~SocketLink() override;
 
   ncclResult_t post_cts(const ClearToSend& cts) override;
@@ -39,7 +42,8 @@ class SocketLink : public Link {
   ncclResult_t post_message(const MessageHeader& h, const Placement& to, const void* buf, Xfer* x) override;
   size_t eager_bytes() const override { return eager_ahead_ ? inline_max_ : 0; }
   uint32_t eager_ahead() const override { return eager_ahead_; }
-  ncclResult_t post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, Xfer* x) override;
+  ncclResult_t post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, bool pushed,
+                          Xfer* x) override;
   ncclResult_t progress() override;
   ncclResult_t error() const override { return err_.code(); }
   std::string error_text() const override { return err_.text(); }
@@ -98,9 +102,11 @@ class SocketLink : public Link {
   size_t out_off_ = 0;         // bytes of out_ on the socket
   uint64_t out_sent_ = 0;      // bytes ever sent on the control socket
   uint64_t out_queued_ = 0;    // bytes ever queued
+  bool out_reset_ = false;     // the peer reset the control socket: what is queued goes nowhere
   std::deque<std::pair<uint64_t, Xfer*>> record_ends_;  // (stream offset where it ends, its xfer)
   const size_t inline_max_;    // largest message this end sends inline
   const uint32_t eager_ahead_;
+  const bool push_;
   std::vector<char> in_;       // control bytes read ahead: at most two of the largest records
   size_t in_off_ = 0;          // bytes of in_ already taken as records
   size_t in_end_ = 0;          // bytes of in_ filled
@@ -111,7 +117,12 @@ class SocketLink : public Link {
   uint32_t headers_awaited_ = 0;
   uint32_t placements_posted_ = 0;  // placements of all clear-to-sends posted
   std::list<Landing> landing_;   // messages whose header came, bytes on their way (stable addresses)
+  bool push_said_ = false;       // receiving end: the last record sent was a PushRecord
+  bool push_ever_ = false;       // ... one was ever sent: a sender may be any distance ahead
   uint32_t next_cts_seq_ = 0;    // sending end
+  uint32_t next_first_ = 0;      // ... the first placement the receiver's next record may name
+  bool pushing_ = false;         // ... the last record read was a PushRecord
+  bool push_seen_ = false;       // ... one was ever read: eager messages of any size
 };
 
 }  // namespace zipccl::tcp

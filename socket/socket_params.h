@@ -27,5 +27,8 @@ size_t inline_bytes();
 // policy never compresses (auto: below NCCL_ZIP_MIN_BYTES). 0: every message waits for its
 // clear-to-send.
 uint32_t eager_ahead();
+// NCCL_ZIP_SOCKET_PUSH: receives that never take compressed bytes send no clear-to-send; their
+// sender pushes (socket_link.h). 0: a clear-to-send for every receive.
+bool push_receives();
 
 }  // namespace zipccl::tcp

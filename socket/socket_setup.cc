@@ -41,7 +41,8 @@ ncclResult_t SocketListener::accept(std::unique_ptr<Link>* out) {
     }
     ZIP_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s (%zu sockets)", g.peer.c_str(),
              hellos_.where().c_str(), g.fds.size());
-    *out = std::make_unique<SocketLink>(g.fds, g.peer, pacer_, socket_timeout_ms(), inline_bytes(), eager_ahead());
+    *out = std::make_unique<SocketLink>(g.fds, g.peer, pacer_, socket_timeout_ms(), inline_bytes(), eager_ahead(),
+                                         push_receives());
     groups_.erase(groups_.begin() + long(i));
     return ncclSuccess;
   }

@@ -6,6 +6,10 @@
 // end: a small message's latency is the control socket's). An inline message flagged kEager went
 // before its clear-to-send (Link::post_eager): its seq is the message's index on the connection and
 // its sub its isend's tag; the receiver places it once it has posted that receive.
+// A receiver whose receives never take compressed bytes need not tell the sender of each: a PushRecord says
+// that from placement `first` on no clear-to-send comes until the next CtsRecord, and the sender
+// sends every message as it comes, raw and flagged kEager (any size: past kMaxInline its bytes
+// follow on the data sockets), as NCCL's own socket transport does with all of them.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +20,7 @@ namespace zipccl::tcp {
 
 constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
 constexpr uint32_t kHelloMagic = 0x5A49484Cu;
-constexpr uint16_t kVersion = 4;
+constexpr uint16_t kVersion = 5;
 
 struct Hello {
   uint32_t magic;
@@ -30,13 +34,15 @@ struct Hello {
 };
 static_assert(sizeof(Hello) == 32, "hello is 32 bytes");
 
-enum RecordType : uint32_t { kCts = 0x5A435453u /* "STCZ" */, kHeader = 0x5A444154u };
+enum RecordType : uint32_t { kCts = 0x5A435453u /* "STCZ" */, kHeader = 0x5A444154u, kPush = 0x5A485350u };
 enum RecordFlags : uint32_t {
   kCompressOk = 0x1,  // CtsEntry: the receive takes compressed bytes (staging_bytes of them)
   kCompressed = 0x1,  // HeaderRecord: the bytes that follow are a compressed message
   kRawWhyMask = 0x6,  // HeaderRecord: why a raw message went raw (RawWhy << kRawWhyShift)
   kInline = 0x8,      // HeaderRecord: the message's wire_bytes follow it in the same record
-  kEager = 0x10,      // HeaderRecord, with kInline: sent before its clear-to-send (seq: index, sub: tag)
+  kEager = 0x10,      // HeaderRecord: sent before its clear-to-send (seq: index, sub: tag); kInline
+                      // unless the receiver said kPush
+  kPushed = 0x20,     // HeaderRecord, with kEager: pushed, its sender never saw the receive's offer
 };
 constexpr uint32_t kRawWhyShift = 1;
 
@@ -55,8 +61,13 @@ struct CtsRecord {
   uint32_t type;  // kCts
   uint32_t seq;
   uint32_t n;
-  uint32_t reserved;
+  uint32_t first;  // placement index of e[0]: the placements of every receive posted before
   CtsEntry e[kMaxRecvs];
+};
+
+struct PushRecord {
+  uint32_t type;   // kPush
+  uint32_t first;  // the first placement without a clear-to-send
 };
 
 struct HeaderRecord {
@@ -68,7 +79,8 @@ struct HeaderRecord {
   uint64_t wire_bytes;
 };
 
-static_assert(sizeof(CtsEntry) == 56 && sizeof(HeaderRecord) == 32, "records are fixed-size");
+static_assert(sizeof(CtsEntry) == 56 && sizeof(HeaderRecord) == 32 && sizeof(PushRecord) == 8,
+              "records are fixed-size");
 
 constexpr size_t kMaxInline = 64 << 10;
 constexpr size_t kMaxRecord = sizeof(HeaderRecord) + kMaxInline;

@@ -157,6 +157,7 @@ class IbLink : public Link {
 
   // Sending end.
   uint32_t cts_taken_ = 0;          // clear-to-sends read from the inbox
+  uint32_t placements_taken_ = 0;   // their placements
   uint32_t cts_n_[kFifoSlots] = {};  // their placement counts, by seq % kFifoSlots
   uint32_t next_seq_ = 0, next_sub_ = 0;  // the placement the next message must fill
   std::deque<SendOp> sends_;        // in posting order, until completed

@@ -259,6 +259,8 @@ ncclResult_t IbLink::poll_cts(ClearToSend* cts, bool* got) {
   if (__atomic_load_n(end, __ATOMIC_RELAXED) != want) return ncclSuccess;  // not all of it has landed
   cts->seq = cts_taken_;
   cts->n = n;
+  cts->first = placements_taken_;
+  placements_taken_ += n;
   for (uint32_t i = 0; i < n; ++i) {
     Placement& p = cts->p[i];
     p.tag = e[i].tag;

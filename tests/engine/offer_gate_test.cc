@@ -238,6 +238,33 @@ TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
   EXPECT_FALSE(g.offer());
 }
 
+// A probe whose message was pushed before its sender saw the offer (unseen) was not made: once a
+// message comes that was not pushed (the sender follows the receives' records again), the next
+// receive makes it, and the receives posted since do not count toward the next one.
+TEST(OfferGate, AProbeItsSenderPushedPastIsMadeAgain) {
+  OfferGate g = opened();
+  declined(&g, OfferGate::kQuietAfter, RawWhy::kDeclined);
+  ASSERT_TRUE(g.quiet());
+  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery)), 1);
+  post(&g, 3);  // posted before the probe's message came
+  g.unseen();
+  EXPECT_FALSE(g.offer()) << "not while the sender pushes past";
+  g.followed();
+  EXPECT_TRUE(g.offer()) << "due again";
+  g.posted(true);
+  g.arrived(true, false, RawWhy::kDeclined);  // the second one answered
+  g.unseen();                                 // a later pushed arrival: no probe out
+  g.followed();
+  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery) - 1), 0);
+  EXPECT_TRUE(g.offer());
+
+  OfferGate open = opened();
+  open.unseen();  // nothing to make again while every receive offers
+  open.followed();
+  EXPECT_TRUE(open.offer());
+  EXPECT_FALSE(open.quiet());
+}
+
 // A quiet gate's due probe is worth a cold kernel's wait too: probing() says when the next
 // receive is one, until a receive makes it.
 TEST(OfferGate, ProbingWhileAProbeIsDue) {

@@ -32,8 +32,8 @@ using namespace zipccl::test;
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x5A49484Cu, kHandleMagic = 0x5A495053u, kCts = 0x5A435453u,
-                   kHeader = 0x5A444154u;
-constexpr uint16_t kVersion = 4;
+                   kHeader = 0x5A444154u, kPush = 0x5A485350u;
+constexpr uint16_t kVersion = 5;
 constexpr size_t kGuard = 64;
 constexpr char kGuardByte = 0x5A;
 
@@ -54,7 +54,7 @@ struct CtsEntry {
   uint64_t capacity, target_addr, target_key, staging_addr, staging_key, staging_bytes;
 };
 struct CtsRecord {
-  uint32_t type, seq, n, reserved;
+  uint32_t type, seq, n, first;
   CtsEntry e[8];
 };
 #pragma pack(pop)
@@ -119,6 +119,8 @@ class FakePeerFuzz : public ::testing::Test {
  protected:
   void SetUp() override {
     if (ib_run()) GTEST_SKIP() << "speaks the socket transport's wire format";
+    // Every receive sends a clear-to-send (no push records), which the fake sender reads.
+    setenv("NCCL_ZIP_SOCKET_PUSH", "0", 1);
     ASSERT_EQ(net_.init(), ncclSuccess);
   }
   void TearDown() override {
@@ -377,11 +379,14 @@ TEST_F(FakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
     std::vector<Send> sends;
     const int n_cts = 1 + int(r.below(4));
     const uint64_t fault_odds = 2 + r.below(12);
+    uint32_t first = 0;
     for (int c = 0; c < n_cts; ++c) {
       CtsRecord rec{};
       rec.type = kCts;
       rec.seq = uint32_t(c);
       rec.n = 1 + uint32_t(r.below(3));
+      rec.first = first;
+      first += rec.n;
       for (uint32_t i = 0; i < 8; ++i) {
         CtsEntry& e = rec.e[i];
         e.tag = int32_t(i);
@@ -390,13 +395,20 @@ TEST_F(FakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
         e.staging_bytes = e.flags ? zipccl::max_compressed_bytes(e.capacity) : 0;
         if (i < rec.n) sends.push_back({r.one_in(20) ? size_t(e.capacity + 1) : size_t(r.below(e.capacity + 1)), e.tag});
       }
+      if (r.one_in(5)) {  // receives before it offered nothing: a push first (now and then out of turn)
+        const uint32_t push[3] = {8, kPush, r.one_in(4) ? uint32_t(r.below(8)) : rec.first};
+        const char* pp = reinterpret_cast<const char*>(push);
+        ctrl.insert(ctrl.end(), pp, pp + sizeof push);
+        rec.first += uint32_t(r.below(3));  // receives that had no record
+        first = rec.first + rec.n;
+      }
       uint32_t len = sizeof rec;
       if (r.one_in(fault_odds)) {
         switch (r.below(7)) {
           case 0: rec.type = uint32_t(r.g()); break;
           case 1: rec.seq = uint32_t(r.below(10)); break;
           case 2: rec.n = uint32_t(r.below(12)); break;
-          case 3: rec.reserved = 1; break;
+          case 3: rec.first += 1 + uint32_t(r.below(5)); break;  // placements out of turn
           case 4: rec.e[r.below(rec.n)].flags = uint32_t(r.g()); break;
           case 5: rec.e[r.below(rec.n)].staging_bytes = size_near(r, 70000); break;
           default: len = uint32_t(r.pick<uint64_t>({0, 8, sizeof rec - 1, sizeof rec + 8})); break;

@@ -766,6 +766,52 @@ TEST_F(SelfConnected, SentAheadIntoASmallerReceiveIsAMismatch) {
   EXPECT_EQ(net.dereg_mr(rc, rmh), ncclSuccess);
 }
 
+// Compression off, receives offer nothing: the sender pushes every message, whatever its size,
+// before its receive is posted (as NCCL's socket transport does), each landing once it is; one
+// larger than its receive fails the receiver, writing nothing, as NCCL's truncation does.
+TEST_F(SelfConnected, ReceivesThatOfferNothingLetTheSenderPush) {
+  const char *zip = getenv("NCCL_ZIP_ENABLE"), *push = getenv("NCCL_ZIP_SOCKET_PUSH");
+  if (ib_run() || !zip || std::string(zip) != "0" || !push || std::string(push) != "1")
+    GTEST_SKIP() << "runs as plugin_pushed (socket, compression off)";
+  const size_t n = 300000;  // past the inline limit: its bytes go over the data sockets
+  std::vector<char> sbuf(3 * n), rbuf(3 * n, 0);
+  for (size_t i = 0; i < sbuf.size(); ++i) sbuf[i] = char(i * 13 + 5);
+  void *smh = nullptr, *rmh = nullptr;
+  ASSERT_EQ(net.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &smh), ncclSuccess);
+  ASSERT_EQ(net.reg_mr(rc, rbuf.data(), rbuf.size(), NCCL_PTR_HOST, &rmh), ncclSuccess);
+  auto post = [&](int i, size_t size, void** req) {
+    void* data = rbuf.data() + size_t(i) * n;
+    int tag = i;
+    return net.irecv(rc, 1, &data, &size, &tag, &rmh, false, req);
+  };
+  void* rreq[3] = {};
+  ASSERT_EQ(post(0, n, &rreq[0]), ncclSuccess);  // its push record
+  ASSERT_NE(rreq[0], nullptr);
+  void* sreq[3] = {};
+  const double end = now_s() + 10;
+  for (int i = 0; i < 3; ++i) {
+    while (!sreq[i] && now_s() < end) ASSERT_EQ(net.isend(sc, sbuf.data() + size_t(i) * n, n, i, smh, &sreq[i]), ncclSuccess);
+    ASSERT_NE(sreq[i], nullptr) << "message " << i << " waited for its receive";
+  }
+  ASSERT_EQ(post(1, n, &rreq[1]), ncclSuccess);
+  ASSERT_NE(rreq[1], nullptr);
+  for (int i = 0; i < 2; ++i) {
+    int done = 0;
+    while (!done && now_s() < end) ASSERT_EQ(net.test(rreq[i], &done, nullptr), ncclSuccess);
+    ASSERT_EQ(done, 1) << "receive " << i;
+  }
+  EXPECT_TRUE(std::equal(rbuf.begin(), rbuf.begin() + long(2 * n), sbuf.begin()));
+  // In irecv itself, or in a test() of the receive.
+  ncclResult_t r = post(2, n - 1, &rreq[2]);
+  int done = 0;
+  while (r == ncclSuccess && !done && now_s() < end) r = net.test(rreq[2], &done, nullptr);
+  EXPECT_EQ(r, ncclRemoteError);
+  EXPECT_GE(count_log("does not fit the receive"), 1);
+  EXPECT_EQ(std::count(rbuf.begin() + long(2 * n), rbuf.end(), 0), long(n)) << "nothing landed";
+  EXPECT_EQ(net.dereg_mr(sc, smh), ncclSuccess);
+  EXPECT_EQ(net.dereg_mr(rc, rmh), ncclSuccess);
+}
+
 TEST_F(SelfConnected, DeviceMemoryRegistrationIsRefused) {
   char buf[64];
   void* mh = nullptr;
@@ -938,7 +984,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
       uint16_t version, index, nsocks, r0;
       uint32_t r1;
       uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 4, i, 2, 0, 0, nonce, 77};
+    } hello{0x5A49484Cu, 5, i, 2, 0, 0, nonce, 77};
     fds[i] = stranger(addr, &hello, sizeof hello);
   }
   const double end = now_s() + 5;

@@ -143,7 +143,7 @@ TEST(Eager, SenderWritesIndexTagAndBytes) {
   EXPECT_EQ(link.eager_ahead(), 2u);
   const std::vector<char> msg = pattern(4096, 9);
   Xfer x;
-  ASSERT_EQ(link.post_eager(41, -7, msg.data(), msg.size(), RawWhy::kSmall, &x), ncclSuccess);
+  ASSERT_EQ(link.post_eager(41, -7, msg.data(), msg.size(), RawWhy::kSmall, false, &x), ncclSuccess);
   while (!x.done()) ASSERT_EQ(link.progress(), ncclSuccess) << link.error_text();
   const std::vector<char> rec = read_exactly(p.ctrl[1], 4 + sizeof(HeaderRecord) + msg.size());
   ASSERT_EQ(rec.size(), 4 + sizeof(HeaderRecord) + msg.size());
@@ -154,7 +154,7 @@ TEST(Eager, SenderWritesIndexTagAndBytes) {
   EXPECT_EQ(h.flags, uint32_t(kInline | kEager | uint32_t(RawWhy::kSmall) << kRawWhyShift));
   EXPECT_EQ(h.wire_bytes, msg.size());
   EXPECT_TRUE(std::equal(msg.begin(), msg.end(), rec.begin() + 4 + long(sizeof h)));
-  EXPECT_EQ(link.post_eager(42, 0, msg.data(), 4097, RawWhy::kSmall, &x), ncclInternalError);
+  EXPECT_EQ(link.post_eager(42, 0, msg.data(), 4097, RawWhy::kSmall, false, &x), ncclInternalError);
 
   Pair q;
   SocketLink none({q.ctrl[0], q.data[0]}, "test-peer", nullptr, 1000, 4096, 0);

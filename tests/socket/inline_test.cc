@@ -87,12 +87,13 @@ TEST(Inline, MessageLargerThanItsReceiveFailsTheLink) {
   EXPECT_EQ(target, std::vector<char>(100, 0));
 }
 
-// Clear-to-send seq `seq` for one raw receive of `capacity` bytes, as the peer writes it.
+// Clear-to-send seq `seq` (after as many of one placement) for one raw receive of `capacity` bytes, as the peer writes it.
 std::vector<char> cts_record(uint32_t seq, uint64_t capacity) {
   CtsRecord c{};
   c.type = kCts;
   c.seq = seq;
   c.n = 1;
+  c.first = seq;  // one placement each
   c.e[0].capacity = capacity;
   const uint32_t len = sizeof c;
   std::vector<char> rec(4 + sizeof c);

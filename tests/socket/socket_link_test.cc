@@ -1,5 +1,6 @@
 // The socket transport's links against the Link contract, over loopback, with one data socket and
-// with several (messages striped over them).
+// with several (messages striped over them); a clear-to-send for every receive, as the contract
+// has it (receives that let the sender push instead: push_test.cc).
 #include <cstdlib>
 
 #include "link_contract.h"
@@ -12,6 +13,7 @@ LinkPair socket_pair(const char* threads, const char* socks) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   setenv("NCCL_SOCKET_NTHREADS", threads, 1);
   setenv("NCCL_NSOCKS_PERTHREAD", socks, 1);
+  setenv("NCCL_ZIP_SOCKET_PUSH", "0", 1);
   return connect_pair(tcp::make_socket_transport());
 }
 
