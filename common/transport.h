@@ -71,9 +71,10 @@ struct ClearToSend {
   uint32_t seq = 0;    // consecutive from 0 on each link
   uint32_t n = 0;      // placements used, 1..kMaxRecvs; 0 from poll_cts: "push from `first` on"
   uint32_t first = 0;  // placement index of p[0] on the link (poll_cts fills it)
-  // post_cts: none of its receives takes compressed bytes, whatever the receiver's offers later
-  // (compression off, LL/LL128, no codec): its sender need not wait for it (a socket link's push).
-  bool raw_for_good = false;
+  // post_cts: its sender need not wait for it (a socket link's push): none of its receives takes
+  // compressed bytes, nor is one a probe the sender must see (compression off, LL/LL128, no codec,
+  // or an auto-mode gate silent until a message its sender would compress arrives).
+  bool pushable = false;
   Placement p[kMaxRecvs];
 };
 

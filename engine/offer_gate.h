@@ -100,6 +100,10 @@ class OfferGate {
     reprobe_ = false;
   }
   bool quiet() const { return quiet_; }
+  // Quiet over small messages only (a new connection's gate): it offers nothing and probes not
+  // until a message arrives that its sender would have compressed, so its sender need not see
+  // its receives.
+  bool silent() const { return quiet_ && large_declined_ == 0; }
   bool expecting() const { return expecting_; }
   // The next receive is a quiet gate's probe: like an expected one, worth a cold kernel's wait
   // (a probe that offers nothing shares its batch's fate, and each batch may find the kernel

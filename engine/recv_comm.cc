@@ -59,10 +59,13 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   ClearToSend cts;
   cts.seq = next_seq_;
   // Receives a quiet gate declines may still probe, and their sender must wait to see it; those
-  // that never take compressed bytes let it push (over TCP, a clear-to-send less on its path).
-  cts.raw_for_good = true;
-  for (int i = 0; i < n; ++i)
-    if (could_compress(static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr), sizes[i])) cts.raw_for_good = false;
+  // that never take compressed bytes, or a silent gate declines, let it push (over TCP, a
+  // clear-to-send less on its path). A pushed message the sender would have compressed opens the
+  // gate, and the receives after it send clear-to-sends again.
+  const bool silent = zip_mode() == ZipMode::kAuto && offers_.silent();
+  cts.pushable = true;
+  for (int i = 0; i < n && !silent; ++i)
+    if (could_compress(static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr), sizes[i])) cts.pushable = false;
   bool offered_any = false;
   cts.n = uint32_t(n);
   for (int i = 0; i < n; ++i) {

@@ -58,7 +58,7 @@ void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only) {
   cts.p[0].tag = 7;
   cts.p[0].capacity = kCapacity;
   cts.p[0].staging_bytes = raw_only ? 0 : kStaging;
-  cts.raw_for_good = raw_only;
+  cts.pushable = raw_only;
   cts.p[0].target = reinterpret_cast<uintptr_t>(target.data());
   cts.p[0].staging = reinterpret_cast<uintptr_t>(staging.data());
   if (link.post_cts(cts) != ncclSuccess) return;

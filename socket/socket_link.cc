@@ -266,7 +266,7 @@ ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
   if (slot.in_use || cts.n == 0 || cts.n > kMaxRecvs) return fail(ncclInternalError, "clear-to-send posted out of turn");
   bool offers = false;
   for (uint32_t i = 0; i < cts.n; ++i) offers |= cts.p[i].staging_bytes > 0;
-  if (offers || !push_ || !cts.raw_for_good) {
+  if (offers || !push_ || !cts.pushable) {
     CtsRecord r{};
     r.type = kCts;
     r.seq = cts.seq;

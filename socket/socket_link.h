@@ -6,9 +6,9 @@
 // the staging buffer the clear-to-send advertised (an inline one copied there from the record).
 // An eager message (Link::post_eager) is an inline one sent before its clear-to-send: its record
 // waits, unread, at the head of the control stream until its receive is posted, so the sender's
-// socket buffers, not this process, hold what a sender sends ahead. A receive raw for good
-// (ClearToSend::raw_for_good) needs no clear-to-send: the receiver says kPush once, and its sender
-// pushes every message from then on (any size) until another receive sends a clear-to-send again.
+// socket buffers, not this process, hold what a sender sends ahead. A receive its sender need not
+// wait for (ClearToSend::pushable) needs no clear-to-send: the receiver says kPush once, and its
+// sender pushes every message from then on (any size) until another receive sends a clear-to-send.
 #pragma once
 
 #include <deque>
@@ -31,7 +31,7 @@ class SocketLink : public Link {
   // inline_max: messages of at most this many wire bytes this end sends inside their header
   // (at most kMaxInline; NCCL_ZIP_SOCKET_INLINE). It receives inline messages of any size allowed.
   // eager_ahead: inline messages this end may send ahead of clear-to-sends (NCCL_ZIP_SOCKET_EAGER).
-  // push: this end's receives that are raw for good let the sender push (NCCL_ZIP_SOCKET_PUSH).
+  // push: this end's pushable receives let the sender push (NCCL_ZIP_SOCKET_PUSH).
   SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
              size_t inline_max, uint32_t eager_ahead, bool push = false);
   ~SocketLink() override;

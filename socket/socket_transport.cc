@@ -51,7 +51,7 @@ class SocketTransport : public Transport {
   std::string settings() const override {
     return std::to_string(socket_threads()) + " socket threads x " + std::to_string(sockets_per_thread()) +
            " sockets, inline up to " + std::to_string(inline_bytes()) + " bytes, " + std::to_string(eager_ahead()) +
-           " sent ahead of their clear-to-send" + (push_receives() ? ", pushed into receives raw for good" : "");
+           " sent ahead of their clear-to-send" + (push_receives() ? ", pushed into receives that offered nothing" : "");
   }
   int num_devices() const override { return int(devs_.size()); }
   const DeviceInfo& device(int dev) const override { return devs_[dev]; }

@@ -51,6 +51,30 @@ TEST(OfferGate, ANewGateOpensAtTheFirstMessageItsSenderWouldCompress) {
   EXPECT_EQ(post(&g, 50), 50);
 }
 
+// Silent (its sender may push past its receives): quiet with no probe to make, from a new
+// connection or a run of small messages until a wanted one; not once it offers or probes.
+TEST(OfferGate, SilentWhileNoReceiveOffersOrProbes) {
+  OfferGate g;
+  EXPECT_TRUE(g.silent()) << "a new connection";
+  for (int i = 0; i < 100; ++i) g.arrived(false, false, RawWhy::kDeclined);
+  EXPECT_TRUE(g.silent()) << "unoffered declines start no probes";
+  wanted(&g);
+  EXPECT_FALSE(g.silent()) << "open";
+  declined(&g, OfferGate::kQuietAfterSmall, RawWhy::kSmall);
+  ASSERT_TRUE(g.quiet());
+  EXPECT_TRUE(g.silent()) << "quiet over small messages";
+  EXPECT_EQ(post(&g, 3 * OfferGate::kProbeEvery), 0);
+  declined(&g, 1, RawWhy::kDeclined);
+  EXPECT_FALSE(g.silent()) << "a larger decline: probes to make";
+  EXPECT_GT(post(&g, 3 * OfferGate::kProbeEvery), 0);
+  OfferGate h = opened();
+  declined(&h, OfferGate::kQuietAfter, RawWhy::kDeclined);
+  ASSERT_TRUE(h.quiet());
+  EXPECT_FALSE(h.silent()) << "quiet after declines: probes";
+  compressed(&h);
+  EXPECT_FALSE(h.silent());
+}
+
 TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
   OfferGate g = opened();
   declined(&g, OfferGate::kQuietAfter - 1, RawWhy::kDeclined);

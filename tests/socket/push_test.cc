@@ -24,11 +24,11 @@ struct Receiver {
   uint32_t next_seq = 0;
 
   // One receive of one placement into *target; with `offer`, staging for compressed bytes, else
-  // raw for good (with `raw_for_good`: a receive that declines now may offer later).
-  ncclResult_t post(std::vector<char>* target, int32_t tag, bool offer = false, bool raw_for_good = true) {
+  // pushable (with `pushable` false: a receive that declines now but may offer later).
+  ncclResult_t post(std::vector<char>* target, int32_t tag, bool offer = false, bool pushable = true) {
     ClearToSend cts{};
     cts.seq = next_seq++;
-    cts.raw_for_good = !offer && raw_for_good;
+    cts.pushable = !offer && pushable;
     cts.n = 1;
     cts.p[0].tag = tag;
     cts.p[0].capacity = target->size();
