@@ -57,79 +57,83 @@ bool done_within(const Xfer& x, int ms) {
   return x.pending.load() == 0;
 }
 
-TEST(SocketWorker, ASmallChunkPushedNowMovesBeforePushReturns) {
+// One worker on one socket of a pair; the test plays the peer on the other end. Declared in this
+// order, the worker (its thread joined) goes before the sockets close.
+class SocketWorkerTest : public testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(err.code(), ncclSuccess); }
+  void send(const std::vector<char>& v, Xfer* x, bool now = false) {
+    w.push(0, true, const_cast<char*>(v.data()), v.size(), x, now);
+  }
+  void receive(std::vector<char>* v, Xfer* x, bool now = false) { w.push(0, false, v->data(), v->size(), x, now); }
+  int peer() const { return p.fd[1]; }
+
   SocketPair p;
   StickyError err;
-  SocketWorker w({p.fd[0]}, &err, "test", nullptr);
+  SocketWorker w{{p.fd[0]}, &err, "test", nullptr};
+};
+
+TEST_F(SocketWorkerTest, ASmallChunkPushedNowMovesBeforePushReturns) {
   const std::vector<char> out = pattern(32 << 10, 1);
   Xfer sent;
   sent.pending = 1;
-  w.push(0, true, const_cast<char*>(out.data()), out.size(), &sent, true);
+  send(out, &sent, true);
   EXPECT_EQ(sent.pending.load(), 0) << "an empty socket takes 32 KiB at once";
-  EXPECT_EQ(read_all(p.fd[1], out.size()), out);
+  EXPECT_EQ(read_all(peer(), out.size()), out);
 
   const std::vector<char> in = pattern(32 << 10, 2);
-  write_all(p.fd[1], in);
+  write_all(peer(), in);
   std::vector<char> got(in.size());
   Xfer received;
   received.pending = 1;
-  w.push(0, false, got.data(), got.size(), &received, true);
+  receive(&got, &received, true);
   EXPECT_EQ(received.pending.load(), 0) << "bytes already there are taken at once";
   EXPECT_EQ(got, in);
-  EXPECT_EQ(err.code(), ncclSuccess);
 }
 
 // More than the socket takes: the caller moves what fits, the helper the rest, every byte once.
-TEST(SocketWorker, WhatTheSocketDoesNotTakeAtOnceTheHelperMoves) {
-  SocketPair p;
-  StickyError err;
-  SocketWorker w({p.fd[0]}, &err, "test", nullptr);
+TEST_F(SocketWorkerTest, WhatTheSocketDoesNotTakeAtOnceTheHelperMoves) {
   const std::vector<char> out = pattern(8 << 20, 3);
   Xfer sent;
   sent.pending = 1;
-  w.push(0, true, const_cast<char*>(out.data()), out.size(), &sent, true);
+  send(out, &sent, true);
   EXPECT_EQ(sent.pending.load(), 1) << "8 MiB do not fit a socket's buffer";
-  EXPECT_EQ(read_all(p.fd[1], out.size()), out);
+  EXPECT_EQ(read_all(peer(), out.size()), out);
   EXPECT_TRUE(done_within(sent, 5000));
 
   std::vector<char> got(8 << 20);
   Xfer received;
   received.pending = 1;
   const std::vector<char> in = pattern(got.size(), 4);
-  std::thread writer([&] { write_all(p.fd[1], in); });
-  w.push(0, false, got.data(), got.size(), &received, true);
+  std::thread writer([&] { write_all(peer(), in); });
+  receive(&got, &received, true);
   EXPECT_TRUE(done_within(received, 5000));
   writer.join();
   EXPECT_EQ(got, in);
-  EXPECT_EQ(err.code(), ncclSuccess);
 }
 
 // A chunk pushed `now` behind queued ones waits its turn, sending and receiving.
-TEST(SocketWorker, AChunkPushedNowGoesAfterThoseQueued) {
-  SocketPair p;
-  StickyError err;
-  SocketWorker w({p.fd[0]}, &err, "test", nullptr);
+TEST_F(SocketWorkerTest, AChunkPushedNowGoesAfterThoseQueued) {
   const std::vector<char> big = pattern(8 << 20, 5), small = pattern(16 << 10, 6);
   Xfer sent;
   sent.pending = 2;
-  w.push(0, true, const_cast<char*>(big.data()), big.size(), &sent);
-  w.push(0, true, const_cast<char*>(small.data()), small.size(), &sent, true);
+  send(big, &sent);
+  send(small, &sent, true);
   std::vector<char> want = big;
   want.insert(want.end(), small.begin(), small.end());
-  EXPECT_EQ(read_all(p.fd[1], want.size()), want);
+  EXPECT_EQ(read_all(peer(), want.size()), want);
   EXPECT_TRUE(done_within(sent, 5000));
 
   std::vector<char> got_big(big.size()), got_small(small.size());
   Xfer received;
   received.pending = 2;
-  std::thread writer([&] { write_all(p.fd[1], want); });
-  w.push(0, false, got_big.data(), got_big.size(), &received);
-  w.push(0, false, got_small.data(), got_small.size(), &received, true);
+  std::thread writer([&] { write_all(peer(), want); });
+  receive(&got_big, &received);
+  receive(&got_small, &received, true);
   EXPECT_TRUE(done_within(received, 5000));
   writer.join();
   EXPECT_EQ(got_big, big);
   EXPECT_EQ(got_small, small);
-  EXPECT_EQ(err.code(), ncclSuccess);
 }
 
 }  // namespace
