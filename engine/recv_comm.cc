@@ -47,12 +47,11 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     return zip_mode() != ZipMode::kOff && !flag_polled && !attr_flag_polled && mr && !mr->flag_polled &&
            engine_for(mr) && capacity > 0;
   };
-  auto may_compress = [&](const Mr* mr, size_t capacity) { return zip_on && could_compress(mr, capacity); };
   // The first receive that could take compressed bytes, from a sender that compresses, or a
   // quiet gate's probe: a cold kernel is worth a short wait.
   for (int i = 0; i < n && (offers_.expecting() || offers_.probing()); ++i) {
     const Mr* mr = static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr);
-    if (!may_compress(mr, sizes[i])) continue;
+    if (!zip_on || !could_compress(mr, sizes[i])) continue;
     if (wait_for_kernel(engine_for(mr))) return ncclSuccess;
     break;
   }
@@ -64,8 +63,6 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   // gate, and the receives after it send clear-to-sends again.
   const bool silent = zip_mode() == ZipMode::kAuto && offers_.silent();
   cts.pushable = true;
-  for (int i = 0; i < n && !silent; ++i)
-    if (could_compress(static_cast<const Mr*>(mhandles ? mhandles[i] : nullptr), sizes[i])) cts.pushable = false;
   bool offered_any = false;
   cts.n = uint32_t(n);
   for (int i = 0; i < n; ++i) {
@@ -79,7 +76,9 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.kind = mr ? mr->kind : MemKind::kHost;
     s.gpu_mapped = mr && mr->gpu_mapped;
     s.engine = engine_for(mr);
-    bool compress_ok = may_compress(mr, s.capacity);
+    const bool could = could_compress(mr, s.capacity);
+    if (could && !silent) cts.pushable = false;
+    bool compress_ok = zip_on && could;
     const bool device = s.kind == MemKind::kDevice;
     // In auto mode only where the decode will be fast: a resident GPU codec that is not running
     // now would leave it to the CPU, slower than the link. Forced compression takes the CPU,
