@@ -17,11 +17,6 @@ namespace zipccl::tcp {
 namespace {
 
 constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
-// Messages up to this size are moved by the calling thread as far as their socket takes them
-// (SocketWorker::push's `now`), as NCCL's own socket transport moves every message on its proxy
-// thread: a helper's wake-up on each side costs a small message more than its copy. Larger ones
-// stay off NCCL's progress thread, which serves every channel of the connection's device.
-constexpr size_t kDirectMax = 64 << 10;
 constexpr size_t kLine = 128;
 // Control bytes read ahead: two of the largest records. Bounded, so a peer that floods the control
 // socket fills its own socket buffers, not this process's memory.
@@ -207,7 +202,7 @@ void SocketLink::post_bytes(char* buf, size_t n, Xfer* x, bool send) {
   for (size_t i = 0; i < chunks; ++i) {
     const size_t s = (*next + i) % nsocks;
     const size_t off = i * chunk;
-    workers_[s % nthreads]->push(int(s / nthreads), send, buf + off, std::min(chunk, n - off), x, n <= kDirectMax);
+    workers_[s % nthreads]->push(int(s / nthreads), send, buf + off, std::min(chunk, n - off), x);
   }
   *next = (*next + chunks) % nsocks;
 }

@@ -37,22 +37,10 @@ SocketWorker::~SocketWorker() {
   close(wake_fd_);
 }
 
-void SocketWorker::push(int sock, bool send, char* buf, size_t n, Xfer* x, bool now) {
-  Sock& s = socks_[sock];
-  Task t{buf, n, 0, send, x};
+void SocketWorker::push(int sock, bool send, char* buf, size_t n, Xfer* x) {
   {
-    // Under the lock, and only with nothing queued (which this thread works on): the socket's
-    // chunks go in order. The I/O does not block.
     std::lock_guard<std::mutex> g(mu_);
-    if (now && s.q.empty() && err_->code() == ncclSuccess) {
-      if (send) x->piece_started();
-      int64_t paced_ns = 0;
-      if (step(s, t, &paced_ns) && t.off == t.n) {
-        x->piece_done();
-        return;
-      }
-    }
-    s.q.push_back(t);
+    socks_[sock].q.push_back(Task{buf, n, 0, send, x});
   }
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);

@@ -27,10 +27,7 @@ class SocketWorker {
   SocketWorker& operator=(const SocketWorker&) = delete;
 
   // Queue one chunk on local socket `sock`; the caller has already counted it in x->pending.
-  // now: first move what the socket takes at once on the caller's thread, where nothing is queued
-  // on it (a small message then costs no wake-up of this thread, on either side), and queue only
-  // what is left.
-  void push(int sock, bool send, char* buf, size_t n, Xfer* x, bool now = false);
+  void push(int sock, bool send, char* buf, size_t n, Xfer* x);
 
  private:
   struct Task {
