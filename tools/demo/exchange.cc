@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <thread>
 #include <vector>
 
 #include "device_mem.h"
@@ -46,7 +47,9 @@ bool read_full(int fd, void* p, size_t n) {
 // through the handle pipes, with its send and receive buffers registered.
 struct Ends {
   PluginNet net;
-  void *lc = nullptr, *sc = nullptr, *rc = nullptr, *smh = nullptr, *rmh = nullptr;
+  // One connection each way per channel, as NCCL opens one per channel and peer; every channel
+  // registers the same two buffers.
+  std::vector<void*> lc, sc, rc, smh, rmh;
   ncclResult_t failed = ncclSuccess;
   explicit Ends(const ExchangeConfig& cfg) : net(cfg.plugin, cfg.version) {}
 
@@ -56,28 +59,35 @@ struct Ends {
     if ((failed = (call)) != ncclSuccess) \
       return #call;                        \
   } while (0)
-  const char* open(int handle_out, int handle_in, char* sbuf, size_t sbytes, char* rbuf, size_t rbytes) {
+  const char* open(int channels, int handle_out, int handle_in, char* sbuf, size_t sbytes, char* rbuf, size_t rbytes) {
     ENDS_CHECK(net.init());
-    unsigned char mine[NCCL_NET_HANDLE_MAXSIZE] = {}, theirs[NCCL_NET_HANDLE_MAXSIZE] = {};
-    ENDS_CHECK(net.listen(0, mine, &lc));
-    if (write(handle_out, mine, sizeof mine) != ssize_t(sizeof mine) || !read_full(handle_in, theirs, sizeof theirs)) {
+    const size_t n = size_t(channels);
+    lc.assign(n, nullptr), sc.assign(n, nullptr), rc.assign(n, nullptr), smh.assign(n, nullptr), rmh.assign(n, nullptr);
+    std::vector<unsigned char> mine(n * NCCL_NET_HANDLE_MAXSIZE), theirs(n * NCCL_NET_HANDLE_MAXSIZE);
+    for (size_t c = 0; c < n; ++c) ENDS_CHECK(net.listen(0, &mine[c * NCCL_NET_HANDLE_MAXSIZE], &lc[c]));
+    if (write(handle_out, mine.data(), mine.size()) != ssize_t(mine.size()) ||
+        !read_full(handle_in, theirs.data(), theirs.size())) {
       failed = ncclSystemError;
       return "handle exchange";
     }
-    while (!sc || !rc) {
-      if (!sc) ENDS_CHECK(net.connect(0, theirs, &sc));
-      if (!rc) ENDS_CHECK(net.accept(lc, &rc));
+    for (size_t c = 0; c < n; ++c) {
+      while (!sc[c] || !rc[c]) {
+        if (!sc[c]) ENDS_CHECK(net.connect(0, &theirs[c * NCCL_NET_HANDLE_MAXSIZE], &sc[c]));
+        if (!rc[c]) ENDS_CHECK(net.accept(lc[c], &rc[c]));
+      }
+      ENDS_CHECK(net.reg_mr(sc[c], sbuf, sbytes, NCCL_PTR_HOST, &smh[c]));
+      ENDS_CHECK(net.reg_mr(rc[c], rbuf, rbytes, NCCL_PTR_HOST, &rmh[c]));
     }
-    ENDS_CHECK(net.reg_mr(sc, sbuf, sbytes, NCCL_PTR_HOST, &smh));
-    ENDS_CHECK(net.reg_mr(rc, rbuf, rbytes, NCCL_PTR_HOST, &rmh));
     return nullptr;
   }
   const char* close() {
-    ENDS_CHECK(net.dereg_mr(sc, smh));
-    ENDS_CHECK(net.dereg_mr(rc, rmh));
-    ENDS_CHECK(net.close_send(sc));
-    ENDS_CHECK(net.close_recv(rc));
-    ENDS_CHECK(net.close_listen(lc));
+    for (size_t c = 0; c < sc.size(); ++c) {
+      ENDS_CHECK(net.dereg_mr(sc[c], smh[c]));
+      ENDS_CHECK(net.dereg_mr(rc[c], rmh[c]));
+      ENDS_CHECK(net.close_send(sc[c]));
+      ENDS_CHECK(net.close_recv(rc[c]));
+      ENDS_CHECK(net.close_listen(lc[c]));
+    }
     ENDS_CHECK(net.finalize());
     return nullptr;
   }
@@ -116,10 +126,10 @@ RankResult rank_main(const ExchangeConfig& cfg, int rank, int handle_out, int ha
     memset(rbuf, 0, rarena.size());
   }
   Ends e(cfg);
-  if (const char* what = e.open(handle_out, handle_in, sbuf, sarena.size(), rbuf, rarena.size()))
+  if (const char* what = e.open(1, handle_out, handle_in, sbuf, sarena.size(), rbuf, rarena.size()))
     return error(what, e.failed);
   PluginNet& net = e.net;
-  void *sc = e.sc, *rc = e.rc, *smh = e.smh, *rmh = e.rmh;
+  void *sc = e.sc[0], *rc = e.rc[0], *smh = e.smh[0], *rmh = e.rmh[0];
 
   const long total = long((cfg.bytes + m - 1) / m);
   std::deque<void*> sends, recvs;
@@ -235,62 +245,94 @@ LatencyResult pingpong_main(const ExchangeConfig& cfg, Pattern pattern, int iter
                             int handle_in) {
   LatencyResult res;
   const size_t m = cfg.msg_bytes;
-  std::vector<char> sbuf(m), rbuf(2 * m, 0);
+  const int channels = cfg.channels;
+  std::vector<char> sbuf(m), rbuf(size_t(channels) * 2 * m, 0);
   client::fill(cfg.kind, 1, 0, 0, sbuf.data(), m);
   Ends e(cfg);
   auto error = [&](const char* what, ncclResult_t r) {
     snprintf(res.error, sizeof res.error, "%s returned %d", what, int(r));
     return res;
   };
-  if (const char* what = e.open(handle_out, handle_in, sbuf.data(), m, rbuf.data(), 2 * m))
+  if (const char* what = e.open(channels, handle_out, handle_in, sbuf.data(), m, rbuf.data(), rbuf.size()))
     return error(what, e.failed);
   ncclResult_t rc = ncclSuccess;
-  auto wait = [&](void* req) {
-    int done = 0, size = 0;
-    while (!done && (rc = e.net.test(req, &done, &size)) == ncclSuccess) {
+  std::vector<void*> rreq(static_cast<size_t>(channels)), sreq(static_cast<size_t>(channels));
+  // Tests every open request in turn until all are done, yielding the core after a sweep that
+  // finished none, as NCCL's proxy thread does across channels.
+  auto wait_all = [&](std::vector<void*>& reqs) {
+    for (bool open = true; open;) {
+      open = false;
+      bool finished = false;
+      for (void*& req : reqs) {
+        int done = 0, size = 0;
+        if (req && (rc = e.net.test(req, &done, &size)) != ncclSuccess) return false;
+        if (done) req = nullptr, finished = true;
+        open |= req != nullptr;
+      }
+      if (open && !finished) std::this_thread::yield();
     }
-    return rc == ncclSuccess;
+    return true;
   };
-  void* rreq = nullptr;
-  auto post_recv = [&](long i) {
-    void* data = rbuf.data() + size_t(i % 2) * m;
+  auto slot = [&](int c, long i) { return rbuf.data() + (size_t(c) * 2 + size_t(i % 2)) * m; };
+  auto post_recv = [&](int c, long i) {
+    void* data = slot(c, i);
     size_t size = m;
     int tag = 0;
-    rreq = nullptr;
-    while (!rreq && (rc = e.net.irecv(e.rc, 1, &data, &size, &tag, &e.rmh, false, &rreq)) == ncclSuccess) {
+    rreq[c] = nullptr;
+    while (!rreq[c] &&
+           (rc = e.net.irecv(e.rc[c], 1, &data, &size, &tag, &e.rmh[c], false, &rreq[c])) == ncclSuccess) {
     }
     return rc == ncclSuccess;
   };
-  auto send = [&](void** req) {
-    *req = nullptr;
-    while (!*req && (rc = e.net.isend(e.sc, sbuf.data(), m, 0, e.smh, req)) == ncclSuccess) {
+  auto send = [&](int c) {
+    sreq[c] = nullptr;
+    while (!sreq[c] && (rc = e.net.isend(e.sc[c], sbuf.data(), m, 0, e.smh[c], &sreq[c])) == ncclSuccess) {
     }
     return rc == ncclSuccess;
   };
-  auto check = [&](long i) {
-    char* got = rbuf.data() + size_t(i % 2) * m;
+  auto check = [&](int c, long i) {
+    char* got = slot(c, i);
     const bool same = memcmp(got, sbuf.data(), m) == 0;
     memset(got, 0, m);
     return same;
   };
+  // Rank 1's round trip: each channel's echo goes as soon as its message is in.
+  auto echo_all = [&](long i, bool more) {
+    std::vector<char> echoed(static_cast<size_t>(channels), 0);
+    for (int left = channels; left;) {
+      const int before = left;
+      for (int c = 0; c < channels; ++c) {
+        int done = 0, size = 0;
+        if (echoed[c]) continue;
+        if ((rc = e.net.test(rreq[c], &done, &size)) != ncclSuccess) return false;
+        if (!done) continue;
+        if ((more && !post_recv(c, i + 1)) || !send(c)) return false;
+        echoed[c] = 1;
+        --left;
+      }
+      if (left && left == before) std::this_thread::yield();
+    }
+    return wait_all(sreq);
+  };
   std::vector<double> rtt;
   long bad = 0;
   const long total = kWarmup + iters;
-  if (pattern == Pattern::kRoundTrip && rank == 1 && !post_recv(0)) return error("irecv", rc);
+  for (int c = 0; pattern == Pattern::kRoundTrip && rank == 1 && c < channels; ++c)
+    if (!post_recv(c, 0)) return error("irecv", rc);
   for (long i = 0; i < total; ++i) {
-    void* sreq = nullptr;
     if (pattern == Pattern::kStep || rank == 0) {  // a step is a ping on both ranks
       const double t0 = now_s();
-      if (!post_recv(i) || !send(&sreq) || !wait(sreq) || !wait(rreq))
-        return error(pattern == Pattern::kStep ? "step" : "ping", rc);
+      for (int c = 0; c < channels; ++c)
+        if (!post_recv(c, i) || !send(c)) return error(pattern == Pattern::kStep ? "step" : "ping", rc);
+      if (!wait_all(sreq) || !wait_all(rreq)) return error(pattern == Pattern::kStep ? "step" : "ping", rc);
       if (i >= kWarmup) rtt.push_back(now_s() - t0);
-    } else {
-      if (!wait(rreq) || (i + 1 < total && !post_recv(i + 1)) || !send(&sreq) || !wait(sreq)) return error("pong", rc);
+    } else if (!echo_all(i, i + 1 < total)) {
+      return error("pong", rc);
     }
-    bad += !check(i);
+    for (int c = 0; c < channels; ++c) bad += !check(c, i);
   }
   if (bad) {
-    snprintf(res.error, sizeof res.error, "rank %d: %ld of %ld messages differ", rank, bad, total);
+    snprintf(res.error, sizeof res.error, "rank %d: %ld of %ld messages differ", rank, bad, total * channels);
     return res;
   }
   if (const char* what = e.close()) return error(what, e.failed);
@@ -299,88 +341,82 @@ LatencyResult pingpong_main(const ExchangeConfig& cfg, Pattern pattern, int iter
   return res;
 }
 
-bool send_all(int fd, const char* p, size_t n) {
-  while (n) {
-    const ssize_t r = ::send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (r > 0) {
-      p += r;
-      n -= size_t(r);
-    } else if (r < 0 && errno != EAGAIN && errno != EINTR) {
-      return false;
+// Each socket sends `out` bytes and receives `in` bytes (either may be 0), all at once, as each
+// allows: one thread busy-polling every channel's socket, as NCCL's Socket transport does (and
+// yielding the core after a sweep that moved nothing, as its proxy thread does).
+bool move_all(const std::vector<int>& fds, const char* src, size_t out, char* dst, size_t in) {
+  std::vector<size_t> sent(fds.size(), 0), got(fds.size(), 0);
+  for (bool open = true; open;) {
+    open = false;
+    bool moved = false;
+    for (size_t c = 0; c < fds.size(); ++c) {
+      if (sent[c] < out) {
+        const ssize_t r = ::send(fds[c], src + sent[c], out - sent[c], MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (r > 0) sent[c] += size_t(r), moved = true;
+        else if (r < 0 && errno != EAGAIN && errno != EINTR) return false;
+      }
+      if (got[c] < in) {
+        const ssize_t r = ::recv(fds[c], dst + got[c], in - got[c], MSG_DONTWAIT);
+        if (r > 0) got[c] += size_t(r), moved = true;
+        else if (r == 0 || (errno != EAGAIN && errno != EINTR)) return false;
+      }
+      open |= sent[c] < out || got[c] < in;
     }
-  }
-  return true;
-}
-bool recv_all(int fd, char* p, size_t n) {
-  while (n) {
-    const ssize_t r = ::recv(fd, p, n, MSG_DONTWAIT);
-    if (r > 0) {
-      p += r;
-      n -= size_t(r);
-    } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// Both ends' bytes at once, each side sending and receiving as its socket allows.
-bool send_recv_all(int fd, const char* out, char* in, size_t n) {
-  size_t sent = 0, got = 0;
-  while (sent < n || got < n) {
-    if (sent < n) {
-      const ssize_t r = ::send(fd, out + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (r > 0) sent += size_t(r);
-      else if (r < 0 && errno != EAGAIN && errno != EINTR) return false;
-    }
-    if (got < n) {
-      const ssize_t r = ::recv(fd, in + got, n - got, MSG_DONTWAIT);
-      if (r > 0) got += size_t(r);
-      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) return false;
-    }
+    if (open && !moved) std::this_thread::yield();
   }
   return true;
 }
 
-// One TCP connection on loopback (rank 0 listens and passes its port through the pipe).
-LatencyResult tcp_pingpong_main(size_t m, Pattern pattern, int iters, int rank, int handle_out, int handle_in) {
+// One TCP connection per channel on loopback (rank 0 listens and passes its port through the pipe).
+LatencyResult tcp_pingpong_main(size_t m, int channels, Pattern pattern, int iters, int rank, int handle_out,
+                                int handle_in) {
   LatencyResult res;
+  std::vector<int> fds;
   auto fail = [&](const char* what) {
     snprintf(res.error, sizeof res.error, "%s: %s", what, strerror(errno));
+    for (int fd : fds) ::close(fd);
     return res;
   };
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t alen = sizeof a;
-  int fd = -1;
   if (rank == 0) {
     const int l = socket(AF_INET, SOCK_STREAM, 0);
-    if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(l, 1) ||
+    if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) || listen(l, channels) ||
         getsockname(l, reinterpret_cast<sockaddr*>(&a), &alen))
       return fail("listen");
     if (write(handle_out, &a.sin_port, sizeof a.sin_port) != ssize_t(sizeof a.sin_port)) return fail("port");
-    fd = accept(l, nullptr, nullptr);
+    for (int c = 0; c < channels; ++c) {
+      const int fd = accept(l, nullptr, nullptr);
+      if (fd < 0) break;
+      fds.push_back(fd);
+    }
     ::close(l);
   } else {
     if (!read_full(handle_in, &a.sin_port, sizeof a.sin_port)) return fail("port");
-    fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a)) return fail("connect");
+    for (int c = 0; c < channels; ++c) {
+      const int fd = socket(AF_INET, SOCK_STREAM, 0);
+      if (fd < 0) break;
+      fds.push_back(fd);
+      if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a)) return fail("connect");
+    }
   }
-  if (fd < 0) return fail("socket");
+  if (fds.size() != size_t(channels)) return fail("socket");
   const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (int fd : fds) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  // Every channel reads into the same buffer: the baseline's bytes are not checked.
   std::vector<char> buf(m, 1), in(m);
   std::vector<double> rtt;
   for (long i = 0; i < kWarmup + iters; ++i) {
     const double t0 = now_s();
-    const bool ok = pattern == Pattern::kStep ? send_recv_all(fd, buf.data(), in.data(), m)
-                    : rank == 0               ? send_all(fd, buf.data(), m) && recv_all(fd, buf.data(), m)
-                                              : recv_all(fd, buf.data(), m) && send_all(fd, buf.data(), m);
+    const bool ok = pattern == Pattern::kStep || rank == 0
+                        ? move_all(fds, buf.data(), m, in.data(), m)
+                        : move_all(fds, nullptr, 0, in.data(), m) && move_all(fds, buf.data(), m, nullptr, 0);
     if (!ok) return fail("ping-pong");
     if (i >= kWarmup) rtt.push_back(now_s() - t0);
   }
-  ::close(fd);
+  for (int fd : fds) ::close(fd);
   summarize(std::move(rtt), &res);
   res.ok = true;
   return res;
@@ -420,10 +456,11 @@ LatencyResult run_pingpong(const ExchangeConfig& cfg, Pattern pattern, int iters
   return pair_result(r);
 }
 
-LatencyResult run_tcp_pingpong(size_t bytes, Pattern pattern, int iters) {
+LatencyResult run_tcp_pingpong(size_t bytes, int channels, Pattern pattern, int iters) {
   LatencyResult r[2];
-  run_ranks({}, [&](int rank, int hout, int hin) { return tcp_pingpong_main(bytes, pattern, iters, rank, hout, hin); },
-            r);
+  run_ranks({}, [&](int rank, int hout, int hin) {
+    return tcp_pingpong_main(bytes, channels, pattern, iters, rank, hout, hin);
+  }, r);
   return pair_result(r);
 }
 

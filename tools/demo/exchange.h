@@ -16,6 +16,7 @@ struct ExchangeConfig {
   int version = 11;              // ncclNet_vN table to drive
   size_t bytes = 256u << 20;     // per direction
   size_t msg_bytes = 512u << 10; // NCCL's Simple step size by default
+  int channels = 1;              // run_pingpong: connections each way, all stepped at once
   client::Kind kind = client::Kind::kBf16;
   std::map<std::string, std::string> env;  // NCCL_ZIP_ENABLE, NCCL_SOCKET_IFNAME, ...
   // Host buffers pinned and mapped for the GPU, as NCCL's are (cudaHostAlloc): what the resident
@@ -50,7 +51,8 @@ ExchangeResult run_exchange(const ExchangeConfig& cfg);
 // posted before the other sends (as NCCL's proxy posts receives ahead). kStep: both ranks post a
 // receive and send one message at once, then wait for both (a collective's ring step: the
 // receive is posted as the peer's message goes). `iters` timed after a warm-up, every received
-// byte checked.
+// byte checked. With cfg.channels > 1 each round trip or step moves one message on every channel
+// at once (a collective's step over NCCL's channels, one proxy thread testing them all).
 enum class Pattern { kRoundTrip, kStep };
 struct LatencyResult {
   bool ok = false;
@@ -58,9 +60,9 @@ struct LatencyResult {
   char error[200] = "";
 };
 LatencyResult run_pingpong(const ExchangeConfig& cfg, Pattern pattern, int iters);
-// The same over one TCP connection on loopback, each end one thread busy-polling its
-// non-blocking socket: what NCCL's own Socket transport does by default (no helper threads).
-LatencyResult run_tcp_pingpong(size_t bytes, Pattern pattern, int iters);
+// The same over one TCP connection per channel on loopback, each end one thread busy-polling its
+// non-blocking sockets: what NCCL's own Socket transport does by default (no helper threads).
+LatencyResult run_tcp_pingpong(size_t bytes, int channels, Pattern pattern, int iters);
 
 // Default plugin path: ZIPCCL_PLUGIN if set, else the installed one beside this tool (bin/../lib),
 // else the build tree's.

@@ -3,9 +3,12 @@
 // table row per case; any byte mismatch fails the run. --latency: round trips of one message
 // instead (rank 0 sends, rank 1 echoes), then steps (both send one and receive one at once, as in
 // a ring collective), median and p90, beside plain TCP doing the same on the same loopback in the
-// same run (one busy-polling thread per end, as NCCL's Socket transport).
+// same run (one busy-polling thread per end, as NCCL's Socket transport). --channels=N: every
+// round trip or step moves one message on each of N connections at once, as a collective's step
+// does over NCCL's channels.
 //
-//   zipccl-net-bench [--mib=N] [--latency [--iters=N] [--kib=A,B,..]] [--plugin=PATH] [--version=8..11]
+//   zipccl-net-bench [--mib=N] [--latency [--iters=N] [--kib=A,B,..] [--channels=N]] [--plugin=PATH]
+//                    [--version=8..11]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -21,17 +24,18 @@ using namespace zipccl::demo;
 
 namespace {
 
-// Microseconds per round trip, then per step (Pattern), for each message size: plain TCP, the
-// plugin raw (NCCL_ZIP_ENABLE=0) and auto (its own choice: small messages go raw). Any received
-// byte that differs fails the run.
+// Microseconds per round trip, then per step (Pattern), for each message size (per channel): plain
+// TCP, the plugin raw (NCCL_ZIP_ENABLE=0) and auto (its own choice: small messages go raw). Any
+// received byte that differs fails the run.
 int latency_table(ExchangeConfig cfg, int iters, const std::vector<size_t>& sizes) {
   int failures = 0;
+  if (cfg.channels > 1) printf("%d channels: one message of the size on each per round trip or step\n", cfg.channels);
   for (Pattern pattern : {Pattern::kRoundTrip, Pattern::kStep}) {
     printf("%-10s %14s %20s %20s\n", pattern == Pattern::kStep ? "step KiB" : "trip KiB", "tcp us (p90)",
            "plugin raw us (p90)", "plugin auto us (p90)");
     for (size_t bytes : sizes) {
       cfg.msg_bytes = bytes;
-      const LatencyResult tcp = run_tcp_pingpong(bytes, pattern, iters);
+      const LatencyResult tcp = run_tcp_pingpong(bytes, cfg.channels, pattern, iters);
       cfg.env["NCCL_ZIP_ENABLE"] = "0";
       const LatencyResult raw = run_pingpong(cfg, pattern, iters);
       cfg.env["NCCL_ZIP_ENABLE"] = "1";
@@ -55,14 +59,16 @@ int main(int argc, char** argv) {
   using zipccl::client::parse_uint;
   ExchangeConfig cfg;
   cfg.plugin = default_plugin_path();
-  uint64_t mib = 64, v = 0, iters = 2000;
+  uint64_t mib = 64, v = 0, iters = 2000, channels = 1;
   bool latency = false;
   std::vector<size_t> sizes = {4u << 10, 16u << 10, 64u << 10, 256u << 10, 1u << 20};
   const char* usage =
-      "usage: zipccl-net-bench [--mib=N] [--latency [--iters=N] [--kib=A,B,..]] [--plugin=PATH] [--version=8..11]\n"
+      "usage: zipccl-net-bench [--mib=N] [--latency [--iters=N] [--kib=A,B,..] [--channels=N]] [--plugin=PATH]\n"
+      "                        [--version=8..11]\n"
       "  --mib: MiB each way per case (1..65536, default 64)\n"
       "  --latency: round trips and steps of one message per size, plugin and plain TCP (--iters,\n"
-      "             default 2000; --kib: the sizes, 1..65536 KiB each, default 4,16,64,256,1024)\n";
+      "             default 2000; --kib: the sizes, 1..65536 KiB each, default 4,16,64,256,1024;\n"
+      "             --channels: connections each way, one message on each per step, 1..32, default 1)\n";
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
     bool ok = true;
@@ -73,6 +79,8 @@ int main(int argc, char** argv) {
       ok = parse_uint(a + 6, 1, 65536, &mib);
     } else if (!strcmp(a, "--latency")) {
       latency = true;
+    } else if (!strncmp(a, "--channels=", 11)) {
+      ok = parse_uint(a + 11, 1, 32, &channels);
     } else if (!strncmp(a, "--iters=", 8)) {
       ok = parse_uint(a + 8, 1, 10000000, &iters);
     } else if (!strncmp(a, "--kib=", 6)) {
@@ -99,6 +107,7 @@ int main(int argc, char** argv) {
     }
   }
   cfg.bytes = mib << 20;
+  cfg.channels = int(channels);
   const char* ifname = getenv("NCCL_SOCKET_IFNAME");
   cfg.env["NCCL_SOCKET_IFNAME"] = ifname ? ifname : "lo";
   if (latency) return latency_table(cfg, int(iters), sizes);
