@@ -256,23 +256,26 @@ LatencyResult pingpong_main(const ExchangeConfig& cfg, Pattern pattern, int iter
   if (const char* what = e.open(channels, handle_out, handle_in, sbuf.data(), m, rbuf.data(), rbuf.size()))
     return error(what, e.failed);
   ncclResult_t rc = ncclSuccess;
-  std::vector<void*> rreq(static_cast<size_t>(channels)), sreq(static_cast<size_t>(channels));
-  // Tests every open request in turn until all are done, yielding the core after a sweep that
-  // finished none, as NCCL's proxy thread does across channels.
-  auto wait_all = [&](std::vector<void*>& reqs) {
+  std::vector<void*> rreq(static_cast<size_t>(channels)), sreq(static_cast<size_t>(channels)), arriving;
+  // Tests every open request in turn until all are done, calling then(channel) as each finishes
+  // and yielding the core after a sweep that finished none, as NCCL's proxy thread does across
+  // channels.
+  auto wait_all = [&](std::vector<void*>& reqs, auto then) {
     for (bool open = true; open;) {
       open = false;
       bool finished = false;
-      for (void*& req : reqs) {
+      for (int c = 0; c < channels; ++c) {
         int done = 0, size = 0;
-        if (req && (rc = e.net.test(req, &done, &size)) != ncclSuccess) return false;
-        if (done) req = nullptr, finished = true;
-        open |= req != nullptr;
+        if (reqs[c] && (rc = e.net.test(reqs[c], &done, &size)) != ncclSuccess) return false;
+        if (done && !then(c)) return false;
+        if (done) reqs[c] = nullptr, finished = true;
+        open |= reqs[c] != nullptr;
       }
       if (open && !finished) std::this_thread::yield();
     }
     return true;
   };
+  auto nothing = [](int) { return true; };
   auto slot = [&](int c, long i) { return rbuf.data() + (size_t(c) * 2 + size_t(i % 2)) * m; };
   auto post_recv = [&](int c, long i) {
     void* data = slot(c, i);
@@ -296,23 +299,12 @@ LatencyResult pingpong_main(const ExchangeConfig& cfg, Pattern pattern, int iter
     memset(got, 0, m);
     return same;
   };
-  // Rank 1's round trip: each channel's echo goes as soon as its message is in.
+  // Rank 1's round trip: each channel's echo goes as soon as its message is in (its next receive
+  // posted first, into rreq while `arriving` holds this one's).
   auto echo_all = [&](long i, bool more) {
-    std::vector<char> echoed(static_cast<size_t>(channels), 0);
-    for (int left = channels; left;) {
-      const int before = left;
-      for (int c = 0; c < channels; ++c) {
-        int done = 0, size = 0;
-        if (echoed[c]) continue;
-        if ((rc = e.net.test(rreq[c], &done, &size)) != ncclSuccess) return false;
-        if (!done) continue;
-        if ((more && !post_recv(c, i + 1)) || !send(c)) return false;
-        echoed[c] = 1;
-        --left;
-      }
-      if (left && left == before) std::this_thread::yield();
-    }
-    return wait_all(sreq);
+    arriving = rreq;
+    return wait_all(arriving, [&](int c) { return (!more || post_recv(c, i + 1)) && send(c); }) &&
+           wait_all(sreq, nothing);
   };
   std::vector<double> rtt;
   long bad = 0;
@@ -324,7 +316,8 @@ LatencyResult pingpong_main(const ExchangeConfig& cfg, Pattern pattern, int iter
       const double t0 = now_s();
       for (int c = 0; c < channels; ++c)
         if (!post_recv(c, i) || !send(c)) return error(pattern == Pattern::kStep ? "step" : "ping", rc);
-      if (!wait_all(sreq) || !wait_all(rreq)) return error(pattern == Pattern::kStep ? "step" : "ping", rc);
+      if (!wait_all(sreq, nothing) || !wait_all(rreq, nothing))
+        return error(pattern == Pattern::kStep ? "step" : "ping", rc);
       if (i >= kWarmup) rtt.push_back(now_s() - t0);
     } else if (!echo_all(i, i + 1 < total)) {
       return error("pong", rc);
@@ -343,9 +336,12 @@ LatencyResult pingpong_main(const ExchangeConfig& cfg, Pattern pattern, int iter
 
 // Each socket sends `out` bytes and receives `in` bytes (either may be 0), all at once, as each
 // allows: one thread busy-polling every channel's socket, as NCCL's Socket transport does (and
-// yielding the core after a sweep that moved nothing, as its proxy thread does).
-bool move_all(const std::vector<int>& fds, const char* src, size_t out, char* dst, size_t in) {
-  std::vector<size_t> sent(fds.size(), 0), got(fds.size(), 0);
+// yielding the core after a sweep that moved nothing, as its proxy thread does). sent and got:
+// the caller's counters, one per socket, so that the timed loop allocates nothing.
+bool move_all(const std::vector<int>& fds, const char* src, size_t out, char* dst, size_t in,
+              std::vector<size_t>& sent, std::vector<size_t>& got) {
+  sent.assign(fds.size(), 0);
+  got.assign(fds.size(), 0);
   for (bool open = true; open;) {
     open = false;
     bool moved = false;
@@ -407,12 +403,14 @@ LatencyResult tcp_pingpong_main(size_t m, int channels, Pattern pattern, int ite
   for (int fd : fds) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   // Every channel reads into the same buffer: the baseline's bytes are not checked.
   std::vector<char> buf(m, 1), in(m);
+  std::vector<size_t> sent(fds.size()), got(fds.size());
   std::vector<double> rtt;
   for (long i = 0; i < kWarmup + iters; ++i) {
     const double t0 = now_s();
     const bool ok = pattern == Pattern::kStep || rank == 0
-                        ? move_all(fds, buf.data(), m, in.data(), m)
-                        : move_all(fds, nullptr, 0, in.data(), m) && move_all(fds, buf.data(), m, nullptr, 0);
+                        ? move_all(fds, buf.data(), m, in.data(), m, sent, got)
+                        : move_all(fds, nullptr, 0, in.data(), m, sent, got) &&
+                              move_all(fds, buf.data(), m, nullptr, 0, sent, got);
     if (!ok) return fail("ping-pong");
     if (i >= kWarmup) rtt.push_back(now_s() - t0);
   }
