@@ -140,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Buffers b;
   {
     // stall_ms 50: a peer that stops mid-record fails the link quickly instead of never.
-    zipccl::tcp::SocketLink link({c[0], d[0]}, "fuzz peer", nullptr, 50, zipccl::tcp::kMaxInline, 0, push);
+    zipccl::tcp::SocketLink link({c[0], d[0]}, "fuzz peer", nullptr, 50, zipccl::tcp::InlineRule(zipccl::tcp::kMaxInline), 0, push);
     write_all(c[1], body, ctrl);
     write_all(d[1], body + ctrl, size - 3 - ctrl);
     shutdown(c[1], SHUT_WR);

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "clock.h"
 #include "log.h"
 #include "socket_params.h"
 #include "socket_wire.h"
@@ -41,11 +42,11 @@ void copy_lines_in_order(char* dst, const char* src, size_t n) {
 }  // namespace
 
 SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
-                       size_t inline_max, uint32_t eager_ahead, bool push)
+                       InlineRule inline_rule, uint32_t eager_ahead, bool push)
     : peer_(std::move(peer)),
       stall_ms_(stall_ms),
       pacer_(std::move(pacer)),
-      inline_max_(std::min(inline_max, kMaxInline)),
+      inline_(inline_rule),
       eager_ahead_(eager_ahead),
       push_(push) {
   ctrl_fd_ = fds[0];
@@ -435,14 +436,14 @@ ncclResult_t SocketLink::send_header(const HeaderRecord& r, const void* buf, Xfe
 
 ncclResult_t SocketLink::post_message(const MessageHeader& h, const Placement&, const void* buf, Xfer* x) {
   const uint32_t flags = (h.compressed ? uint32_t(kCompressed) : 0u) | uint32_t(h.why) << kRawWhyShift |
-                         (h.wire_bytes <= inline_max_ ? uint32_t(kInline) : 0u);
+                         (inline_.take(h.wire_bytes, now_ns()) ? uint32_t(kInline) : 0u);
   return send_header({kHeader, h.seq, h.sub, flags, h.orig_bytes, h.wire_bytes}, buf, x);
 }
 
 ncclResult_t SocketLink::post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, bool pushed,
                                     Xfer* x) {
   if (bytes > eager_bytes() && !push_seen_) return fail(ncclInternalError, "eager send of " + std::to_string(bytes) + " bytes");
-  const uint32_t flags = (bytes <= inline_max_ ? uint32_t(kInline) : 0u) | uint32_t(kEager) |
+  const uint32_t flags = (inline_.take(bytes, now_ns()) ? uint32_t(kInline) : 0u) | uint32_t(kEager) |
                          (pushed ? uint32_t(kPushed) : 0u) | uint32_t(why) << kRawWhyShift;
   return send_header({kHeader, index, uint32_t(tag), flags, bytes, bytes}, buf, x);
 }

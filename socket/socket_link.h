@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "inline_rule.h"
 #include "socket_wire.h"
 #include "socket_worker.h"
 #include "transport.h"
@@ -28,19 +29,19 @@ class SocketLink : public Link {
   // fds[0] is the control socket, the rest data sockets; the link owns them all. pacer: its
   // device's send cap, or null. stall_ms: a peer that stops in the middle of a control record or
   // of a message's bytes for this long is an error (0: never); NCCL_ZIP_SOCKET_TIMEOUT_MS.
-  // inline_max: messages of at most this many wire bytes this end sends inside their header
-  // (at most kMaxInline; NCCL_ZIP_SOCKET_INLINE). It receives inline messages of any size allowed.
+  // inline_rule: which messages this end sends inside their header (inline_rule.h;
+  // NCCL_ZIP_SOCKET_INLINE, NCCL_ZIP_SOCKET_INLINE_LONE). It receives inline messages of any size allowed.
   // eager_ahead: inline messages this end may send ahead of clear-to-sends (NCCL_ZIP_SOCKET_EAGER).
   // push: this end's pushable receives let the sender push (NCCL_ZIP_SOCKET_PUSH).
   SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<Pacer> pacer, int64_t stall_ms,
-             size_t inline_max, uint32_t eager_ahead, bool push = false);
+             InlineRule inline_rule, uint32_t eager_ahead, bool push = false);
   ~SocketLink() override;
 
   ncclResult_t post_cts(const ClearToSend& cts) override;
   ncclResult_t poll_arrival(MessageHeader* h, bool* got) override;
   ncclResult_t poll_cts(ClearToSend* cts, bool* got) override;
   ncclResult_t post_message(const MessageHeader& h, const Placement& to, const void* buf, Xfer* x) override;
-  size_t eager_bytes() const override { return eager_ahead_ ? inline_max_ : 0; }
+  size_t eager_bytes() const override { return eager_ahead_ ? inline_.always() : 0; }
   uint32_t eager_ahead() const override { return eager_ahead_; }
   ncclResult_t post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, bool pushed,
                           Xfer* x) override;
@@ -104,7 +105,7 @@ class SocketLink : public Link {
   uint64_t out_queued_ = 0;    // bytes ever queued
   bool out_reset_ = false;     // the peer reset the control socket: what is queued goes nowhere
   std::deque<std::pair<uint64_t, Xfer*>> record_ends_;  // (stream offset where it ends, its xfer)
-  const size_t inline_max_;    // largest message this end sends inline
+  const InlineRule inline_;
   const uint32_t eager_ahead_;
   const bool push_;
   std::vector<char> in_;       // control bytes read ahead: at most two of the largest records

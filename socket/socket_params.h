@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "inline_rule.h"
 #include "param.h"
 
 namespace zipccl::tcp {
@@ -22,6 +23,11 @@ int64_t pace_mbps();
 // header on the control socket, sent and received by NCCL's progress thread itself; larger ones
 // are striped over the data sockets by the helper threads. 0: none inline.
 size_t inline_bytes();
+// NCCL_ZIP_SOCKET_INLINE_LONE: messages up to this many bytes also go inline when no other message
+// past NCCL_ZIP_SOCKET_INLINE left the process just before (inline_rule.h). 0: none.
+size_t inline_lone_bytes();
+// The rule of both knobs, one for every link of the process.
+InlineRule inline_rule();
 // NCCL_ZIP_SOCKET_EAGER: inline messages a sender sends before the receiver's clear-to-send for
 // them, at most this many beyond the clear-to-sends it has; they hold only raw messages that the
 // policy never compresses (auto: below NCCL_ZIP_MIN_BYTES). 0: every message waits for its

@@ -41,7 +41,7 @@ ncclResult_t SocketListener::accept(std::unique_ptr<Link>* out) {
     }
     ZIP_INFO(NCCL_NET | NCCL_INIT, "accepted connection from %s on %s (%zu sockets)", g.peer.c_str(),
              hellos_.where().c_str(), g.fds.size());
-    *out = std::make_unique<SocketLink>(g.fds, g.peer, pacer_, socket_timeout_ms(), inline_bytes(), eager_ahead(),
+    *out = std::make_unique<SocketLink>(g.fds, g.peer, pacer_, socket_timeout_ms(), inline_rule(), eager_ahead(),
                                          push_receives());
     groups_.erase(groups_.begin() + long(i));
     return ncclSuccess;
@@ -100,7 +100,7 @@ ncclResult_t SocketConnector::progress(std::unique_ptr<Link>* out) {
   }
   ZIP_INFO(NCCL_NET | NCCL_INIT, "connected to %s (%zu sockets, %d helper threads)", addr_str(addr_).c_str(),
            fds.size(), std::min<int>(socket_threads(), int(fds.size()) - 1));
-  *out = std::make_unique<SocketLink>(std::move(fds), addr_str(addr_), pacer_, socket_timeout_ms(), inline_bytes(),
+  *out = std::make_unique<SocketLink>(std::move(fds), addr_str(addr_), pacer_, socket_timeout_ms(), inline_rule(),
                                       eager_ahead());
   return ncclSuccess;
 }

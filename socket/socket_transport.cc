@@ -50,7 +50,8 @@ class SocketTransport : public Transport {
   const char* name() const override { return "socket"; }
   std::string settings() const override {
     return std::to_string(socket_threads()) + " socket threads x " + std::to_string(sockets_per_thread()) +
-           " sockets, inline up to " + std::to_string(inline_bytes()) + " bytes, " + std::to_string(eager_ahead()) +
+           " sockets, inline up to " + std::to_string(inline_bytes()) + " bytes (" + std::to_string(inline_lone_bytes()) +
+           " when alone), " + std::to_string(eager_ahead()) +
            " sent ahead of their clear-to-send" + (push_receives() ? ", pushed into receives that offered nothing" : "");
   }
   int num_devices() const override { return int(devs_.size()); }

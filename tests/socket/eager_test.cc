@@ -25,7 +25,7 @@ std::vector<char> eager_record(uint32_t index, int32_t tag, const std::vector<ch
 // A receiving link whose peer the test plays.
 struct Receiver {
   Pair p;
-  SocketLink link{{p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline, 0};
+  SocketLink link{{p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(kMaxInline), 0};
   uint32_t next_seq = 0;
 
   // Posts one receive: raw bytes into targets[i] for tags[i].
@@ -138,7 +138,7 @@ TEST(Eager, WhatCannotBePlacedFailsTheLink) {
 // the bytes after it), within the link's bounds; a link without eager sends offers none.
 TEST(Eager, SenderWritesIndexTagAndBytes) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, 4096, 2);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 2);
   EXPECT_EQ(link.eager_bytes(), 4096u);
   EXPECT_EQ(link.eager_ahead(), 2u);
   const std::vector<char> msg = pattern(4096, 9);
@@ -157,7 +157,7 @@ TEST(Eager, SenderWritesIndexTagAndBytes) {
   EXPECT_EQ(link.post_eager(42, 0, msg.data(), 4097, RawWhy::kSmall, false, &x), ncclInternalError);
 
   Pair q;
-  SocketLink none({q.ctrl[0], q.data[0]}, "test-peer", nullptr, 1000, 4096, 0);
+  SocketLink none({q.ctrl[0], q.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
   EXPECT_EQ(none.eager_bytes(), 0u);
 }
 

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "clock.h"
 #include "pacer.h"
 #include "raw_peer.h"
 
@@ -20,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 ncclResult_t receive(const std::vector<char>& rec, std::vector<char>* target, std::string* error,
                      MessageHeader* arrival = nullptr) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline, 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(kMaxInline), 0);
   EXPECT_EQ(post_receive(link, target), ncclSuccess);
   write_all(p.ctrl[1], rec);
   const auto end = Clock::now() + std::chrono::seconds(2);
@@ -117,7 +118,7 @@ void send_one(SocketLink& link, const std::vector<char>& msg) {
 
 TEST(Inline, UpToTheLimitInsideTheHeaderAboveOnTheDataSockets) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, 4096, 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
   write_all(p.ctrl[1], cts_record(0, 8192));
   write_all(p.ctrl[1], cts_record(1, 8192));
   const std::vector<char> small = pattern(4096, 5), large = pattern(4097, 6);
@@ -145,12 +146,42 @@ TEST(Inline, UpToTheLimitInsideTheHeaderAboveOnTheDataSockets) {
   EXPECT_EQ(h.wire_bytes, large.size());
 }
 
+// Past the fixed limit, a message goes inline when no other large message left the process just
+// before (the shared mark far back), and over the data sockets when one did (the mark ahead).
+TEST(Inline, LoneMessagePastTheLimitInsideTheHeaderOthersOnTheDataSockets) {
+  Pair p;
+  std::atomic<int64_t> last{0};
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096, 64 << 10, &last), 0);
+  write_all(p.ctrl[1], cts_record(0, 64 << 10));
+  write_all(p.ctrl[1], cts_record(1, 64 << 10));
+  const std::vector<char> lone = pattern(48 << 10, 8), crowded = pattern(48 << 10, 9);
+  std::vector<char> rec;
+  std::thread read_lone([&] { rec = read_exactly(p.ctrl[1], 4 + sizeof(HeaderRecord) + lone.size()); });
+  send_one(link, lone);
+  read_lone.join();
+  ASSERT_EQ(rec.size(), 4 + sizeof(HeaderRecord) + lone.size());
+  HeaderRecord h;
+  std::memcpy(&h, rec.data() + 4, sizeof h);
+  EXPECT_EQ(h.flags & kInline, uint32_t(kInline));
+  EXPECT_TRUE(std::equal(lone.begin(), lone.end(), rec.begin() + 4 + long(sizeof h)));
+
+  last = now_ns() + int64_t(60) * 1000000000;  // another large message "now" for the next minute
+  std::thread drain([&] { EXPECT_EQ(read_exactly(p.data[1], crowded.size()), crowded); });
+  send_one(link, crowded);
+  drain.join();
+  rec = read_exactly(p.ctrl[1], 4 + sizeof(HeaderRecord));
+  ASSERT_EQ(rec.size(), 4 + sizeof(HeaderRecord));
+  std::memcpy(&h, rec.data() + 4, sizeof h);
+  EXPECT_EQ(h.flags & kInline, 0u);
+  EXPECT_EQ(h.wire_bytes, crowded.size());
+}
+
 // The benchmarks' emulated NIC caps what goes inline too: 8 MiB in 128 inline messages through a
 // 40 MB/s pacer take at least 0.2 s (less its burst).
 TEST(Inline, InlineMessagesArePaced) {
   Pair p;
   auto pacer = std::make_shared<Pacer>(40e6);
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", pacer, 1000, kMaxInline, 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", pacer, 1000, InlineRule(kMaxInline), 0);
   constexpr int kMsgs = 128;
   const std::vector<char> msg = pattern(64 << 10, 7);
   for (uint32_t i = 0; i < kMsgs; ++i) write_all(p.ctrl[1], cts_record(i, msg.size()));

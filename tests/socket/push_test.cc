@@ -20,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 // A receiving link that lets its sender push, its receives numbered in order.
 struct Receiver {
   Pair p;
-  SocketLink link{{p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline, 8, true};
+  SocketLink link{{p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(kMaxInline), 8, true};
   uint32_t next_seq = 0;
 
   // One receive of one placement into *target; with `offer`, staging for compressed bytes, else
@@ -175,7 +175,7 @@ TEST(Push, ASenderGoneAfterItsLastMessageIsNoError) {
 // it may skip the receives that had none, never go back.
 TEST(Push, SenderTakesPushAndSendsAnySize) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, 4096, 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
   const PushRecord push{kPush, 0};
   write_all(p.ctrl[1], record(&push, sizeof push));
   ClearToSend cts;
@@ -241,7 +241,7 @@ TEST(Push, RecordsOutOfTurnFailTheSender) {
   for (const BadCase& bc : cases) {
     SCOPED_TRACE(bc.name);
     Pair p;
-    SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, 4096, 0);
+    SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
     for (const auto& rec : bc.records) write_all(p.ctrl[1], rec);
     ncclResult_t e = ncclSuccess;
     ClearToSend cts;
@@ -257,7 +257,7 @@ TEST(Push, RecordsOutOfTurnFailTheSender) {
 // every receive, and refuses what only a push allows: a message sent ahead outside its header.
 TEST(Push, NoneWherePushIsOff) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, kMaxInline, 8, false);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(kMaxInline), 8, false);
   std::vector<char> t(100000, 0);
   ASSERT_EQ(post_receive(link, &t), ncclSuccess);
   EXPECT_EQ(next_record(p.ctrl[1]).size(), sizeof(CtsRecord));

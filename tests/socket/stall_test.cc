@@ -27,7 +27,7 @@ ncclResult_t until_error(F f, double* seconds) {
 
 TEST(Stall, PeerStoppingInAControlRecordFailsTheLink) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, kMaxInline, 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, InlineRule(kMaxInline), 0);
   const uint32_t len = sizeof(CtsRecord);
   char part[4 + 16] = {};
   std::memcpy(part, &len, 4);
@@ -43,7 +43,7 @@ TEST(Stall, PeerStoppingInAControlRecordFailsTheLink) {
 
 TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, kMaxInline, 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, InlineRule(kMaxInline), 0);
   std::vector<char> target(4096);
   ASSERT_EQ(post_receive(link, &target), ncclSuccess);
   const std::vector<char> rec = header_record({kHeader, 0, 0, 0, 4096, 4096}, {}, sizeof(HeaderRecord));
@@ -58,7 +58,7 @@ TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
 
 TEST(Stall, AQuietPeerBetweenMessagesIsNotAnError) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 200, kMaxInline, 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 200, InlineRule(kMaxInline), 0);
   std::vector<char> target(64);
   ASSERT_EQ(post_receive(link, &target), ncclSuccess);  // a receive posted, its sender busy elsewhere
   const auto end = Clock::now() + std::chrono::milliseconds(600);
