@@ -6,7 +6,9 @@
 # the same machine state.
 #   git archive REV | (mkdir -p .ab-base && tar -x -C .ab-base)   # e.g. the previous main
 #   scripts/device-gpu-ab.sh .ab-base [VARIANT_DIR...] [gpu_codec_bench args]   # logs in $OUT
-# DEMO=0 leaves the demo out.
+# DEMO=0 leaves the demo out, CODEC=0 gpu_codec_bench; SERVICE_ARGS="10 16" (gpu_service_bench's
+# arguments) runs the resident codec's benchmark on every tree in the same alternation, not only
+# this tree's once; TESTS="gpu/gpu_service_tests ..." runs only those GPU tests.
 # Leading arguments that are directories are trees (variants are named v1, v2, ... in order);
 # the rest go to the benchmark. Trees outside git's view (.ab-base and the like are ignored)
 # go into the device call's carry.
@@ -47,7 +49,7 @@ for i in "${!names[@]}"; do
 done
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}
 # GPU tests of this tree, all in one log; the engine's also with one hardware queue.
-for t in gpu/gpu_codec_tests gpu/gpu_service_tests engine/engine_gpu_tests engine/engine_gpu_tests:1; do
+for t in ${TESTS:-gpu/gpu_codec_tests gpu/gpu_service_tests engine/engine_gpu_tests engine/engine_gpu_tests:1}; do
   bin=build-ab-this/tests/${t%:1}
   [ -x "$bin" ] || continue
   echo "== $t" >>"$OUT/tests.log"
@@ -61,7 +63,7 @@ for t in gpu/gpu_codec_tests gpu/gpu_service_tests engine/engine_gpu_tests engin
   echo "$t (this): rc=$r"
   grep -E "^\[  (PASSED|FAILED|SKIPPED) |FAILED  \]|no CUDA device|Failure|Which is|Expected" /tmp/t.log | head -20
 done
-if [ -x build-ab-this/bench/gpu/gpu_service_bench ]; then
+if [ -z "${SERVICE_ARGS:-}" ] && [ -x build-ab-this/bench/gpu/gpu_service_bench ]; then
   echo "== resident codec (this)"
   timeout 120 build-ab-this/bench/gpu/gpu_service_bench >"$OUT/service-bench.log" 2>&1
   echo "rc=$?"
@@ -70,6 +72,17 @@ fi
 order=(base this)
 for n in "${names[@]}"; do [ "$n" = this ] || [ "$n" = base ] || order+=("$n"); done
 for run in 1 2; do
+  [ -n "${SERVICE_ARGS:-}" ] || break
+  for side in "${order[@]}"; do
+    echo "== resident codec $side, run $run"
+    # shellcheck disable=SC2086  # a list of CTA counts and flags
+    timeout 150 "build-ab-$side/bench/gpu/gpu_service_bench" $SERVICE_ARGS >"$OUT/service-$side-$run.log" 2>&1
+    echo "rc=$?"
+    grep -E "^\| [0-9a-z]|CTAs|no CUDA device" "$OUT/service-$side-$run.log" | grep -v -- "---|"
+  done
+done
+for run in 1 2; do
+  [ "${CODEC:-1}" = 1 ] || break
   for side in "${order[@]}"; do
     echo "== $side, run $run"
     timeout 200 "build-ab-$side/bench/gpu/gpu_codec_bench" "$@" >"$OUT/bench-$side-$run.log" 2>&1
