@@ -4,9 +4,11 @@
 // coding.
 //  - latency: one job at a time on an idle kernel, from the doorbell store until the result is
 //    visible to the host (median and p90), bf16 Gaussian data in device memory;
-//  - sustained: 512 KiB jobs, 32 in flight, input GB/s from device buffers and from pinned host
-//    buffers (output in the same kind of memory, as the plugin's staging is), and beside it the
-//    capacity the plugin would measure from the same run (ServiceHost::tile_ns).
+//  - sustained: 512 KiB jobs (--job-kib), 32 in flight (--inflight, at most kServiceRing; past 32
+//    in-flight jobs share the 32 buffer sets, writing the same bytes), input GB/s from device
+//    buffers and from pinned host buffers (output in the same kind of memory, as the plugin's
+//    staging is), and beside it the capacity the plugin would measure from the same run
+//    (ServiceHost::tile_ns).
 // Buffers are allocated before the kernel starts and freed after it exits (cudaFree waits for a
 // running kernel).
 // CTAs are packed two to an SM on an SM partition (engine/sm_partition.h) as the plugin packs
@@ -14,10 +16,11 @@
 // --only=OP:MEM (OP floor, encode or decode; MEM device or host) runs that sustained row alone and
 // no latency table, so that a trace build's per-phase cycles (-DZIPCCL_GPU_TRACE=ON, printed
 // after each CTA count) are that row's.
-// Usage: gpu_service_bench [--quick] [--per-sm=1|2] [--only=OP:MEM] [CTAS...]   (default CTA
-// counts: 8 16 32)
+// Usage: gpu_service_bench [--quick] [--per-sm=1|2] [--only=OP:MEM] [--inflight=N] [--job-kib=K]
+//                          [CTAS...]   (default CTA counts: 8 16 32)
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -126,13 +129,18 @@ void latency(Service& sv, DataSet& ds, int reps) {
   }
 }
 
-constexpr size_t kJob = size_t(512) << 10;
-constexpr int kInflight = 32;
+constexpr int kDataSets = 32;
+
+struct Load {
+  size_t job = size_t(512) << 10;
+  int inflight = 32;
+};
 
 // Also the capacity the plugin measures (ResidentEngine::throughput): the same bytes over the CTAs'
 // time in tiles, shared among them; with the kernel kept busy it should come out near the rate.
 // only_op / only_host: the one row to run (-1: all).
-void sustained(Service& sv, DataSet (&sets)[2], int jobs, int ctas, int only_op, int only_host) {
+void sustained(Service& sv, DataSet (&sets)[2], const Load& load, int jobs, int ctas, int only_op, int only_host) {
+  printf("sustained: %zu KiB jobs, %d in flight\n\n", load.job >> 10, load.inflight);
   printf("| buffers | op | input GB/s | of floor | capacity by tile time GB/s |\n|---|---|---|---|---|\n");
   for (bool host : {false, true}) {
     if (only_host >= 0 && int(host) != only_host) continue;
@@ -149,17 +157,17 @@ void sustained(Service& sv, DataSet (&sets)[2], int jobs, int ctas, int only_op,
         std::vector<uint64_t> idx;
         const auto t0 = Clock::now();
         for (int i = 0; i < jobs; ++i) {
-          if (i >= kInflight) sv.wait(idx[size_t(i - kInflight)]);
-          idx.push_back(sv.post(js[size_t(i % kInflight)]));
+          if (i >= load.inflight) sv.wait(idx[size_t(i - load.inflight)]);
+          idx.push_back(sv.post(js[size_t(i % kDataSets)]));
         }
-        for (int i = jobs - kInflight; i < jobs; ++i) sv.wait(idx[size_t(i)]);
+        for (int i = jobs - load.inflight; i < jobs; ++i) sv.wait(idx[size_t(i)]);
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        gbs.push_back(double(jobs) * double(kJob) / s / 1e9);
+        gbs.push_back(double(jobs) * double(load.job) / s / 1e9);
       }
       const double m = median(gbs);
       if (op == kFloor) floor_gbs = m;
       const double busy_s = double(sv.tile_ns(ctas, tile_op) - tile0) * 1e-9 / ctas;
-      const double capacity = busy_s > 0 ? 3.0 * jobs * double(kJob) / busy_s / 1e9 : 0;
+      const double capacity = busy_s > 0 ? 3.0 * jobs * double(load.job) / busy_s / 1e9 : 0;
       char of_floor[16] = "-";
       if (floor_gbs > 0) snprintf(of_floor, sizeof of_floor, "%.2f", m / floor_gbs);
       printf("| %s | %s | %.1f | %s | %.1f |\n", host ? "pinned host" : "device", kOpName[op], m, of_floor, capacity);
@@ -192,12 +200,17 @@ int main(int argc, char** argv) {
   if (!have_cuda_device("gpu_service_bench")) return 0;
   bool quick = false;
   int per_sm = 2, only_op = -1, only_host = -1;
+  Load load;
   std::vector<int> ctas;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--quick")) {
       quick = true;
     } else if (!strncmp(argv[i], "--per-sm=", 9)) {
       per_sm = atoi(argv[i] + 9);
+    } else if (!strncmp(argv[i], "--inflight=", 11)) {
+      load.inflight = atoi(argv[i] + 11);
+    } else if (!strncmp(argv[i], "--job-kib=", 10)) {
+      load.job = size_t(atoi(argv[i] + 10)) << 10;
     } else if (!strncmp(argv[i], "--only=", 7)) {
       const std::string v = argv[i] + 7;
       const size_t colon = v.find(':');
@@ -213,15 +226,24 @@ int main(int argc, char** argv) {
     }
   }
   if (ctas.empty()) ctas = {8, 16, 32};
+  if (load.inflight < 1 || load.inflight > int(gpu::kServiceRing) || load.job < 1024 || load.job > gpu::kServiceMaxJob) {
+    fprintf(stderr, "--inflight: 1..%u; --job-kib: 1..%llu\n", gpu::kServiceRing,
+            static_cast<unsigned long long>(gpu::kServiceMaxJob >> 10));
+    return 2;
+  }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("# resident codec, %s, %d SMs; bf16 N(0, 0.02^2)\n", prop.name, prop.multiProcessorCount);
   const std::vector<uint8_t> x = gaussian(Codec::BF16, size_t(8) << 20, 1, 0.02f);
+  // Each buffer set's input starts job/8 further into the data: different bytes, the same statistics.
+  const std::vector<uint8_t> sx =
+      load.job == size_t(512) << 10 ? x : gaussian(Codec::BF16, load.job + (kDataSets - 1) * load.job / 8, 1, 0.02f);
   DataSet lat, sus[2];
   for (size_t n : {size_t(128) << 10, size_t(512) << 10, size_t(4) << 20})
     lat.push_back(std::make_unique<Data>(x.data(), n, false));
   for (int host = 0; host < 2; ++host)
-    for (int i = 0; i < kInflight; ++i) sus[host].push_back(std::make_unique<Data>(x.data() + i * kJob / 8, kJob, host));
+    for (int i = 0; i < kDataSets; ++i)
+      sus[host].push_back(std::make_unique<Data>(sx.data() + i * load.job / 8, load.job, host));
   Service sv;
   for (int c : ctas) {
     std::unique_ptr<SmPartition> part;
@@ -236,7 +258,9 @@ int main(int argc, char** argv) {
       latency(sv, lat, quick ? 50 : 300);
       printf("\n");
     }
-    sustained(sv, sus, quick ? 256 : 2048, c, only_op, only_host);
+    // The same bytes whatever the job size (512 KiB jobs: 2,048).
+    const int jobs = int(std::max<size_t>(64, ((quick ? 256 : 2048) * (size_t(512) << 10)) / load.job));
+    sustained(sv, sus, load, jobs, c, only_op, only_host);
     sv.stop();
     printf("\n(the CTAs ran on %d SMs)\n", sv.sms(c));
 #ifdef ZIPCCL_GPU_TRACE
