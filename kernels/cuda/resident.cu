@@ -7,7 +7,8 @@
 // auto item's classification) is on a lower ticket that a running CTA holds.
 //
 // The CTA holding the lowest waiting ticket reads the host's doorbell (one 16-byte load of
-// mapped memory) and posts what it finds; the others wait on device memory. When the host asks
+// mapped memory) and posts what it finds, a job per lane of its first warp; the others wait on
+// device memory. When the host asks
 // it to stop, the kernel finishes what it has taken and exits, the last CTA out resetting the
 // board for the next launch and telling the host.
 #include <cstring>
@@ -88,41 +89,63 @@ __device__ void refuse(Result* r, Status s) {
   set_flag_release_sys(&r->done);
 }
 
-// Thread 0 of the CTA holding the lowest waiting ticket (the one CTA that polls): takes the jobs
-// the host has published since the last look, at most one per slot, and posts their tiles with
-// one store; or raises `stopping` once the host asked for it and every job is taken. A job
-// waits for its slot's last job to finish, whose tiles running CTAs hold.
-__device__ void poll_host(ServiceHost* host, DeviceState* s) {
+// Warp 0 of the CTA holding the lowest waiting ticket (the one CTA that polls): takes the jobs the
+// host has published since the last look, up to one per slot, and posts their tiles with one
+// store; or raises `stopping` once the host asked for it and every job is taken. Lane i reads
+// the look's i-th job and fills its slot, so a look costs one round trip over PCIe however many
+// jobs it takes (the tiles wait for it once their posted tickets run out). A job whose slot's
+// last job still has tiles running, held by CTAs with lower tickets, is left with those after
+// it for a later look.
+__device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   Board& b = s->board;
   __threadfence();  // after the tickets this CTA saw: the last poller's head
-  const uint64_t head = load_volatile(b.head);
-  const uint4 bell = load_volatile16(&host->tail);
-  const uint64_t tail = bell.x | uint64_t(bell.y) << 32, stop = bell.z | uint64_t(bell.w) << 32;
+  unsigned long long head = 0, posted = 0;
+  uint4 bell = {};
+  if (lane == 0) {
+    head = load_volatile(b.head);
+    posted = load_volatile(b.posted);
+    bell = load_volatile16(&host->tail);
+  }
+  head = __shfl_sync(~0u, head, 0);
+  posted = __shfl_sync(~0u, posted, 0);
+  const uint64_t tail = __shfl_sync(~0u, bell.x, 0) | uint64_t(__shfl_sync(~0u, bell.y, 0)) << 32;
   if (tail == head) {
-    if ((stop & kServiceStop) && head >= (stop & ~kServiceStop)) store_volatile(b.stopping, 1u);
+    const uint64_t stop = bell.z | uint64_t(bell.w) << 32;
+    if (lane == 0 && (stop & kServiceStop) && head >= (stop & ~kServiceStop)) store_volatile(b.stopping, 1u);
     return;
   }
   __threadfence_system();  // the jobs the doorbell covers, after it
-  const uint64_t end = min(tail, head + kServiceSlots);
-  unsigned long long posted = load_volatile(b.posted);
-  for (uint64_t j = head; j < end; ++j) {
-    const uint32_t slot = uint32_t(j % kServiceSlots);
-    ServiceJob job;
+  const uint64_t j = head + lane;
+  const uint32_t slot = uint32_t(j % kServiceSlots);
+  const bool seen = j < tail;  // kServiceSlots lanes: at most one job per slot
+  const uint32_t busy = __ballot_sync(~0u, seen && load_volatile(b.remaining[slot]) != 0);
+  const uint64_t waiting = tail - head;
+  const uint32_t take = busy ? uint32_t(__ffs(int(busy)) - 1) : uint32_t(waiting < kServiceSlots ? waiting : kServiceSlots);
+  ServiceJob job;
+  uint32_t tiles = 0;
+  if (lane < take) {
     uint4 w[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = load_volatile16(reinterpret_cast<const char*>(&host->jobs[j % kServiceRing]) + 16 * i);
     memcpy(&job, w, sizeof job);
-    Result* result = &host->results[j % kServiceRing];
     const bool encode = job.op == kServiceEncode;
-    if (!encode && job.op != kServiceDecode) {
+    Result* result = &host->results[j % kServiceRing];
+    if (!encode && job.op != kServiceDecode)
       refuse(result, Status::kBadHeader);
-      continue;
-    }
-    if ((encode ? job.in_bytes : job.out_cap) > kServiceMaxJob) {
+    else if ((encode ? job.in_bytes : job.out_cap) > kServiceMaxJob)
       refuse(result, encode ? Status::kTooLarge : Status::kNoSpace);
-      continue;
-    }
-    while (load_volatile(b.remaining[slot]) != 0) __nanosleep(100);  // its last job's tiles still run
+    else
+      tiles = encode ? tiles_for(job.in_bytes, kEncodeTile) : tiles_for(job.out_cap, kDecodeTile) + 1;
+  }
+  // Each job's first ticket: after those of the look's jobs before it.
+  uint32_t upto = tiles;
+#pragma unroll
+  for (uint32_t d = 1; d < 32; d <<= 1) {
+    const uint32_t v = __shfl_up_sync(~0u, upto, d);
+    if (lane >= d) upto += v;
+  }
+  const uint32_t total = __shfl_sync(~0u, upto, 31);
+  if (tiles) {
     Launch& P = s->launch[slot];
     LaunchItem& it = P.items[0];
     it.in = static_cast<const uint8_t*>(job.in);
@@ -133,7 +156,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s) {
     it.codec = job.codec;
     it.auto_codec = job.auto_codec;
     it.tile0 = 0;
-    it.tiles = encode ? tiles_for(job.in_bytes, kEncodeTile) : tiles_for(job.out_cap, kDecodeTile) + 1;
+    it.tiles = tiles;
     P.n = 1;
     P.checksum = job.checksum;
     P.raw_header_only = job.raw_header_only;
@@ -143,15 +166,18 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s) {
     P.state = reinterpret_cast<unsigned long long*>(s->temp[slot] + kTempHead);
     P.scratch = nullptr;
     P.group_esc = nullptr;
-    P.results = result;
+    P.results = &host->results[j % kServiceRing];
     b.op[slot] = job.op;
-    store_volatile(b.range[slot], uint32_t(posted) | static_cast<unsigned long long>(it.tiles) << 32);
-    b.remaining[slot] = it.tiles;
-    posted += it.tiles;
+    store_volatile(b.range[slot], uint32_t(posted + upto - tiles) | static_cast<unsigned long long>(tiles) << 32);
+    b.remaining[slot] = tiles;
   }
-  store_volatile(b.head, static_cast<unsigned long long>(end));
-  __threadfence();  // the slots and head before the tickets that lead to them
-  store_volatile(b.posted, posted);
+  __threadfence();  // every lane's slot before the tickets that lead to it
+  __syncwarp();
+  if (lane == 0) {
+    store_volatile(b.head, head + take);
+    __threadfence();
+    store_volatile(b.posted, posted + total);
+  }
 }
 
 // Two CTAs fit on an SM (at most 128 registers a thread), so that two tiles' chains of round
@@ -195,25 +221,23 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
 #endif
   for (;;) {
     if (threadIdx.x < 32) {
-      unsigned long long t = ahead;
+      const unsigned long long t = __shfl_sync(~0u, ahead, 0);
       int stop = 0;
-      if (lane == 0) {
-        for (;;) {
-          const unsigned long long posted = load_volatile(b.posted);
-          if (t < posted) break;
-          if (load_volatile(b.stopping)) {
-            stop = 1;
-            break;
-          }
-          if (t == posted)
-            poll_host(host, s);
-          else
-            __nanosleep(200);
+      for (;;) {  // warp 0 together: the CTA at the lowest waiting ticket polls with all its lanes
+        unsigned long long posted = lane == 0 ? load_volatile(b.posted) : 0;
+        posted = __shfl_sync(~0u, posted, 0);
+        if (t < posted) break;
+        stop = lane == 0 ? int(load_volatile(b.stopping)) : 0;
+        if (__shfl_sync(~0u, stop, 0)) {
+          stop = 1;
+          break;
         }
-        ZIPCCL_PHASE(1);
+        if (t == posted)
+          poll_host(host, s, lane);
+        else
+          __nanosleep(200);
       }
-      stop = __shfl_sync(~0u, stop, 0);
-      t = __shfl_sync(~0u, t, 0);
+      if (lane == 0) ZIPCCL_PHASE(1);
       if (!stop) {
         // Acquire what the poller published before `posted` (>= t now), then find t's slot:
         // every lane tests one slot's range.
