@@ -3,7 +3,7 @@
 InfiniBand cluster (one GPU per node on one NIC, device buffers coded by the resident GPU codec),
 from the codec numbers measured on the H200 (docs/benchmarks.md, "Resident codec").
 
-    ib_model.py [--nodes 8] [--size-mib 256] [--ratio 0.7145] [--ctas 16|32]
+    ib_model.py [--nodes 8] [--size-mib 256] [--ratio 0.7145]
 
 Per rank, a ring collective sends B bytes (all_gather, reduce_scatter: (n-1)/n of the buffer;
 all_reduce: twice that) in 2(n-1) or (n-1) steps of chunks. Raw, the NIC moves B at its line rate
@@ -23,22 +23,22 @@ table of T_raw / T_comp per collective, NIC speed and chunk size.
 """
 import argparse
 
-# Measured, nvidia-h200, `scripts/device-gpu.sh service` (gpu_service_bench, CTAs spread): sustained
-# GB/s of 512 KiB jobs from and to device memory, by CTA count: (encode, decode); 16 CTAs at 19d87a7
-# (32 KiB decode tiles), 32 at f7fe4fa (16 KiB decode tiles: its decode is a floor).
-SUSTAINED = {16: (37.5, 45.9), 32: (59.8, 56.7)}
-# One job on an idle kernel, doorbell to result, 16 CTAs, 19d87a7, median us: chunk bytes ->
-# (encode, decode).
-LATENCY = {128 << 10: (18.29, 15.50), 512 << 10: (18.62, 18.47)}
+# Measured, nvidia-h200, b83c81e, `SERVICE_ARGS="10 16" scripts/device-gpu-ab.sh` (gpu_service_bench,
+# 16 CTAs packed on 8 SMs, the plugin's default): sustained GB/s of 512 KiB jobs from and to device
+# memory, (encode, decode).
+SUSTAINED = (43.3, 57.9)
+# One job on an idle kernel, doorbell to result, the same run, median us: chunk bytes -> (encode, decode).
+LATENCY = {128 << 10: (20.68, 16.33), 512 << 10: (21.36, 19.53)}
+CTAS = 16
 STEP_US = 5.0
 
 
-def speedup(coll, nodes, size, link_gbps, chunk, ratio, ctas):
+def speedup(coll, nodes, size, link_gbps, chunk, ratio):
     n = nodes
     steps = 2 * (n - 1) if coll == "all_reduce" else n - 1
     sent = size * (n - 1) / n * (2 if coll == "all_reduce" else 1)
     link = link_gbps / 8 * 1e9  # bytes/s
-    enc, dec = (x * 1e9 for x in SUSTAINED[ctas])
+    enc, dec = (x * 1e9 for x in SUSTAINED)
     codec = 1 / (1 / enc + 1 / dec)
     lat_enc, lat_dec = (x * 1e-6 for x in LATENCY[chunk])
     t_raw = sent / link + steps * STEP_US * 1e-6
@@ -51,17 +51,16 @@ def main():
     ap.add_argument("--nodes", type=int, default=8)
     ap.add_argument("--size-mib", type=int, default=256)
     ap.add_argument("--ratio", type=float, default=0.7145, help="wire/input bytes (bf16 gradients: 0.7145)")
-    ap.add_argument("--ctas", type=int, choices=sorted(SUSTAINED), default=16)
     a = ap.parse_args()
     size = a.size_mib << 20
-    enc, dec = SUSTAINED[a.ctas]
-    print(f"Model: {a.nodes} nodes, {a.size_mib} MiB buffer, ratio {a.ratio}, resident codec with {a.ctas} CTAs "
+    enc, dec = SUSTAINED
+    print(f"Model: {a.nodes} nodes, {a.size_mib} MiB buffer, ratio {a.ratio}, resident codec with {CTAS} CTAs "
           f"(encode {enc} GB/s, decode {dec} GB/s, together {1 / (1 / enc + 1 / dec):.1f} GB/s)\n")
     print("| collective | chunk | 100 Gb/s | 200 Gb/s | 400 Gb/s |")
     print("|---|---|---|---|---|")
     for coll in ("all_gather", "reduce_scatter", "all_reduce"):
         for chunk in sorted(LATENCY):
-            cells = [f"{speedup(coll, a.nodes, size, g, chunk, a.ratio, a.ctas):.2f}x" for g in (100, 200, 400)]
+            cells = [f"{speedup(coll, a.nodes, size, g, chunk, a.ratio):.2f}x" for g in (100, 200, 400)]
             print(f"| {coll} | {chunk >> 10} KiB | " + " | ".join(cells) + " |")
     print("\nBelow 1.00x the tuner keeps NCCL's raw choice. The codec rate (encode and decode together) at which")
     print("compression starts to pay is the line rate; the whole ratio is won from line rate / ratio:")
