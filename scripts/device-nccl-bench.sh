@@ -11,8 +11,9 @@
 # (bench/nccl/bench_table.py; bench/nccl/plot_speedup.py $OUT draws it). Every run has
 # NCCL_MIN_NCHANNELS=CHANNELS (default 8, what the GPU codec sets): the same channels with
 # compression off and on. A short warm-up job runs first, uncounted; ROUNDS=N runs the whole
-# sequence N times (each label's time: the median of its rounds'), since on this stand one run
-# of a configuration can differ from the next by 15% (docs/benchmarks.md).
+# sequence N times, even rounds in reverse order (each label's time: the median of its rounds'),
+# since on this stand one run of a configuration can differ from the next by 15% and more
+# (docs/benchmarks.md).
 #   OUT=... scripts/device-nccl-bench.sh      (SIZES=64,128,256 (MiB, or 64K, 1M...) REPEATS=10
 #                                              PACES=10000,20000,40000 GPU=1 CHANNELS=8
 #                                              COLLECTIVES=all_gather,reduce_scatter,all_reduce,
@@ -70,12 +71,13 @@ run() {  # label (p<Mb/s>_* or lo_*), env assignments...
   echo "$label (round $ROUND): rc=$? $(grep -c '^BENCH' "$log") timings, $(grep -o 'CHECK[^C]*ok=1' "$log" | wc -l)/2 checks ok"
   grep -hE "WARN|Traceback|Error" "$log" | head -3
 }
+add() { QUEUE+=("$*"); }  # label, env assignments (no spaces in either): a run of this round
 variants() {  # label prefix, env assignments...: one auto run per VARIANTS entry
   local prefix=$1 v
   shift
   for v in ${VARIANTS:-}; do
     # shellcheck disable=SC2046  # the entry's K=V pairs, split on commas
-    run "${prefix}_auto_${v%%:*}" "$@" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" $(tr , ' ' <<<"${v#*:}")
+    add "${prefix}_auto_${v%%:*}" "$@" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" $(tr , ' ' <<<"${v#*:}")
   done
 }
 # The first NCCL job after MPS starts runs slow (up to 1.3x): a short one first, not counted.
@@ -83,21 +85,29 @@ variants() {  # label prefix, env assignments...: one auto run per VARIANTS entr
 env NCCL_ZIP_ENABLE=0 timeout -k 10 150 "${BENCH[@]}" --label warmup --sizes 16M --repeats 3 --collectives all_gather \
   >"$OUT/warmup.txt" 2>&1 || echo "warm-up run failed (rc=$?)"
 for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
+  QUEUE=()
   for pace in ${PACES//,/ }; do  # labels p<Mb/s>_*: that pacing
     p=p$pace
-    run ${p}_off NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=0
-    run ${p}_auto NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
-    [ "${ALWAYS:-1}" = 0 ] || run ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
+    add ${p}_off NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=0
+    add ${p}_auto NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+    [ "${ALWAYS:-1}" = 0 ] || add ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
     variants "$p" NCCL_ZIP_SOCKET_PACE_MBPS="$pace"
   done
-  run lo_off NCCL_ZIP_ENABLE=0
-  run lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+  add lo_off NCCL_ZIP_ENABLE=0
+  add lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
   # Forced and unpaced, with the most CTAs the link sizing gives (lo reports no speed, so the
   # sizing would take 10 Gb/s and 4 CTAs): the fastest compressed traffic moves here (codec and
   # PCIe bound), so no pacing can give more than p<N>_off / lo_always: the stand's ceiling.
-  [ "${ALWAYS:-1}" = 0 ] || run lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS=16
+  [ "${ALWAYS:-1}" = 0 ] || add lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS=16
   variants lo
-  [ "${SOCKET:-1}" = 0 ] || run lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
+  [ "${SOCKET:-1}" = 0 ] || add lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
+  # Even rounds run the labels in reverse: a run's place in the sequence (right after another
+  # configuration's teardown, say) must not favor one label over the next.
+  for ((i = 0; i < ${#QUEUE[@]}; i++)); do
+    j=$((ROUND % 2 ? i : ${#QUEUE[@]} - 1 - i))
+    # shellcheck disable=SC2086  # a label and its K=V pairs
+    run ${QUEUE[j]}
+  done
 done
 if [ -n "${TIMELINE:-}" ]; then
   for l in $(printf '%s\n' "${LABELS[@]}" | sort -u); do
