@@ -114,7 +114,10 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     if (lane == 0 && (stop & kServiceStop) && head >= (stop & ~kServiceStop)) store_volatile(b.stopping, 1u);
     return;
   }
-  __threadfence_system();  // the jobs the doorbell covers, after it
+  // The jobs the doorbell covers, after it: lane 0's fence makes its read of the doorbell an
+  // acquire, and the warp barrier (a shuffle orders no memory) hands that order to every lane.
+  __threadfence_system();
+  __syncwarp();
   const uint64_t j = head + lane;
   const uint32_t slot = uint32_t(j % kServiceSlots);
   const bool seen = j < tail;  // kServiceSlots lanes: at most one job per slot
