@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "clock.h"
+
 namespace zipccl::tcp {
 
 class InlineRule {
@@ -18,13 +20,15 @@ class InlineRule {
   static constexpr int64_t kLoneWindowNs = 20000;
 
   // last: when the last message past `always` was sent, shared by every link of the process
-  // (null: no lone messages).
+  // (null, or lone <= always: no lone messages).
   explicit InlineRule(size_t always, size_t lone = 0, std::atomic<int64_t>* last = nullptr);
 
   size_t always() const { return always_; }
-  // Whether a message of `bytes` sent at now_ns goes inline; every message past `always` counts
-  // as sent for the next decision, inline or not.
+  // Whether a message of `bytes` sent at now_ns goes inline; with lone messages on, every message
+  // past `always` counts as sent for the next decision, inline or not.
   bool take(size_t bytes, int64_t now_ns) const;
+  // The same now; the clock is read only where lone messages are on.
+  bool take(size_t bytes) const { return bytes <= always_ || (last_ && take(bytes, now_ns())); }
 
  private:
   size_t always_;

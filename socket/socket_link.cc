@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "clock.h"
 #include "log.h"
 #include "socket_params.h"
 #include "socket_wire.h"
@@ -436,14 +435,14 @@ ncclResult_t SocketLink::send_header(const HeaderRecord& r, const void* buf, Xfe
 
 ncclResult_t SocketLink::post_message(const MessageHeader& h, const Placement&, const void* buf, Xfer* x) {
   const uint32_t flags = (h.compressed ? uint32_t(kCompressed) : 0u) | uint32_t(h.why) << kRawWhyShift |
-                         (inline_.take(h.wire_bytes, now_ns()) ? uint32_t(kInline) : 0u);
+                         (inline_.take(h.wire_bytes) ? uint32_t(kInline) : 0u);
   return send_header({kHeader, h.seq, h.sub, flags, h.orig_bytes, h.wire_bytes}, buf, x);
 }
 
 ncclResult_t SocketLink::post_eager(uint32_t index, int32_t tag, const void* buf, size_t bytes, RawWhy why, bool pushed,
                                     Xfer* x) {
   if (bytes > eager_bytes() && !push_seen_) return fail(ncclInternalError, "eager send of " + std::to_string(bytes) + " bytes");
-  const uint32_t flags = (inline_.take(bytes, now_ns()) ? uint32_t(kInline) : 0u) | uint32_t(kEager) |
+  const uint32_t flags = (inline_.take(bytes) ? uint32_t(kInline) : 0u) | uint32_t(kEager) |
                          (pushed ? uint32_t(kPushed) : 0u) | uint32_t(why) << kRawWhyShift;
   return send_header({kHeader, index, uint32_t(tag), flags, bytes, bytes}, buf, x);
 }

@@ -20,6 +20,16 @@ TEST(InlineRule, SmallMessagesAlwaysInlineAndLeaveNoMark) {
   EXPECT_EQ(last.load(), kT0);
 }
 
+TEST(InlineRule, TheClockOfTheCallMarksTheTime) {
+  std::atomic<int64_t> last{0};
+  const InlineRule rule(16 << 10, 64 << 10, &last);
+  EXPECT_TRUE(rule.take(16 << 10));
+  EXPECT_EQ(last.load(), 0);
+  const int64_t before = now_ns();
+  EXPECT_TRUE(rule.take(32 << 10));
+  EXPECT_GE(last.load(), before);
+}
+
 TEST(InlineRule, LoneMessageInlineOnlyOutsideTheWindowOfTheLastLargeOne) {
   std::atomic<int64_t> last{0};
   const InlineRule rule(16 << 10, 64 << 10, &last);
@@ -44,8 +54,10 @@ TEST(InlineRule, WithoutASharedMarkOrWithLoneZeroOnlyTheFixedLimit) {
   EXPECT_TRUE(none.take(4096, kT0));
   EXPECT_FALSE(none.take(4097, kT0));
   std::atomic<int64_t> last{0};
-  const InlineRule zero(4096, 0, &last);
+  const InlineRule zero(4096, 0, &last), below(4096, 4096, &last);
   EXPECT_FALSE(zero.take(4097, kT0));
+  EXPECT_FALSE(below.take(4097));
+  EXPECT_EQ(last.load(), 0);  // no lone band: the shared mark is never written
 }
 
 TEST(InlineRule, LimitsAreClippedToTheLargestInlineRecord) {
