@@ -8,9 +8,8 @@
 //
 // The CTA holding the lowest waiting ticket reads the host's doorbell (one 16-byte load of
 // mapped memory) and posts what it finds, a job per lane of its first warp; the others wait on
-// device memory. When the host asks
-// it to stop, the kernel finishes what it has taken and exits, the last CTA out resetting the
-// board for the next launch and telling the host.
+// device memory. When the host asks it to stop, the kernel finishes what it has taken and exits,
+// the last CTA out resetting the board for the next launch and telling the host.
 #include <cstring>
 
 #include "decode_body.cuh"
@@ -124,6 +123,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   const uint32_t busy = __ballot_sync(~0u, seen && load_volatile(b.remaining[slot]) != 0);
   const uint64_t waiting = tail - head;
   const uint32_t take = busy ? uint32_t(__ffs(int(busy)) - 1) : uint32_t(waiting < kServiceSlots ? waiting : kServiceSlots);
+  Result* const result = &host->results[j % kServiceRing];
   ServiceJob job;
   uint32_t tiles = 0;
   if (lane < take) {
@@ -132,7 +132,6 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     for (int i = 0; i < 4; ++i) w[i] = load_volatile16(reinterpret_cast<const char*>(&host->jobs[j % kServiceRing]) + 16 * i);
     memcpy(&job, w, sizeof job);
     const bool encode = job.op == kServiceEncode;
-    Result* result = &host->results[j % kServiceRing];
     if (!encode && job.op != kServiceDecode)
       refuse(result, Status::kBadHeader);
     else if ((encode ? job.in_bytes : job.out_cap) > kServiceMaxJob)
@@ -169,7 +168,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     P.state = reinterpret_cast<unsigned long long*>(s->temp[slot] + kTempHead);
     P.scratch = nullptr;
     P.group_esc = nullptr;
-    P.results = &host->results[j % kServiceRing];
+    P.results = result;
     b.op[slot] = job.op;
     store_volatile(b.range[slot], uint32_t(posted + upto - tiles) | static_cast<unsigned long long>(tiles) << 32);
     b.remaining[slot] = tiles;
