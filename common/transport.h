@@ -67,14 +67,23 @@ struct Placement {
   uint32_t target_key = 0, staging_key = 0;
 };
 
+constexpr uint32_t kPushAny = UINT32_MAX;  // ClearToSend::push_ahead: no bound
+
 struct ClearToSend {
   uint32_t seq = 0;    // consecutive from 0 on each link
   uint32_t n = 0;      // placements used, 1..kMaxRecvs; 0 from poll_cts: "push from `first` on"
   uint32_t first = 0;  // placement index of p[0] on the link (poll_cts fills it)
   // post_cts: its sender need not wait for it (a socket link's push): none of its receives takes
   // compressed bytes, nor is one a probe the sender must see (compression off, LL/LL128, no codec,
-  // or an auto-mode gate silent until a message its sender would compress arrives).
+  // or an auto-mode gate's receive that neither offers nor probes: OfferGate::push_ahead()).
   bool pushable = false;
+  // post_cts, pushable: placements past this receive's that its sender may push before it sees a
+  // later receive's record (one that may be a probe); kPushAny: any number.
+  uint32_t push_ahead = kPushAny;
+  // poll_cts, n = 0: the sender may push the placements before push_until only (push_bounded), or
+  // every one.
+  bool push_bounded = false;
+  uint32_t push_until = 0;
   Placement p[kMaxRecvs];
 };
 
@@ -174,8 +183,9 @@ class Link {
   // that receive, and poll_arrival() reports it with its seq and sub. x as in post_message().
   // A receiving link may let its sender push instead (poll_cts() then returns n = 0): from
   // placement `first` on, until the next clear-to-send, every message goes eager at once, raw,
-  // whatever its size and however far ahead; the clear-to-send that ends it may name placements
-  // already pushed (their messages filled them).
+  // whatever its size and however far ahead, or, bounded, up to push_until (a later n = 0 of the
+  // same `first` moves it on); the clear-to-send that ends it may name placements already pushed
+  // (their messages filled them).
   virtual size_t eager_bytes() const { return 0; }
   virtual uint32_t eager_ahead() const { return 0; }
   // pushed: sent without an offer to see (the receiver said push), so that its arrival tells the

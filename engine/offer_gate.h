@@ -100,10 +100,20 @@ class OfferGate {
     reprobe_ = false;
   }
   bool quiet() const { return quiet_; }
-  // Quiet over small messages only (a new connection's gate): it offers nothing and probes not
-  // until a message arrives that its sender would have compressed, so its sender need not see
-  // its receives.
-  bool silent() const { return quiet_ && large_declined_ == 0; }
+  // Whether the sender of the next receive need not see it (it may push past it): quiet, and the
+  // receive neither offers nor probes (no probe due, none its sender pushed past waiting to be
+  // made again: the sender must follow the receives' records for that).
+  bool pushable() const { return quiet_ && !probe_due() && !reprobe_; }
+  // And how many placements past it: any (kPushAny) where no probe is to come (a new connection's
+  // gate, or one quiet over small messages only: quiet until a message its sender would have
+  // compressed arrives), else at most kPushAhead and never as far as the next probe's (counting a
+  // placement per receive, the fewest), so that the sender sees the probe's offer.
+  static constexpr uint32_t kPushAhead = 8;  // NCCL's receives in flight on a connection
+  uint32_t push_ahead() const {
+    if (large_declined_ == 0) return kPushAny;
+    const uint32_t before_probe = kProbeEvery - 1 - posts_ % kProbeEvery;  // receives after this one
+    return before_probe < kPushAhead ? before_probe : kPushAhead;
+  }
   bool expecting() const { return expecting_; }
   // The next receive is a quiet gate's probe: like an expected one, worth a cold kernel's wait
   // (a probe that offers nothing shares its batch's fate, and each batch may find the kernel

@@ -57,12 +57,13 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
   }
   ClearToSend cts;
   cts.seq = next_seq_;
-  // Receives a quiet gate declines may still probe, and their sender must wait to see it; those
-  // that never take compressed bytes, or a silent gate declines, let it push (over TCP, a
-  // clear-to-send less on its path). A pushed message the sender would have compressed opens the
-  // gate, and the receives after it send clear-to-sends again.
-  const bool silent = zip_mode() == ZipMode::kAuto && offers_.silent();
+  // Receives that never take compressed bytes, and those a quiet gate neither offers nor probes
+  // with, let the sender push (over TCP, a clear-to-send less on its path), the latter only so far
+  // that it sees the next probe. A pushed message the sender would have compressed opens a gate
+  // quiet over small messages, and the receives after it send clear-to-sends again.
+  const bool quiet_push = zip_mode() == ZipMode::kAuto && offers_.pushable();
   cts.pushable = true;
+  cts.push_ahead = kPushAny;
   bool offered_any = false;
   cts.n = uint32_t(n);
   for (int i = 0; i < n; ++i) {
@@ -77,7 +78,8 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.gpu_mapped = mr && mr->gpu_mapped;
     s.engine = engine_for(mr);
     const bool could = could_compress(mr, s.capacity);
-    if (could && !silent) cts.pushable = false;
+    if (could && !quiet_push) cts.pushable = false;
+    if (could && quiet_push) cts.push_ahead = offers_.push_ahead();
     bool compress_ok = zip_on && could;
     const bool device = s.kind == MemKind::kDevice;
     // In auto mode only where the decode will be fast: a resident GPU codec that is not running

@@ -39,8 +39,10 @@ ncclResult_t SendComm::take_cts() {
     bool got = false;
     if (link_->poll_cts(&p.cts, &got) != ncclSuccess) return check_link();
     if (!got) return ncclSuccess;
-    if (p.cts.n == 0) {  // no clear-to-sends from here on: every message goes at once
+    if (p.cts.n == 0) {  // no clear-to-sends from here on: every message goes at once (to a bound)
       pushing_ = true;
+      push_bounded_ = p.cts.push_bounded;
+      push_until_ = p.cts.push_until;
       continue;
     }
     pushing_ = false;
@@ -175,7 +177,9 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   if (matching_ == pending_.size() || later_cts) {
     if (link_->peer_closed()) return fail(ncclRemoteError, "receiver closed the connection");
     bool sent = false;
-    if (ncclResult_t e = send_eager(data, size, tag, mr, pushing_ || later_cts, request, &sent)) return e;
+    // Past a bounded push the next receive may be a probe whose offer this message must see.
+    const bool push = (pushing_ && (!push_bounded_ || int32_t(next_index_ - push_until_) < 0)) || later_cts;
+    if (ncclResult_t e = send_eager(data, size, tag, mr, push, request, &sent)) return e;
     if (sent) return progress();
     return defer(size, tag);  // the receiver has not posted this receive yet: NCCL retries
   }

@@ -92,6 +92,8 @@ class SendComm : public Comm {
   // left to fill can name.
   std::deque<Eager> eager_;
   bool pushing_ = false;          // the receiver's last word: push (ClearToSend n = 0)
+  bool push_bounded_ = false;     // ... up to placement push_until_ only
+  uint32_t push_until_ = 0;
   uint64_t sent_eager_ = 0, pushed_ = 0;
   Request deferred_{};           // since when isend has been returning no request (0: it has not)
 };

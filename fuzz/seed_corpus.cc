@@ -109,11 +109,16 @@ bool write_socket_seeds(const std::string& dir) {
   append_record(&ctrl, cts);
   ok = ok && write_file(dir + "/send_two_cts", socket_input(1, ctrl, {}));
   // The receiver says push from placement 3, then offers staging again at receive 5, placement 6.
-  append_record(&ctrl, PushRecord{kPush, 3});
+  append_record(&ctrl, PushRecord{kPush, 3, 0, 0});
   cts.seq = 5;
   cts.first = 6;
   append_record(&ctrl, cts);
   ok = ok && write_file(dir + "/send_push_then_cts", socket_input(1, ctrl, {}));
+  // A bounded push (a quiet gate between probes), moved on once.
+  ctrl.clear();
+  append_record(&ctrl, PushRecord{kPush, 0, 2, kPushBounded});
+  append_record(&ctrl, PushRecord{kPush, 0, 5, kPushBounded});
+  ok = ok && write_file(dir + "/send_bounded_push", socket_input(1, ctrl, {}));
   return ok;
 }
 

@@ -266,7 +266,11 @@ ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
   if (slot.in_use || cts.n == 0 || cts.n > kMaxRecvs) return fail(ncclInternalError, "clear-to-send posted out of turn");
   bool offers = false;
   for (uint32_t i = 0; i < cts.n; ++i) offers |= cts.p[i].staging_bytes > 0;
-  if (offers || !push_ || !cts.pushable) {
+  const bool bounded = cts.push_ahead != kPushAny;
+  const uint32_t until = placements_posted_ + cts.n + (bounded ? cts.push_ahead : 0);
+  // A push said without a bound cannot be bounded after the fact (the sender may be anywhere
+  // ahead): a receive that wants a bound then sends its clear-to-send, and the next starts anew.
+  if (offers || !push_ || !cts.pushable || (push_said_ && !grant_bounded_ && bounded)) {
     CtsRecord r{};
     r.type = kCts;
     r.seq = cts.seq;
@@ -281,10 +285,15 @@ ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
     }
     queue_record(&r, uint32_t(sizeof r), nullptr);
     push_said_ = false;
-  } else if (!push_said_) {  // raw only: the sender need not wait for this receive, nor the next
-    const PushRecord r{kPush, placements_posted_};
+  } else if (!push_said_ || (grant_bounded_ && (!bounded || int32_t(until - grant_until_) > 0))) {
+    // Raw only: the sender need not wait for this receive, nor for the next (up to the bound);
+    // said once, then again only to move the bound on or lift it.
+    if (!push_said_) grant_first_ = placements_posted_;
+    const PushRecord r{kPush, grant_first_, bounded ? until : 0u, bounded ? kPushBounded : 0u};
     queue_record(&r, uint32_t(sizeof r), nullptr);
     push_said_ = push_ever_ = true;
+    grant_bounded_ = bounded;
+    grant_until_ = until;
   }
   slot.cts = cts;
   slot.first = placements_posted_;
@@ -383,13 +392,22 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   if (len == sizeof(PushRecord)) {
     PushRecord p;
     std::memcpy(&p, rec, sizeof p);
-    // Said once when the receives stop offering, at the placement where the last record's end.
-    if (p.type != kPush || pushing_ || p.first != next_first_)
+    // Said when the receives stop offering, at the placement where the last record's end; again
+    // (same first) only to move its bound on or lift it.
+    const bool bounded = p.flags & kPushBounded;
+    const bool again = pushing_ && push_bounded_ && p.first == push_first_ && (!bounded || int32_t(p.until - push_until_) > 0);
+    if (p.type != kPush || (p.flags & ~kPushBounded) || (!bounded && p.until != 0) ||
+        !(again || (!pushing_ && p.first == next_first_)))
       return fail(ncclRemoteError, "protocol error: unexpected push record (placement " + std::to_string(p.first) +
-                                       ", " + std::to_string(next_first_) + " expected)");
+                                       ", " + std::to_string(pushing_ ? push_first_ : next_first_) + " expected)");
     pushing_ = push_seen_ = true;
+    push_bounded_ = bounded;
+    push_first_ = p.first;
+    push_until_ = p.until;
     cts->n = 0;
     cts->first = p.first;
+    cts->push_bounded = bounded;
+    cts->push_until = p.until;
     *got = true;
     return ncclSuccess;
   }

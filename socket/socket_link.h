@@ -120,9 +120,13 @@ class SocketLink : public Link {
   std::list<Landing> landing_;   // messages whose header came, bytes on their way (stable addresses)
   bool push_said_ = false;       // receiving end: the last record sent was a PushRecord
   bool push_ever_ = false;       // ... one was ever sent: a sender may be any distance ahead
+  bool grant_bounded_ = false;   // ... the push said is bounded, up to grant_until_
+  uint32_t grant_first_ = 0, grant_until_ = 0;
   uint32_t next_cts_seq_ = 0;    // sending end
   uint32_t next_first_ = 0;      // ... the first placement the receiver's next record may name
   bool pushing_ = false;         // ... the last record read was a PushRecord
+  bool push_bounded_ = false;    // ... bounded, up to push_until_
+  uint32_t push_first_ = 0, push_until_ = 0;
   bool push_seen_ = false;       // ... one was ever read: eager messages of any size
 };
 

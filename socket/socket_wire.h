@@ -9,7 +9,10 @@
 // A receiver whose receives never take compressed bytes need not tell the sender of each: a PushRecord says
 // that from placement `first` on no clear-to-send comes until the next CtsRecord, and the sender
 // sends every message as it comes, raw and flagged kEager (any size: past kMaxInline its bytes
-// follow on the data sockets), as NCCL's own socket transport does with all of them.
+// follow on the data sockets), as NCCL's own socket transport does with all of them. Flagged
+// kPushBounded, only the placements before `until`: further ones wait for the next record, which
+// may be another PushRecord of the same `first` that moves `until` on (or lifts the bound), so that
+// a sender is never so far ahead that it misses a later receive's clear-to-send.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +23,7 @@ namespace zipccl::tcp {
 
 constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
 constexpr uint32_t kHelloMagic = 0x5A49484Cu;
-constexpr uint16_t kVersion = 5;
+constexpr uint16_t kVersion = 6;
 
 struct Hello {
   uint32_t magic;
@@ -68,7 +71,10 @@ struct CtsRecord {
 struct PushRecord {
   uint32_t type;   // kPush
   uint32_t first;  // the first placement without a clear-to-send
+  uint32_t until;  // with kPushBounded: the first placement the sender may not push yet
+  uint32_t flags;  // kPushBounded or 0
 };
+constexpr uint32_t kPushBounded = 0x1;
 
 struct HeaderRecord {
   uint32_t type;  // kHeader
@@ -79,7 +85,7 @@ struct HeaderRecord {
   uint64_t wire_bytes;
 };
 
-static_assert(sizeof(CtsEntry) == 56 && sizeof(HeaderRecord) == 32 && sizeof(PushRecord) == 8,
+static_assert(sizeof(CtsEntry) == 56 && sizeof(HeaderRecord) == 32 && sizeof(PushRecord) == 16,
               "records are fixed-size");
 
 constexpr size_t kMaxInline = 64 << 10;

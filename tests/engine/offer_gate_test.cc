@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace zipccl {
 namespace {
 
@@ -51,28 +53,53 @@ TEST(OfferGate, ANewGateOpensAtTheFirstMessageItsSenderWouldCompress) {
   EXPECT_EQ(post(&g, 50), 50);
 }
 
-// Silent (its sender may push past its receives): quiet with no probe to make, from a new
-// connection or a run of small messages until a wanted one; not once it offers or probes.
-TEST(OfferGate, SilentWhileNoReceiveOffersOrProbes) {
+// Pushable (its sender may push past the receive): a quiet gate's receive that neither offers nor
+// probes; any distance where no probe is to come (a new connection, a run of small messages), else
+// never as far as the next probe, and the probe itself not.
+TEST(OfferGate, PushableWhileAReceiveNeitherOffersNorProbes) {
   OfferGate g;
-  EXPECT_TRUE(g.silent()) << "a new connection";
+  EXPECT_TRUE(g.pushable()) << "a new connection";
+  EXPECT_EQ(g.push_ahead(), kPushAny);
   for (int i = 0; i < 100; ++i) g.arrived(false, false, RawWhy::kDeclined);
-  EXPECT_TRUE(g.silent()) << "unoffered declines start no probes";
+  EXPECT_TRUE(g.pushable()) << "unoffered declines start no probes";
+  EXPECT_EQ(g.push_ahead(), kPushAny);
   wanted(&g);
-  EXPECT_FALSE(g.silent()) << "open";
+  EXPECT_FALSE(g.pushable()) << "open";
   declined(&g, OfferGate::kQuietAfterSmall, RawWhy::kSmall);
   ASSERT_TRUE(g.quiet());
-  EXPECT_TRUE(g.silent()) << "quiet over small messages";
+  EXPECT_TRUE(g.pushable()) << "quiet over small messages";
+  EXPECT_EQ(g.push_ahead(), kPushAny);
   EXPECT_EQ(post(&g, 3 * OfferGate::kProbeEvery), 0);
-  declined(&g, 1, RawWhy::kDeclined);
-  EXPECT_FALSE(g.silent()) << "a larger decline: probes to make";
-  EXPECT_GT(post(&g, 3 * OfferGate::kProbeEvery), 0);
+  declined(&g, 1, RawWhy::kDeclined);  // a larger decline: probes to make
+  // Between probes every receive may be pushed past, never as far as the next probe; the probe,
+  // until a receive makes it, not.
+  int pushable = 0, probes = 0;
+  for (uint32_t i = 0; i < 3 * OfferGate::kProbeEvery; ++i) {
+    const bool o = g.offer();
+    ASSERT_NE(g.pushable(), o) << "receive " << i << ": a probe waits to be seen, no other does";
+    if (o) {
+      g.posted(false);  // its kernel was stopped: the probe is still due, and still no push
+      EXPECT_FALSE(g.pushable());
+      ++probes;
+    } else {
+      ++pushable;
+      // Receives after this one before the probe, each at least one placement.
+      uint32_t before = 0;
+      OfferGate ahead = g;
+      for (ahead.posted(false); !ahead.offer(); ahead.posted(false)) ++before;
+      EXPECT_EQ(g.push_ahead(), std::min(before, OfferGate::kPushAhead)) << "receive " << i;
+    }
+    g.posted(o);
+  }
+  EXPECT_EQ(probes, 3);
+  EXPECT_EQ(pushable, int(3 * OfferGate::kProbeEvery) - 3);
   OfferGate h = opened();
   declined(&h, OfferGate::kQuietAfter, RawWhy::kDeclined);
   ASSERT_TRUE(h.quiet());
-  EXPECT_FALSE(h.silent()) << "quiet after declines: probes";
+  EXPECT_TRUE(h.pushable()) << "quiet after declines, no probe due";
+  EXPECT_LE(h.push_ahead(), OfferGate::kPushAhead);
   compressed(&h);
-  EXPECT_FALSE(h.silent());
+  EXPECT_FALSE(h.pushable()) << "open again";
 }
 
 TEST(OfferGate, OffersUntilTheSenderDeclinesMessagesInARow) {
@@ -273,9 +300,12 @@ TEST(OfferGate, AProbeItsSenderPushedPastIsMadeAgain) {
   post(&g, 3);  // posted before the probe's message came
   g.unseen();
   EXPECT_FALSE(g.offer()) << "not while the sender pushes past";
+  EXPECT_FALSE(g.pushable()) << "the receives after it make the sender follow again";
   g.followed();
   EXPECT_TRUE(g.offer()) << "due again";
+  EXPECT_FALSE(g.pushable());
   g.posted(true);
+  EXPECT_TRUE(g.pushable()) << "made: the receives after it may be pushed past";
   g.arrived(true, false, RawWhy::kDeclined);  // the second one answered
   g.unseen();                                 // a later pushed arrival: no probe out
   g.followed();

@@ -33,7 +33,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x5A49484Cu, kHandleMagic = 0x5A495053u, kCts = 0x5A435453u,
                    kHeader = 0x5A444154u, kPush = 0x5A485350u;
-constexpr uint16_t kVersion = 5;
+constexpr uint16_t kVersion = 6;
 constexpr size_t kGuard = 64;
 constexpr char kGuardByte = 0x5A;
 
@@ -396,7 +396,9 @@ TEST_F(FakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
         if (i < rec.n) sends.push_back({r.one_in(20) ? size_t(e.capacity + 1) : size_t(r.below(e.capacity + 1)), e.tag});
       }
       if (r.one_in(5)) {  // receives before it offered nothing: a push first (now and then out of turn)
-        const uint32_t push[3] = {8, kPush, r.one_in(4) ? uint32_t(r.below(8)) : rec.first};
+        // Unbounded (until 0, flags 0), now and then with flags no receiver sends.
+        const uint32_t push[5] = {16, kPush, r.one_in(4) ? uint32_t(r.below(8)) : rec.first, 0,
+                                  r.one_in(8) ? uint32_t(r.g()) & ~1u : 0u};
         const char* pp = reinterpret_cast<const char*>(push);
         ctrl.insert(ctrl.end(), pp, pp + sizeof push);
         rec.first += uint32_t(r.below(3));  // receives that had no record

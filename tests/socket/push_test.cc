@@ -25,10 +25,12 @@ struct Receiver {
 
   // One receive of one placement into *target; with `offer`, staging for compressed bytes, else
   // pushable (with `pushable` false: a receive that declines now but may offer later).
-  ncclResult_t post(std::vector<char>* target, int32_t tag, bool offer = false, bool pushable = true) {
+  ncclResult_t post(std::vector<char>* target, int32_t tag, bool offer = false, bool pushable = true,
+                    uint32_t push_ahead = kPushAny) {
     ClearToSend cts{};
     cts.seq = next_seq++;
     cts.pushable = !offer && pushable;
+    cts.push_ahead = push_ahead;
     cts.n = 1;
     cts.p[0].tag = tag;
     cts.p[0].capacity = target->size();
@@ -109,8 +111,96 @@ TEST(Push, SaidOnceWhenReceivesStopOfferingAndEndedByAnOffer) {
   EXPECT_TRUE(next_record(r.p.ctrl[1]).empty());
 }
 
-// A receive that offers nothing now but may later (a quiet gate's, which probes) is no push: its
-// sender waits for its clear-to-send, to see the probe when it comes.
+// Records a sending link must refuse, and the error that names them.
+struct BadCase {
+  const char* name;
+  std::vector<std::vector<char>> records;
+  const char* expect;
+};
+
+// A bounded push (a quiet gate's receives between probes): the grant goes with each receive that
+// moves it on, under the same first placement; a receive that lifts the bound says so; one that
+// wants a bound after an unbounded push cannot tighten it, and sends its clear-to-send instead.
+TEST(Push, BoundedGrantsMoveOnAndNeverTighten) {
+  Receiver r;
+  std::vector<char> t[7];
+  for (auto& b : t) b.assign(4096, 0);
+  auto push_record = [&](uint32_t first, uint32_t until, uint32_t flags) {
+    std::vector<char> rec = next_record(r.p.ctrl[1]);
+    ASSERT_EQ(rec.size(), sizeof(PushRecord));
+    PushRecord push;
+    std::memcpy(&push, rec.data(), sizeof push);
+    EXPECT_EQ(push.type, uint32_t(kPush));
+    EXPECT_EQ(push.first, first);
+    EXPECT_EQ(push.until, until);
+    EXPECT_EQ(push.flags, flags);
+  };
+  ASSERT_EQ(r.post(&t[0], 0, false, true, 2), ncclSuccess);
+  push_record(0, 3, kPushBounded);  // placement 0, and 2 past it
+  ASSERT_EQ(r.post(&t[1], 0, false, true, 1), ncclSuccess);
+  EXPECT_TRUE(next_record(r.p.ctrl[1]).empty()) << "1 past placement 1: within the grant";
+  ASSERT_EQ(r.post(&t[2], 0, false, true, 4), ncclSuccess);
+  push_record(0, 7, kPushBounded);
+  ASSERT_EQ(r.post(&t[3], 0), ncclSuccess);
+  push_record(0, 0, 0);  // lifted
+  ASSERT_EQ(r.post(&t[4], 0, false, true, 8), ncclSuccess);
+  std::vector<char> rec = next_record(r.p.ctrl[1]);
+  ASSERT_EQ(rec.size(), sizeof(CtsRecord)) << "no bound after an unbounded push";
+  CtsRecord cts;
+  std::memcpy(&cts, rec.data(), sizeof cts);
+  EXPECT_EQ(cts.first, 4u);
+  EXPECT_EQ(cts.e[0].flags, 0u);
+  ASSERT_EQ(r.post(&t[5], 0, false, true, 0), ncclSuccess);
+  push_record(5, 6, kPushBounded);  // a new push, bounded from the start
+  ASSERT_EQ(r.post(&t[6], 0, false, true, 0), ncclSuccess);
+  push_record(5, 7, kPushBounded);
+  EXPECT_TRUE(next_record(r.p.ctrl[1]).empty());
+}
+
+// The sending end takes a bounded push and the records that move it on (poll_cts: n = 0 with the
+// bound), and fails records a receiver never sends: one that tightens a bound or bounds an
+// unbounded push, one of another first placement, unknown flags, a bound's field without its flag.
+TEST(Push, SenderTakesBoundedPushAndItsMovesOn) {
+  Pair p;
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
+  const PushRecord bounded{kPush, 0, 3, kPushBounded}, moved{kPush, 0, 9, kPushBounded}, lifted{kPush, 0, 0, 0};
+  ClearToSend cts;
+  for (const PushRecord& rec : {bounded, moved, lifted}) {
+    write_all(p.ctrl[1], record(&rec, sizeof rec));
+    bool got = false;
+    for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
+      ASSERT_EQ(link.poll_cts(&cts, &got), ncclSuccess) << link.error_text();
+    ASSERT_TRUE(got);
+    EXPECT_EQ(cts.n, 0u);
+    EXPECT_EQ(cts.first, 0u);
+    EXPECT_EQ(cts.push_bounded, rec.flags == kPushBounded);
+    if (cts.push_bounded) EXPECT_EQ(cts.push_until, rec.until);
+  }
+  const PushRecord tighter{kPush, 0, 2, kPushBounded}, other{kPush, 1, 9, kPushBounded},
+      unknown{kPush, 0, 3, kPushBounded | 2}, unbounded_until{kPush, 0, 3, 0};
+  const BadCase cases[] = {
+      {"Tightened", {record(&bounded, sizeof bounded), record(&tighter, sizeof tighter)}, "unexpected push record"},
+      {"BoundAfterUnbounded", {record(&lifted, sizeof lifted), record(&bounded, sizeof bounded)}, "unexpected push record"},
+      {"OtherFirst", {record(&bounded, sizeof bounded), record(&other, sizeof other)}, "unexpected push record (placement 1, 0"},
+      {"UnknownFlags", {record(&unknown, sizeof unknown)}, "unexpected push record"},
+      {"UnboundedWithAnUntil", {record(&unbounded_until, sizeof unbounded_until)}, "unexpected push record"},
+  };
+  for (const BadCase& bc : cases) {
+    SCOPED_TRACE(bc.name);
+    Pair q;
+    SocketLink l({q.ctrl[0], q.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
+    for (const auto& rec : bc.records) write_all(q.ctrl[1], rec);
+    ncclResult_t e = ncclSuccess;
+    bool got = false;
+    for (const auto end = Clock::now() + std::chrono::seconds(2); e == ncclSuccess && Clock::now() < end;)
+      e = l.poll_cts(&cts, &got);
+    EXPECT_EQ(e, ncclRemoteError);
+    EXPECT_NE(l.error_text().find(bc.expect), std::string::npos) << l.error_text();
+  }
+}
+
+// A receive that offers nothing but must be seen (a quiet gate's probe that found its kernel
+// stopped) is no push: its sender waits for its clear-to-send, and follows the receives again.
 TEST(Push, NotForReceivesThatMayOfferLater) {
   Receiver r;
   std::vector<char> t(4096, 0);
@@ -214,12 +304,6 @@ TEST(Push, SenderTakesPushAndSendsAnySize) {
   EXPECT_EQ(cts.first, 6u);
   EXPECT_EQ(cts.n, 2u);
 }
-
-struct BadCase {
-  const char* name;
-  std::vector<std::vector<char>> records;
-  const char* expect;
-};
 
 TEST(Push, RecordsOutOfTurnFailTheSender) {
   const PushRecord push0{kPush, 0}, push5{kPush, 5};

@@ -73,6 +73,8 @@ bool last_summary(const std::string& side, CommSummary* out) {
     if (u != std::string::npos) s.unoffered = atol(it->c_str() + it->rfind(", ", u) + 2);
     const size_t k = it->find(" raw for a cold kernel");
     if (k != std::string::npos) s.cold = atol(it->c_str() + it->rfind(", ", k) + 2);
+    const size_t q = it->find(" pushed (the receives offered nothing)");
+    if (q != std::string::npos) s.pushed = atol(it->c_str() + it->rfind(", ", q) + 2);
     *out = s;
     return true;
   }
