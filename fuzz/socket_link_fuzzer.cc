@@ -8,7 +8,8 @@
 // "no crash, no hang" (ASan/UBSan, the link's stall deadline), it checks the link's promises: an
 // arrival names the posted placement, is no larger than its capacity (or staging, compressed), and
 // lands inside the receive buffers; a clear-to-send the sender takes has 1..kMaxRecvs placements and
-// comes in turn, a push (none) once where the last ended; an error stays.
+// comes in turn, a push (none) where the last ended, again (same first) only to move its bound on
+// or lift it; an error stays.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,18 +86,27 @@ void sender(zipccl::tcp::SocketLink& link, Buffers& b) {
   std::vector<uint8_t>& data = b.data;
   std::vector<std::unique_ptr<Xfer>>& xfers = b.xfers;
   uint32_t seq = 0, first = 0;  // what the next clear-to-send must at least say
-  bool pushing = false;
+  bool pushing = false, bounded = false;
+  uint32_t push_first = 0, until = 0;
   for (int i = 0; i < kRounds; ++i) {
     ClearToSend cts;
     bool got = false;
     ncclResult_t e = link.progress();
     if (e == ncclSuccess) e = link.poll_cts(&cts, &got);
     if (e == ncclSuccess && got && cts.n == 0) {
-      // A push: said once, where the last clear-to-send ended; the next message goes at once.
-      require(!pushing && cts.first == first, "a push out of turn");
+      // A push: said where the last clear-to-send ended (the next message goes at once, if its
+      // bound allows), then again only to move its bound on or lift it.
+      const bool again = pushing && bounded && cts.first == push_first &&
+                         (!cts.push_bounded || int32_t(cts.push_until - until) > 0);
+      require(again || (!pushing && cts.first == first), "a push out of turn");
+      if (!again && (!cts.push_bounded || int32_t(cts.push_until - first) > 0)) {
+        xfers.push_back(std::make_unique<Xfer>());
+        e = link.post_eager(first, 7, data.data(), kSend, RawWhy::kDeclined, true, xfers.back().get());
+      }
       pushing = true;
-      xfers.push_back(std::make_unique<Xfer>());
-      e = link.post_eager(first, 7, data.data(), kSend, RawWhy::kDeclined, true, xfers.back().get());
+      bounded = cts.push_bounded;
+      push_first = cts.first;
+      until = cts.push_until;
     } else if (e == ncclSuccess && got) {
       require(cts.n <= kMaxRecvs, "a clear-to-send of too many placements taken");
       // After a push, receives that sent no record took numbers: later ones may come, never earlier.
