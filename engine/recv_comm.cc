@@ -78,8 +78,10 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     s.gpu_mapped = mr && mr->gpu_mapped;
     s.engine = engine_for(mr);
     const bool could = could_compress(mr, s.capacity);
-    if (could && !quiet_push) cts.pushable = false;
-    if (could && quiet_push) cts.push_ahead = offers_.push_ahead();
+    if (could && quiet_push)
+      cts.push_ahead = offers_.push_ahead();
+    else if (could)
+      cts.pushable = false;
     bool compress_ok = zip_on && could;
     const bool device = s.kind == MemKind::kDevice;
     // In auto mode only where the decode will be fast: a resident GPU codec that is not running

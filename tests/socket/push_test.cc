@@ -111,12 +111,38 @@ TEST(Push, SaidOnceWhenReceivesStopOfferingAndEndedByAnOffer) {
   EXPECT_TRUE(next_record(r.p.ctrl[1]).empty());
 }
 
+// A sending link's next record as poll_cts() gives it, waiting up to 2 s; false if none came.
+bool next_cts(SocketLink& link, ClearToSend* cts) {
+  bool got = false;
+  for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
+    if (link.poll_cts(cts, &got) != ncclSuccess) {
+      ADD_FAILURE() << link.error_text();
+      return false;
+    }
+  return got;
+}
+
 // Records a sending link must refuse, and the error that names them.
 struct BadCase {
   const char* name;
   std::vector<std::vector<char>> records;
   const char* expect;
 };
+
+// A fresh sending link reading bc's records fails with ncclRemoteError, its text naming it.
+void expect_sender_fails(const BadCase& bc) {
+  SCOPED_TRACE(bc.name);
+  Pair p;
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
+  for (const auto& rec : bc.records) write_all(p.ctrl[1], rec);
+  ncclResult_t e = ncclSuccess;
+  ClearToSend cts;
+  bool got = false;
+  for (const auto end = Clock::now() + std::chrono::seconds(2); e == ncclSuccess && Clock::now() < end;)
+    e = link.poll_cts(&cts, &got);
+  EXPECT_EQ(e, ncclRemoteError);
+  EXPECT_NE(link.error_text().find(bc.expect), std::string::npos) << link.error_text();
+}
 
 // A bounded push (a quiet gate's receives between probes): the grant goes with each receive that
 // moves it on, under the same first placement; a receive that lifts the bound says so; one that
@@ -167,14 +193,13 @@ TEST(Push, SenderTakesBoundedPushAndItsMovesOn) {
   ClearToSend cts;
   for (const PushRecord& rec : {bounded, moved, lifted}) {
     write_all(p.ctrl[1], record(&rec, sizeof rec));
-    bool got = false;
-    for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
-      ASSERT_EQ(link.poll_cts(&cts, &got), ncclSuccess) << link.error_text();
-    ASSERT_TRUE(got);
+    ASSERT_TRUE(next_cts(link, &cts));
     EXPECT_EQ(cts.n, 0u);
     EXPECT_EQ(cts.first, 0u);
     EXPECT_EQ(cts.push_bounded, rec.flags == kPushBounded);
-    if (cts.push_bounded) EXPECT_EQ(cts.push_until, rec.until);
+    if (cts.push_bounded) {
+      EXPECT_EQ(cts.push_until, rec.until);
+    }
   }
   const PushRecord tighter{kPush, 0, 2, kPushBounded}, other{kPush, 1, 9, kPushBounded},
       unknown{kPush, 0, 3, kPushBounded | 2}, unbounded_until{kPush, 0, 3, 0};
@@ -185,18 +210,7 @@ TEST(Push, SenderTakesBoundedPushAndItsMovesOn) {
       {"UnknownFlags", {record(&unknown, sizeof unknown)}, "unexpected push record"},
       {"UnboundedWithAnUntil", {record(&unbounded_until, sizeof unbounded_until)}, "unexpected push record"},
   };
-  for (const BadCase& bc : cases) {
-    SCOPED_TRACE(bc.name);
-    Pair q;
-    SocketLink l({q.ctrl[0], q.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
-    for (const auto& rec : bc.records) write_all(q.ctrl[1], rec);
-    ncclResult_t e = ncclSuccess;
-    bool got = false;
-    for (const auto end = Clock::now() + std::chrono::seconds(2); e == ncclSuccess && Clock::now() < end;)
-      e = l.poll_cts(&cts, &got);
-    EXPECT_EQ(e, ncclRemoteError);
-    EXPECT_NE(l.error_text().find(bc.expect), std::string::npos) << l.error_text();
-  }
+  for (const BadCase& bc : cases) expect_sender_fails(bc);
 }
 
 // A receive that offers nothing but must be seen (a quiet gate's probe that found its kernel
@@ -266,13 +280,10 @@ TEST(Push, ASenderGoneAfterItsLastMessageIsNoError) {
 TEST(Push, SenderTakesPushAndSendsAnySize) {
   Pair p;
   SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
-  const PushRecord push{kPush, 0};
+  const PushRecord push{kPush, 0, 0, 0};
   write_all(p.ctrl[1], record(&push, sizeof push));
   ClearToSend cts;
-  bool got = false;
-  for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
-    ASSERT_EQ(link.poll_cts(&cts, &got), ncclSuccess) << link.error_text();
-  ASSERT_TRUE(got);
+  ASSERT_TRUE(next_cts(link, &cts));
   EXPECT_EQ(cts.n, 0u);
   EXPECT_EQ(cts.first, 0u);
   const std::vector<char> big = pattern(100000, 6);
@@ -296,17 +307,14 @@ TEST(Push, SenderTakesPushAndSendsAnySize) {
   c.n = 2;
   c.first = 6;
   write_all(p.ctrl[1], record(&c, sizeof c));
-  got = false;
-  for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
-    ASSERT_EQ(link.poll_cts(&cts, &got), ncclSuccess) << link.error_text();
-  ASSERT_TRUE(got);
+  ASSERT_TRUE(next_cts(link, &cts));
   EXPECT_EQ(cts.seq, 5u);
   EXPECT_EQ(cts.first, 6u);
   EXPECT_EQ(cts.n, 2u);
 }
 
 TEST(Push, RecordsOutOfTurnFailTheSender) {
-  const PushRecord push0{kPush, 0}, push5{kPush, 5};
+  const PushRecord push0{kPush, 0, 0, 0}, push5{kPush, 5, 0, 0};
   CtsRecord c0{};
   c0.type = kCts;
   c0.n = 1;
@@ -322,19 +330,7 @@ TEST(Push, RecordsOutOfTurnFailTheSender) {
       {"ClearToSendBehindTheLast", {record(&c0, sizeof c0), record(&back_seq, sizeof back_seq)},
        "unexpected clear-to-send"},
   };
-  for (const BadCase& bc : cases) {
-    SCOPED_TRACE(bc.name);
-    Pair p;
-    SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(4096), 0);
-    for (const auto& rec : bc.records) write_all(p.ctrl[1], rec);
-    ncclResult_t e = ncclSuccess;
-    ClearToSend cts;
-    bool got = false;
-    for (const auto end = Clock::now() + std::chrono::seconds(2); e == ncclSuccess && Clock::now() < end;)
-      e = link.poll_cts(&cts, &got);
-    EXPECT_EQ(e, ncclRemoteError);
-    EXPECT_NE(link.error_text().find(bc.expect), std::string::npos) << link.error_text();
-  }
+  for (const BadCase& bc : cases) expect_sender_fails(bc);
 }
 
 // A link that does not let its senders push (NCCL_ZIP_SOCKET_PUSH=0) sends a clear-to-send for
