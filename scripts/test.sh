@@ -6,7 +6,9 @@
 #   3. each fuzzer for FUZZ_SECONDS from the seed corpus; any crash fails.
 # Every step runs that can (a failed build skips its tests; ninja -k 0 lists all errors); a
 # summary ends the output and the exit status is non-zero when anything failed.
-# Environment: JOBS (default: nproc), FUZZ_SECONDS per fuzzer (default 30),
+#   4. with TSAN=1 also build-tsan/: clang with ThreadSanitizer, CPU only, the same CTest tests
+#      (not by default: it would double the run's time on a 2-core machine).
+# Environment: JOBS (default: nproc), FUZZ_SECONDS per fuzzer (default 30), TSAN=1,
 #              ZIPCCL_SKIP_DEPS=1 to skip scripts/deps.sh.
 set -uo pipefail  # no -e: a failing step is recorded, the rest still runs
 
@@ -41,7 +43,7 @@ finish() {
   echo "==================== zipccl test summary ===================="
   printf '%s\n' "${summary[@]}"
   local dir log
-  for dir in build build-asan; do
+  for dir in build build-asan build-tsan; do
     log=$LOGS/ctest-$dir.log
     [[ -f $log ]] || continue
     # Skipped tests (e.g. real data absent) are listed by name above the summary, not passed.
@@ -103,6 +105,20 @@ if run "build-asan/ configure+build" bash -c \
 else
   skip "build-asan/ ctest" "build failed"
   skip "fuzzing" "build failed"
+fi
+
+# 4. ThreadSanitizer build, on request.
+if [[ ${TSAN:-0} == 1 ]]; then
+  if run "build-tsan/ configure+build" bash -c \
+    "CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+       -DZIPCCL_TESTS=ON -DZIPCCL_SANITIZE=thread -DZIPCCL_CUDA=OFF &&
+     cmake --build build-tsan -j $JOBS -- -k 0"; then
+    # A report fails its test (exit code 66) after the test has run to its end.
+    TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1 \
+      run "build-tsan/ ctest (TSan)" ctest_logged build-tsan "$LOGS/ctest-build-tsan.log"
+  else
+    skip "build-tsan/ ctest" "build failed"
+  fi
 fi
 
 finish

@@ -870,10 +870,10 @@ TEST_F(SelfConnected, StalledRequestsAreLogged) {
 // address space capped) is ncclSystemError with a WARN, never an exception into NCCL (it
 // aborted the process). In a child process, whose address space is capped after the setup.
 TEST(InProcess, OutOfMemoryIsAnError) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "an address-space cap breaks the sanitizer's shadow memory; runs in the plain build";
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
   GTEST_SKIP() << "an address-space cap breaks the sanitizer's shadow memory; runs in the plain build";
 #endif
 #endif

@@ -43,8 +43,8 @@ TEST(Stall, PeerStoppingInAControlRecordFailsTheLink) {
 
 TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
   Pair p;
+  std::vector<char> target(4096);  // outlives the link, whose thread may still be writing into it
   SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, InlineRule(kMaxInline), 0);
-  std::vector<char> target(4096);
   ASSERT_EQ(post_receive(link, &target), ncclSuccess);
   const std::vector<char> rec = header_record({kHeader, 0, 0, 0, 4096, 4096}, {}, sizeof(HeaderRecord));
   ASSERT_EQ(write(p.ctrl[1], rec.data(), rec.size()), ssize_t(rec.size()));
@@ -58,8 +58,8 @@ TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
 
 TEST(Stall, AQuietPeerBetweenMessagesIsNotAnError) {
   Pair p;
-  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 200, InlineRule(kMaxInline), 0);
   std::vector<char> target(64);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 200, InlineRule(kMaxInline), 0);
   ASSERT_EQ(post_receive(link, &target), ncclSuccess);  // a receive posted, its sender busy elsewhere
   const auto end = Clock::now() + std::chrono::milliseconds(600);
   while (Clock::now() < end) {
