@@ -6,9 +6,8 @@
 #   3. each fuzzer for FUZZ_SECONDS from the seed corpus; any crash fails.
 # Every step runs that can (a failed build skips its tests; ninja -k 0 lists all errors); a
 # summary ends the output and the exit status is non-zero when anything failed.
-#   4. with TSAN=1 also build-tsan/: clang with ThreadSanitizer, CPU only, the same CTest tests
-#      (not by default: it would double the run's time on a 2-core machine).
-# Environment: JOBS (default: nproc), FUZZ_SECONDS per fuzzer (default 30), TSAN=1,
+#   4. build-tsan/: clang with ThreadSanitizer, CPU only, the same CTest tests (TSAN=0 skips it).
+# Environment: JOBS (default: nproc), FUZZ_SECONDS per fuzzer (default 30), TSAN=0,
 #              ZIPCCL_SKIP_DEPS=1 to skip scripts/deps.sh.
 set -uo pipefail  # no -e: a failing step is recorded, the rest still runs
 
@@ -107,8 +106,8 @@ else
   skip "fuzzing" "build failed"
 fi
 
-# 4. ThreadSanitizer build, on request.
-if [[ ${TSAN:-0} == 1 ]]; then
+# 4. ThreadSanitizer build.
+if [[ ${TSAN:-1} == 1 ]]; then
   if run "build-tsan/ configure+build" bash -c \
     "CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
        -DZIPCCL_TESTS=ON -DZIPCCL_SANITIZE=thread -DZIPCCL_CUDA=OFF &&
