@@ -69,12 +69,14 @@ bool last_summary(const std::string& side, CommSummary* out) {
       return false;
     const size_t o = it->find(", staging offered to ");
     if (o != std::string::npos) sscanf(it->c_str() + o, ", staging offered to %ld of %ld", &s.offered, &s.receives);
-    const size_t u = it->find(" raw unoffered that it would have compressed");
-    if (u != std::string::npos) s.unoffered = atol(it->c_str() + it->rfind(", ", u) + 2);
-    const size_t k = it->find(" raw for a cold kernel");
-    if (k != std::string::npos) s.cold = atol(it->c_str() + it->rfind(", ", k) + 2);
-    const size_t q = it->find(" pushed (the receives offered nothing)");
-    if (q != std::string::npos) s.pushed = atol(it->c_str() + it->rfind(", ", q) + 2);
+    // ", N <phrase>": the count that a phrase follows, where the line has it.
+    const auto count = [&](const char* phrase, long* n) {
+      const size_t at = it->find(phrase);
+      if (at != std::string::npos) *n = atol(it->c_str() + it->rfind(", ", at) + 2);
+    };
+    count(" raw unoffered that it would have compressed", &s.unoffered);
+    count(" raw for a cold kernel", &s.cold);
+    count(" pushed (the receives offered nothing)", &s.pushed);
     *out = s;
     return true;
   }
