@@ -197,7 +197,7 @@ long batches_compressed(const std::vector<std::string>& args, long* pushed = nul
   Pair p = run_pair(11, env, recv_args, args);
   expect_ok(p);
   const long compressed = field(p.recv_result, "compressed");
-  printf("%ld compressed: %s\n", compressed, p.recv_result.c_str());
+  printf("%ld compressed: %s / %s\n", compressed, p.recv_result.c_str(), p.send_result.c_str());
   if (pushed) *pushed = field(p.send_result, "pushed");
   return compressed;
 }
@@ -297,7 +297,8 @@ TEST(ExchangeData, ReceiverStopsOfferingWhatTheSenderDeclines) {
     if (kind == "random") {
       EXPECT_EQ(field(p.recv_result, "compressed"), 0) << p.recv_result;
       EXPECT_LT(offered, receives / 8) << p.recv_result;
-      EXPECT_GT(offered, 32) << "the offers before the quiet (OfferGate::kQuietAfter) and its probes: " << p.recv_result;
+      EXPECT_GT(offered, 32) << "the offers before the quiet (OfferGate::kQuietAfter) and its probes: " << p.recv_result
+                             << " / " << p.send_result;
       if (!ib_run())  // verbs writes where the clear-to-send says: no push
         EXPECT_GT(field(p.send_result, "pushed"), receives * 3 / 4) << "quiet receives that are no probes: " << p.send_result;
     } else {
