@@ -114,6 +114,7 @@ ncclResult_t RecvComm::irecv(int n, void** data, const size_t* sizes, const int*
     mark(Timeline::kPost, next_seq_, uint32_t(i), s.capacity, compress_ok ? Timeline::kCompressed : 0);
   }
   if (link_->post_cts(cts) != ncclSuccess) return check_link();
+  probes_ += offered_any && offers_.probing();
   offers_.posted(offered_any);
   r.in_use = true;
   r.seq = next_seq_++;
@@ -217,6 +218,7 @@ ncclResult_t RecvComm::flush_staging() {
 std::string RecvComm::details() const {
   std::string s = codec_rate(CodecJob::kDecode) + ", staging offered to " + std::to_string(offered_) + " of " +
                   std::to_string(receives_) + " receives";
+  if (probes_ > 0) s += ", " + std::to_string(probes_) + " of them probes of a quiet gate";
   if (cold_ > 0) s += ", " + std::to_string(cold_) + " unoffered for a cold kernel";
   return s + kernel_waits();
 }

@@ -78,6 +78,7 @@ class RecvComm : public Comm {
   uint32_t next_seq_ = 0;
   OfferGate offers_;
   uint64_t receives_ = 0, offered_ = 0;  // posted receives, and those that offered staging
+  uint64_t probes_ = 0;                  // of them, a quiet offer gate's probes
   uint64_t cold_ = 0;  // receives that would have offered but for a kernel not running (auto)
 };
 

@@ -153,9 +153,9 @@ long g_tuned_us = -1;  // --tune-after: the ring/Simple entry the tuner left, us
 
 int finish(bool ok, const char* what, long done) {
   const CommSummary s = summary_from_log();
-  printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld offered=%ld receives=%ld unoffered=%ld cold=%ld pushed=%ld "
+  printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld offered=%ld probes=%ld receives=%ld unoffered=%ld cold=%ld pushed=%ld "
          "rejected=%d flushes=%ld tclass=%ld inline=%ld tuned=%ld what=%s\n",
-         ok ? 1 : 0, done, s.compressed, s.gpu_jobs, s.offered, s.receives, s.unoffered, s.cold, s.pushed,
+         ok ? 1 : 0, done, s.compressed, s.gpu_jobs, s.offered, s.probes, s.receives, s.unoffered, s.cold, s.pushed,
          count_log("rejected connection"),
          g_flushes, from_connection_log("traffic class "), from_connection_log("inline "), g_tuned_us, what);
   fflush(stdout);

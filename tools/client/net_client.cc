@@ -77,6 +77,7 @@ bool last_summary(const std::string& side, CommSummary* out) {
     count(" raw unoffered that it would have compressed", &s.unoffered);
     count(" raw for a cold kernel", &s.cold);
     count(" pushed (the receives offered nothing)", &s.pushed);
+    count(" of them probes of a quiet gate", &s.probes);
     *out = s;
     return true;
   }

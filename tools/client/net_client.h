@@ -79,6 +79,7 @@ struct CommSummary {
   long unoffered = 0;  // a sender's: messages its policy would have compressed, sent raw unoffered
   long cold = 0;       // a sender's: messages it would have compressed, sent raw for a cold kernel
   long pushed = 0;     // a sender's: messages sent before their receive's record, as it allowed
+  long probes = 0;     // a receiver's: offers that were a quiet offer gate's probes
 };
 // The last "send comm ..." or "recv comm ..." summary in the captured log; false if none.
 bool last_summary(const std::string& side, CommSummary* out);
