@@ -1,6 +1,7 @@
 #include "socket_link.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,24 +19,25 @@ namespace {
 
 constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
 constexpr size_t kLine = 128;
-// Control bytes read ahead: two of the largest records. Bounded, so a peer that floods the control
-// socket fills its own socket buffers, not this process's memory.
-constexpr size_t kReadAhead = 2 * (4 + kMaxRecord);
-constexpr size_t kFirstRead = 16 << 10;
+// Control bytes read ahead, in one recv(). Bounded, so a peer that floods the control socket fills
+// its own socket buffers, not this process's memory; an inline message's bytes past them are
+// received straight into their buffer, not copied (a copy of what one read brings costs less than
+// another recv()).
+constexpr size_t kReadAhead = 16 << 10;
 
-// An inline message into NCCL's buffer in ascending 128-byte lines, each line's last 8 bytes after
-// the rest, as recv() on a data socket writes: NCCL's LL and LL128 receivers poll flags in the
-// buffer (LL128: each line's last 8 bytes) while the bytes land, and memcpy may store a block's
-// head after its tail.
+// An inline message's first n bytes into NCCL's buffer (dst and src 128-byte aligned to the
+// message) in ascending 128-byte lines, each line's last 8 bytes after the rest, as recv() writes:
+// NCCL's LL and LL128 receivers poll flags in the buffer (LL128: each line's last 8 bytes) while
+// the bytes land, and memcpy may store a block's head after its tail. n may end inside a line
+// whose rest recv() brings later.
 void copy_lines_in_order(char* dst, const char* src, size_t n) {
-  size_t off = 0;
-  for (; off + kLine <= n; off += kLine) {
-    std::memcpy(dst + off, src + off, kLine - 8);
+  for (size_t off = 0; off < n; off += kLine) {
+    const size_t line = std::min(kLine, n - off);
+    std::memcpy(dst + off, src + off, std::min(line, kLine - 8));
     std::atomic_thread_fence(std::memory_order_release);
-    std::memcpy(dst + off + kLine - 8, src + off + kLine - 8, 8);
+    if (line > kLine - 8) std::memcpy(dst + off + kLine - 8, src + off + kLine - 8, line - (kLine - 8));
     std::atomic_thread_fence(std::memory_order_release);
   }
-  if (off < n) std::memcpy(dst + off, src + off, n - off);
 }
 
 }  // namespace
@@ -72,11 +74,15 @@ ncclResult_t SocketLink::fail(ncclResult_t code, const std::string& why) {
 
 void SocketLink::queue_record(const void* rec, uint32_t len, Xfer* x, const void* more, uint32_t more_len) {
   const char* p = static_cast<const char*>(rec);
-  const char* m = static_cast<const char*>(more);
   const uint32_t total = len + more_len;
+  const size_t own_off = out_.size();
   out_.insert(out_.end(), reinterpret_cast<const char*>(&total), reinterpret_cast<const char*>(&total) + 4);
   out_.insert(out_.end(), p, p + len);
-  if (more_len) out_.insert(out_.end(), m, m + more_len);
+  if (!out_spans_.empty() && !out_spans_.back().ext)
+    out_spans_.back().len += 4 + len;
+  else
+    out_spans_.push_back({nullptr, own_off, 4 + size_t(len)});
+  if (more_len) out_spans_.push_back({static_cast<const char*>(more), 0, more_len});
   out_queued_ += 4 + total;
   if (x) {
     x->pending.fetch_add(1, std::memory_order_relaxed);
@@ -85,31 +91,60 @@ void SocketLink::queue_record(const void* rec, uint32_t len, Xfer* x, const void
 }
 
 ncclResult_t SocketLink::send_records() {
-  while (out_off_ < out_.size()) {
-    size_t n = out_.size() - out_off_;
+  constexpr size_t kIov = 64;
+  while (!out_spans_.empty()) {
+    iovec iov[kIov];
+    size_t niov = 0, n = 0;
+    for (auto it = out_spans_.begin(); it != out_spans_.end() && niov < kIov; ++it, ++niov) {
+      const size_t skip = niov == 0 ? out_head_off_ : 0;
+      const char* base = it->ext ? it->ext : out_.data() + it->own_off;
+      iov[niov] = {const_cast<char*>(base + skip), it->len - skip};
+      n += it->len - skip;
+    }
     int64_t paced_ns = 0;
-    if (pacer_ && (n = pacer_->take(n, &paced_ns)) == 0) break;  // the next progress() tries again
-    const ssize_t r = ::send(ctrl_fd_, out_.data() + out_off_, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (pacer_) {
+      if ((n = pacer_->take(n, &paced_ns)) == 0) break;  // the next progress() tries again
+      size_t left = n;  // the iovec cut at what the pacer gave
+      for (size_t i = 0; i < niov; ++i) {
+        if (iov[i].iov_len >= left) {
+          iov[i].iov_len = left;
+          niov = i + 1;
+          break;
+        }
+        left -= iov[i].iov_len;
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = niov;
+    const ssize_t r = ::sendmsg(ctrl_fd_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (pacer_ && size_t(r > 0 ? r : 0) < n) pacer_->give_back(n - size_t(r > 0 ? r : 0));
     if (r > 0) {
-      out_off_ += size_t(r);
       out_sent_ += uint64_t(r);
+      for (size_t done = size_t(r); done > 0;) {
+        const size_t rest = out_spans_.front().len - out_head_off_;
+        if (done < rest) {
+          out_head_off_ += done;
+          break;
+        }
+        done -= rest;
+        out_spans_.pop_front();
+        out_head_off_ = 0;
+      }
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
     // A sender that pushed its last message may close before this end posts the receives for it
     // (its bytes are here still): records that carry no message of ours have no one to read them.
     if (r < 0 && (errno == ECONNRESET || errno == EPIPE) && record_ends_.empty()) {
-      out_.resize(out_off_);
+      out_spans_.clear();
+      out_head_off_ = 0;
       out_reset_ = true;
       break;
     }
     return fail(ncclRemoteError, "control send to " + peer_ + ": " + std::strerror(errno));
   }
-  if (out_off_ == out_.size()) {
-    out_.clear();
-    out_off_ = 0;
-  }
+  if (out_spans_.empty()) out_.clear();
   while (!record_ends_.empty() && record_ends_.front().first <= out_sent_) {
     record_ends_.front().second->piece_done();
     record_ends_.pop_front();
@@ -124,8 +159,7 @@ void SocketLink::read_socket(size_t need) {
     in_end_ -= in_off_;
     in_off_ = 0;
   }
-  // Grown only as records need: a sender's link reads nothing but clear-to-sends.
-  if (in_.size() < need) in_.resize(std::min(kReadAhead, std::max(2 * need, kFirstRead)));
+  if (in_.size() < need) in_.resize(kReadAhead);
   while (!peer_closed_ && in_end_ < in_.size()) {
     const ssize_t r = ::recv(ctrl_fd_, in_.data() + in_end_, in_.size() - in_end_, MSG_DONTWAIT);
     if (r > 0) {
@@ -140,12 +174,12 @@ void SocketLink::read_socket(size_t need) {
   }
 }
 
-ncclResult_t SocketLink::next_record(size_t cap, const char** rec, size_t* len) {
-  *len = 0;
+ncclResult_t SocketLink::next_record(size_t cap, size_t head, const char** rec, size_t* len, size_t* have) {
+  *len = *have = 0;
   auto whole = [&](uint32_t* l) {
     if (in_end_ - in_off_ < 4) return false;
     std::memcpy(l, in_.data() + in_off_, 4);
-    return in_end_ - in_off_ >= 4 + size_t(*l);
+    return in_end_ - in_off_ >= 4 + std::min(size_t(*l), head);
   };
   // Part of a record and no more bytes for stall_ms_: the peer stopped in its middle.
   auto stalled = [&] { return stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_; };
@@ -163,7 +197,7 @@ ncclResult_t SocketLink::next_record(size_t cap, const char** rec, size_t* len) 
   if (!whole(&l)) {
     const bool sized = in_end_ - in_off_ >= 4;
     if (sized && bad(l)) return refuse(l);
-    read_socket(sized ? 4 + size_t(l) : 4);
+    read_socket(sized ? 4 + std::min(size_t(l), head) : 4);
   }
   if (in_end_ - in_off_ < 4) {
     if (in_end_ > in_off_ && stalled()) return stopped(std::to_string(in_end_ - in_off_) + " bytes of its length");
@@ -176,8 +210,9 @@ ncclResult_t SocketLink::next_record(size_t cap, const char** rec, size_t* len) 
     return ncclSuccess;
   }
   *rec = in_.data() + in_off_ + 4;
-  in_off_ += 4 + l;
   *len = l;
+  *have = std::min(size_t(l), in_end_ - in_off_ - 4);
+  in_off_ += 4 + *have;
   return ncclSuccess;
 }
 
@@ -238,11 +273,12 @@ ncclResult_t SocketLink::progress() {
   if (err_.code() != ncclSuccess) return err_.code();
   ZIP_CHECK(check_stalls());
   ZIP_CHECK(send_records());
-  while (headers_awaited_ > 0) {
+  // Records after an inline message's bytes wait for them all.
+  while (recv_inline_rest() && headers_awaited_ > 0) {
     HeaderRecord r;
     const char* rec = nullptr;
-    size_t len = 0;
-    ZIP_CHECK(next_record(kMaxRecord, &rec, &len));
+    size_t len = 0, have = 0;
+    ZIP_CHECK(next_record(kMaxRecord, sizeof r, &rec, &len, &have));
     if (len == 0) break;
     if (len >= sizeof r) std::memcpy(&r, rec, sizeof r);
     if (len < sizeof r || r.type != kHeader) return fail(ncclRemoteError, "protocol error: bad control record from " + peer_);
@@ -253,12 +289,28 @@ ncclResult_t SocketLink::progress() {
       if (!push_ever_ && r.seq - placements_posted_ >= kMaxRequests)
         return fail(ncclRemoteError, "protocol error: message " + std::to_string(r.seq) + " sent ahead of its receive, " +
                                          std::to_string(r.seq - placements_posted_) + " beyond the receives posted");
-      in_off_ -= 4 + len;  // sent ahead of a receive not posted yet: it waits at the head
+      in_off_ -= 4 + have;  // sent ahead of a receive not posted yet: it waits at the head
       break;
     }
-    ZIP_CHECK(on_header(r, rec + sizeof r, len - sizeof r));
+    ZIP_CHECK(on_header(r, rec + sizeof r, len - sizeof r, have - sizeof r));
   }
   return err_.code();
+}
+
+bool SocketLink::recv_inline_rest() {
+  while (rest_.left > 0 && !peer_closed_) {
+    const ssize_t r = ::recv(ctrl_fd_, rest_.dst, rest_.left, MSG_DONTWAIT);
+    if (r > 0) {
+      rest_.dst += r;
+      rest_.left -= size_t(r);
+      received_.fetch_add(uint64_t(r), std::memory_order_relaxed);  // check_stalls() sees it
+      if (rest_.left == 0) rest_.x->piece_done();
+      continue;
+    }
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    peer_closed_ = true;  // the message never completes: check_stalls() says so
+  }
+  return rest_.left == 0;
 }
 
 ncclResult_t SocketLink::post_cts(const ClearToSend& cts) {
@@ -327,7 +379,7 @@ ncclResult_t SocketLink::place_eager(HeaderRecord* r) {
               "protocol error: message " + std::to_string(index) + " sent ahead of its receive for no posted receive");
 }
 
-ncclResult_t SocketLink::on_header(HeaderRecord r, const char* payload, size_t payload_len) {
+ncclResult_t SocketLink::on_header(HeaderRecord r, const char* payload, size_t payload_len, size_t have) {
   if (r.flags & kEager) ZIP_CHECK(place_eager(&r));
   Posted& slot = posted_[r.seq % kMaxRequests];
   if (!slot.in_use || slot.cts.seq != r.seq || r.sub >= slot.cts.n || (slot.headers_seen >> r.sub & 1))
@@ -361,7 +413,12 @@ ncclResult_t SocketLink::on_header(HeaderRecord r, const char* payload, size_t p
   l.h = h;
   char* dst = reinterpret_cast<char*>(h.compressed ? p.staging : p.target);
   if (inline_bytes) {
-    copy_lines_in_order(dst, payload, payload_len);  // l.x has no pieces: it has landed
+    copy_lines_in_order(dst, payload, have);
+    if (have < payload_len) {  // the rest straight from the socket
+      l.x.pending.fetch_add(1, std::memory_order_relaxed);
+      rest_ = {dst + have, payload_len - have, &l.x};
+      recv_inline_rest();
+    }
   } else {
     post_bytes(dst, h.wire_bytes, &l.x, false);
   }
@@ -387,7 +444,8 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   CtsRecord r;
   const char* rec = nullptr;
   size_t len = 0;
-  ZIP_CHECK(next_record(sizeof r, &rec, &len));
+  size_t have = 0;
+  ZIP_CHECK(next_record(sizeof r, sizeof r, &rec, &len, &have));
   if (len == 0) return ncclSuccess;
   if (len == sizeof(PushRecord)) {
     PushRecord p;

@@ -3,7 +3,8 @@
 // are striped, moved by helper threads (socket_worker.h); a small message rides inside its header
 // on the control socket instead (NCCL_ZIP_SOCKET_INLINE). The receiver places every message
 // itself: a header names the placement, and its bytes are received straight into the target or
-// the staging buffer the clear-to-send advertised (an inline one copied there from the record).
+// the staging buffer the clear-to-send advertised (an inline one too, but for what the control
+// socket's read-ahead brought with its header, copied). An inline message is sent from its buffer.
 // An eager message (Link::post_eager) is an inline one sent before its clear-to-send: its record
 // waits, unread, at the head of the control stream until its receive is posted, so the sender's
 // socket buffers, not this process, hold what a sender sends ahead. A receive its sender need not
@@ -64,18 +65,24 @@ class SocketLink : public Link {
   };
 
   ncclResult_t fail(ncclResult_t code, const std::string& why);
-  // Control records (rec, then `more` bytes of payload): queued whole, sent as the socket and the
-  // pacer take them; x (if any) counts one piece down once the record is all on the socket.
+  // Control records (rec, then `more` bytes of payload, which stay where they are until sent):
+  // queued whole, sent as the socket and the pacer take them; x (if any) counts one piece down
+  // once the record is all on the socket.
   void queue_record(const void* rec, uint32_t len, Xfer* x, const void* more = nullptr, uint32_t more_len = 0);
   ncclResult_t send_records();
-  // The next whole record of at most cap bytes, as a view into in_ valid until the next call
-  // (*len 0: none yet). Reads the socket only when no whole record is buffered: the progress
-  // thread polls constantly, and a syscall each time would add up.
-  ncclResult_t next_record(size_t cap, const char** rec, size_t* len);
+  // The next record of at most cap bytes whose first `head` bytes are here, as a view into in_
+  // valid until the next call: *len its length (0: none yet), *have the bytes of it here, which
+  // are taken (the rest, at most *len - head, is the socket's next bytes). Reads the socket only
+  // when no such record is buffered: the progress thread polls constantly, and a syscall each time
+  // would add up.
+  ncclResult_t next_record(size_t cap, size_t head, const char** rec, size_t* len, size_t* have);
   // Reads what the socket has, into a buffer that holds `need` bytes from the first untaken one.
   void read_socket(size_t need);
-  // A header record, and the payload that follows it in the record (inline messages only).
-  ncclResult_t on_header(HeaderRecord r, const char* payload, size_t payload_len);
+  // A header record, and the payload that follows it in the record (inline messages only), of
+  // which `have` bytes are at `payload`, the rest the control socket's next bytes.
+  ncclResult_t on_header(HeaderRecord r, const char* payload, size_t payload_len, size_t have);
+  // Receives what is left of an inline message into its buffer; whether nothing is.
+  bool recv_inline_rest();
   // An eager message's index and tag (r->seq, r->sub) made into the seq and sub it fills.
   ncclResult_t place_eager(HeaderRecord* r);
   // Queues a header record (with the message's bytes when inline) and sends what it can.
@@ -99,8 +106,16 @@ class SocketLink : public Link {
   std::shared_ptr<Pacer> pacer_;  // before the workers, which use it until they are joined
   std::vector<std::unique_ptr<SocketWorker>> workers_;
 
+  // What the control socket still has to send, in order: spans of out_ (records) and of the
+  // callers' buffers (inline messages, sent from where they are, not copied).
+  struct OutSpan {
+    const char* ext;  // null: out_ from own_off
+    size_t own_off;
+    size_t len;
+  };
   std::vector<char> out_;
-  size_t out_off_ = 0;         // bytes of out_ on the socket
+  std::deque<OutSpan> out_spans_;
+  size_t out_head_off_ = 0;    // bytes of out_spans_.front() on the socket
   uint64_t out_sent_ = 0;      // bytes ever sent on the control socket
   uint64_t out_queued_ = 0;    // bytes ever queued
   bool out_reset_ = false;     // the peer reset the control socket: what is queued goes nowhere
@@ -111,6 +126,11 @@ class SocketLink : public Link {
   std::vector<char> in_;       // control bytes read ahead: at most two of the largest records
   size_t in_off_ = 0;          // bytes of in_ already taken as records
   size_t in_end_ = 0;          // bytes of in_ filled
+  struct {
+    char* dst = nullptr;
+    size_t left = 0;
+    Xfer* x = nullptr;
+  } rest_;                     // an inline message's bytes still on the control socket
   bool peer_closed_ = false;
   size_t next_send_sock_ = 0, next_recv_sock_ = 0;
 

@@ -88,6 +88,51 @@ TEST(Inline, MessageLargerThanItsReceiveFailsTheLink) {
   EXPECT_EQ(target, std::vector<char>(100, 0));
 }
 
+// An inline message longer than one read of the control socket: its first bytes are copied from
+// the record, the rest received straight into the target as they trickle in (the first piece ends
+// inside a line's last 8 bytes), and the record after it is taken only once they are all in.
+TEST(Inline, MessagePastTheReadAheadLandsAsItsBytesTrickleIn) {
+  Pair p;
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(kMaxInline), 0);
+  std::vector<char> large_target(kMaxInline, 0), small_target(1000, 0);
+  ClearToSend cts{};
+  cts.n = 2;
+  cts.p[0].capacity = large_target.size();
+  cts.p[0].target = reinterpret_cast<uintptr_t>(large_target.data());
+  cts.p[1].capacity = small_target.size();
+  cts.p[1].target = reinterpret_cast<uintptr_t>(small_target.data());
+  ASSERT_EQ(link.post_cts(cts), ncclSuccess);
+  const std::vector<char> large = pattern(kMaxInline, 10), small = pattern(1000, 11);
+  std::vector<char> bytes = header_record({kHeader, 0, 0, kInline, large.size(), large.size()}, large,
+                                          uint32_t(sizeof(HeaderRecord) + large.size()));
+  const std::vector<char> second = header_record({kHeader, 0, 1, kInline, small.size(), small.size()}, small,
+                                                 uint32_t(sizeof(HeaderRecord) + small.size()));
+  bytes.insert(bytes.end(), second.begin(), second.end());
+  size_t off = 4 + sizeof(HeaderRecord) + 10 * 128 + 124;
+  write_all(p.ctrl[1], std::vector<char>(bytes.begin(), bytes.begin() + long(off)));
+  int arrivals = 0;
+  auto poll = [&] {
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_EQ(link.progress(), ncclSuccess) << link.error_text();
+      MessageHeader h;
+      bool got = false;
+      ASSERT_EQ(link.poll_arrival(&h, &got), ncclSuccess);
+      arrivals += got;
+    }
+  };
+  poll();
+  EXPECT_EQ(arrivals, 0);
+  for (; off < bytes.size(); off += std::min<size_t>(9999, bytes.size() - off)) {
+    write_all(p.ctrl[1], std::vector<char>(bytes.begin() + long(off),
+                                           bytes.begin() + long(off + std::min<size_t>(9999, bytes.size() - off))));
+    poll();
+  }
+  for (int i = 0; i < 100 && arrivals < 2; ++i) poll();
+  EXPECT_EQ(arrivals, 2);
+  EXPECT_EQ(large_target, large);
+  EXPECT_EQ(small_target, small);
+}
+
 // Clear-to-send seq `seq` (after as many of one placement) for one raw receive of `capacity` bytes, as the peer writes it.
 std::vector<char> cts_record(uint32_t seq, uint64_t capacity) {
   CtsRecord c{};
@@ -144,6 +189,87 @@ TEST(Inline, UpToTheLimitInsideTheHeaderAboveOnTheDataSockets) {
   EXPECT_EQ(len, sizeof h);
   EXPECT_EQ(h.flags & kInline, 0u);
   EXPECT_EQ(h.wire_bytes, large.size());
+}
+
+// Inline messages go out from the caller's buffers, not copies: many posted at once, each its own
+// buffer, through a small socket buffer and a peer reading odd pieces, so that sends stop in the
+// middle of headers and of payloads; the peer reads every record whole and in order.
+TEST(Inline, ManyAtOnceThroughPartialSendsArriveWhole) {
+  Pair p;
+  const int small_buffer = 4096;
+  ASSERT_EQ(setsockopt(p.ctrl[0], SOL_SOCKET, SO_SNDBUF, &small_buffer, sizeof small_buffer), 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(kMaxInline), 0);
+  constexpr int kMsgs = 24;
+  std::vector<std::vector<char>> msgs;
+  size_t total = 0;
+  for (int i = 0; i < kMsgs; ++i) {
+    msgs.push_back(pattern(1 + size_t(i) * 2731 % kMaxInline, 20 + i));
+    total += 4 + sizeof(HeaderRecord) + msgs.back().size();
+    write_all(p.ctrl[1], cts_record(uint32_t(i), kMaxInline));
+  }
+  std::vector<char> stream;
+  std::thread reader([&] {
+    std::vector<char> piece(3001);
+    while (stream.size() < total) {
+      const ssize_t r = read(p.ctrl[1], piece.data(), std::min(piece.size(), total - stream.size()));
+      if (r <= 0) break;
+      stream.insert(stream.end(), piece.begin(), piece.begin() + r);
+    }
+  });
+  std::vector<Xfer> xfers(kMsgs);
+  for (int i = 0; i < kMsgs; ++i) {
+    ClearToSend cts;
+    bool got = false;
+    while (!got) ASSERT_EQ(link.poll_cts(&cts, &got), ncclSuccess) << link.error_text();
+    MessageHeader h;
+    h.seq = cts.seq;
+    h.wire_bytes = h.orig_bytes = msgs[size_t(i)].size();
+    ASSERT_EQ(link.post_message(h, cts.p[0], msgs[size_t(i)].data(), &xfers[size_t(i)]), ncclSuccess);
+  }
+  for (int i = 0; i < kMsgs; ++i)
+    while (!xfers[size_t(i)].done()) ASSERT_EQ(link.progress(), ncclSuccess) << link.error_text();
+  reader.join();
+  ASSERT_EQ(stream.size(), total);
+  size_t off = 0;
+  for (int i = 0; i < kMsgs; ++i) {
+    const std::vector<char>& m = msgs[size_t(i)];
+    uint32_t len = 0;
+    HeaderRecord h;
+    std::memcpy(&len, stream.data() + off, 4);
+    std::memcpy(&h, stream.data() + off + 4, sizeof h);
+    EXPECT_EQ(len, sizeof h + m.size()) << i;
+    EXPECT_EQ(h.seq, uint32_t(i));
+    EXPECT_EQ(h.flags & kInline, uint32_t(kInline)) << i;
+    EXPECT_TRUE(std::equal(m.begin(), m.end(), stream.begin() + long(off + 4 + sizeof h))) << i;
+    off += 4 + sizeof h + m.size();
+  }
+}
+
+// Not copied: what the socket has not taken yet leaves from the caller's buffer, which the
+// transfer holds until then (a change made before is what arrives).
+TEST(Inline, BytesLeaveFromTheCallersBufferWhenTheSocketTakesThem) {
+  Pair p;
+  const int small_buffer = 4096;
+  ASSERT_EQ(setsockopt(p.ctrl[0], SOL_SOCKET, SO_SNDBUF, &small_buffer, sizeof small_buffer), 0);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 1000, InlineRule(kMaxInline), 0);
+  write_all(p.ctrl[1], cts_record(0, kMaxInline));
+  std::vector<char> msg = pattern(kMaxInline, 30);
+  ClearToSend cts;
+  bool got = false;
+  while (!got) ASSERT_EQ(link.poll_cts(&cts, &got), ncclSuccess) << link.error_text();
+  MessageHeader h;
+  h.wire_bytes = h.orig_bytes = msg.size();
+  Xfer x;
+  ASSERT_EQ(link.post_message(h, cts.p[0], msg.data(), &x), ncclSuccess);
+  ASSERT_EQ(link.progress(), ncclSuccess);
+  EXPECT_FALSE(x.done()) << "the socket took 64 KiB with nobody reading";
+  std::fill(msg.end() - 1000, msg.end(), char(0x5A));
+  std::vector<char> rec;
+  std::thread reader([&] { rec = read_exactly(p.ctrl[1], 4 + sizeof(HeaderRecord) + msg.size()); });
+  while (!x.done()) ASSERT_EQ(link.progress(), ncclSuccess) << link.error_text();
+  reader.join();
+  ASSERT_EQ(rec.size(), 4 + sizeof(HeaderRecord) + msg.size());
+  EXPECT_TRUE(std::equal(msg.begin(), msg.end(), rec.begin() + long(4 + sizeof(HeaderRecord))));
 }
 
 // Past the fixed limit, a message goes inline when no other large message left the process just

@@ -56,6 +56,22 @@ TEST(Stall, PeerStoppingInAMessageFailsTheLink) {
   EXPECT_NE(link.error_text().find("stopped in the middle of 1 message(s)"), std::string::npos) << link.error_text();
 }
 
+// The same inside an inline message's bytes past what one read of the control socket brings,
+// which go straight into the target.
+TEST(Stall, PeerStoppingInAnInlineMessageFailsTheLink) {
+  Pair p;
+  std::vector<char> target(kMaxInline);
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", nullptr, 300, InlineRule(kMaxInline), 0);
+  ASSERT_EQ(post_receive(link, &target), ncclSuccess);
+  const std::vector<char> rec = header_record({kHeader, 0, 0, kInline, kMaxInline, kMaxInline}, pattern(40000, 3),
+                                              uint32_t(sizeof(HeaderRecord) + kMaxInline));
+  ASSERT_EQ(write(p.ctrl[1], rec.data(), rec.size()), ssize_t(rec.size()));  // 40000 of its bytes
+  double s = 0;
+  EXPECT_EQ(until_error([&] { return link.progress(); }, &s), ncclRemoteError);
+  EXPECT_GE(s, 0.25);
+  EXPECT_NE(link.error_text().find("stopped in the middle of 1 message(s)"), std::string::npos) << link.error_text();
+}
+
 TEST(Stall, AQuietPeerBetweenMessagesIsNotAnError) {
   Pair p;
   std::vector<char> target(64);
