@@ -51,7 +51,9 @@ class OfferGate {
   // A message arrived; offered: it could have come compressed; why: what its sender said of it if
   // it came raw (RawWhy).
   void arrived(bool offered, bool compressed, RawWhy why) {
+    const bool probe_answer = offered && probe_out_;
     if (offered) probe_out_ = false;  // answered
+    if (probe_answer && why != RawWhy::kSmall) small_probes_ = 0;
     if (compressed) {
       quiet_ = false;
       declined_ = large_declined_ = small_run_ = cold_run_ = 0;
@@ -84,6 +86,12 @@ class OfferGate {
     // not say that the next collective's will.
     if (why == RawWhy::kSmall) {
       ++small_run_;
+      // A probe whose message was too small to code says nothing of the data: the next receive
+      // probes again, up to kQuietAfterSmall such answers in a row (a run of small collectives),
+      // then the next kProbeEvery on. Otherwise a probe that keeps landing on short messages (a
+      // collective's last one, where each call posts a number of receives that divides
+      // kProbeEvery) would leave the gate quiet for good.
+      if (probe_answer && quiet_ && ++small_probes_ < kQuietAfterSmall) posts_ -= posts_ % kProbeEvery;
     } else {
       expecting_ = false;
       ++large_declined_;
@@ -127,6 +135,7 @@ class OfferGate {
     quiet_ = true;
     expecting_ = false;
     probe_out_ = reprobe_ = false;
+    small_probes_ = 0;
     posts_ = 1;  // the first probe kProbeEvery - 1 receives on
   }
 
@@ -135,6 +144,7 @@ class OfferGate {
   uint32_t small_run_ = 0;       // of them too small (kSmall), since the last larger arrival
   uint32_t cold_run_ = 0;  // wanted arrivals into offered staging since the last compressed one
   uint32_t posts_ = 1;     // receives posted while quiet
+  uint32_t small_probes_ = 0;  // probes in a row answered by a message too small to code (kSmall)
   bool quiet_ = true;
   bool probe_out_ = false;  // a probe was posted, and no arrival into offered staging answered it
   bool reprobe_ = false;    // ... its message was pushed: probe again once the sender follows

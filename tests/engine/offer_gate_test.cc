@@ -319,6 +319,65 @@ TEST(OfferGate, AProbeItsSenderPushedPastIsMadeAgain) {
   EXPECT_FALSE(open.quiet());
 }
 
+// A probe answered by a message too small to code (kSmall) says nothing of the data: the next
+// receive probes again, up to kQuietAfterSmall such answers in a row (a run of small collectives),
+// then the next kProbeEvery receives on.
+TEST(OfferGate, AProbeAnsweredTooSmallIsMadeAgain) {
+  OfferGate g = opened();
+  declined(&g, OfferGate::kQuietAfter, RawWhy::kDeclined);
+  ASSERT_TRUE(g.quiet());
+  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery)), 1);
+  post(&g, 3);  // posted before the probe's message came
+  g.arrived(true, false, RawWhy::kSmall);
+  EXPECT_TRUE(g.quiet());
+  EXPECT_TRUE(g.offer()) << "due again at once";
+  EXPECT_TRUE(g.probing());
+  // Answered small kQuietAfterSmall times in a row: the period again.
+  for (uint32_t i = 1; i < OfferGate::kQuietAfterSmall; ++i) {
+    ASSERT_TRUE(g.offer()) << "small answer " << i;
+    g.posted(true);
+    g.arrived(true, false, RawWhy::kSmall);
+  }
+  EXPECT_FALSE(g.offer());
+  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery) - 1), 0);
+  EXPECT_TRUE(g.offer());
+  // An answer for the data starts the count over; one that declines it leaves the period as it is.
+  g.posted(true);
+  g.arrived(true, false, RawWhy::kDeclined);
+  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery)), 1);
+  g.arrived(true, false, RawWhy::kSmall);
+  EXPECT_TRUE(g.offer()) << "the count started over";
+}
+
+// Collectives of 8 receives (NCCL's batch) whose last message is short, the probe landing on it:
+// the next batch's first receive makes it again, and compression comes back. Probing every
+// kProbeEvery (a multiple of 8) receives only, every probe would land on a short message.
+TEST(OfferGate, AProbeOnACollectivesShortLastMessageIsMadeAgain) {
+  OfferGate h = opened();
+  declined(&h, OfferGate::kQuietAfter, RawWhy::kDeclined);
+  ASSERT_TRUE(h.quiet());
+  bool back = false;
+  for (int batch = 0; batch < 64 && !back; ++batch) {
+    bool offers[8];
+    for (bool& o : offers) {
+      o = h.offer();
+      h.posted(o);
+    }
+    for (int i = 0; i < 8 && !back; ++i) {
+      if (!offers[i]) {
+        wanted(&h);  // unoffered: the sender would have compressed it
+      } else if (i == 7) {
+        h.arrived(true, false, RawWhy::kSmall);
+      } else {
+        compressed(&h);
+        back = true;
+      }
+    }
+  }
+  EXPECT_TRUE(back) << "every probe landed on a collective's short last message";
+  EXPECT_FALSE(h.quiet());
+}
+
 // A quiet gate's due probe is worth a cold kernel's wait too: probing() says when the next
 // receive is one, until a receive makes it.
 TEST(OfferGate, ProbingWhileAProbeIsDue) {

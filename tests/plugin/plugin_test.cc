@@ -213,15 +213,19 @@ TEST(ResidentCodec, BatchesPostedWhileTheKernelIsStoppedComeCompressed) {
 // The same batches with data that turns compressible (random bytes for 512 messages, bf16 after):
 // the receiver went quiet on the random bytes, and only its probes (one receive in 64) can find
 // the bf16. A probe posted with the kernel stopped offers nothing, as does every receive of its
-// batch: it waits for the kernel, or the connection stays quiet for good.
+// batch: it waits for the kernel, or the connection stays quiet for good. A probe whose message is
+// too small to code is made again by the next receive: else the probes' phase (when the gate went
+// quiet, which moves with the load) could meet small messages only until the last ones.
 TEST(ResidentCodec, AProbePostedWhileTheKernelIsStoppedWaitsForIt) {
-  // Of the 384 bf16 messages ~290 are large enough to compress; ~190 do (the first probes find
+  // Of the 384 bf16 messages ~250 are large enough to compress; ~190 do (the first probes find
   // the sender's kernel stopped too); none without the probe's wait. Over sockets the quiet
   // receives between probes let the sender push (455-517 of the 896), never so far ahead that
   // it misses a probe's offer: unbounded, compression came back in 5 runs of 8 only.
   long pushed = 0;
   EXPECT_GE(batches_compressed({"--msgs=896", "--max=262144", "--kind=shift", "--seed=16"}, &pushed), 100);
-  if (!ib_run()) EXPECT_GT(pushed, 300);
+  if (!ib_run()) {
+    EXPECT_GT(pushed, 300);
+  }
 }
 
 // Auto mode with a sender whose kernel does not start (its launcher stuck in a CUDA call,
@@ -301,8 +305,9 @@ TEST(ExchangeData, ReceiverStopsOfferingWhatTheSenderDeclines) {
       // or fewer where small arrivals end a run), then one in OfferGate::kProbeEvery: ~22 here.
       const long probes = field(p.recv_result, "probes");
       EXPECT_GE(probes, (receives - (offered - probes)) / 64 - 2) << p.recv_result << " / " << p.send_result;
-      if (!ib_run())  // verbs writes where the clear-to-send says: no push
+      if (!ib_run()) {  // verbs writes where the clear-to-send says: no push
         EXPECT_GT(field(p.send_result, "pushed"), receives * 3 / 4) << "quiet receives that are no probes: " << p.send_result;
+      }
     } else {
       EXPECT_GT(field(p.recv_result, "compressed"), 500) << p.recv_result;
       EXPECT_GT(offered, receives * 3 / 4) << p.recv_result;
