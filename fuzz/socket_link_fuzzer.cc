@@ -4,7 +4,8 @@
 // posted one clear-to-send (one placement of kCapacity bytes, compressed bytes allowed into
 // kStaging; with bit 1 of byte 0, raw only, its sender told to push); a sending link waits for
 // clear-to-sends and sends each placement it takes min(capacity, kSend) bytes, and one message at
-// once on a push. The peer's end is closed after its bytes, so every run ends. Beyond
+// once on a push. The peer writes its control stream in two halves, the second after 100 of the
+// link's progress calls, and closes its end after its bytes, so every run ends. Beyond
 // "no crash, no hang" (ASan/UBSan, the link's stall deadline), it checks the link's promises: an
 // arrival names the posted placement, is no larger than its capacity (or staging, compressed), and
 // lands inside the receive buffers; a clear-to-send the sender takes has 1..kMaxRecvs placements and
@@ -30,7 +31,8 @@ using fuzz::kGuardByte;
 using fuzz::require;
 
 constexpr size_t kCapacity = 4096, kStaging = 8192, kSend = 2048;
-constexpr int kRounds = 400;  // progress calls after the peer's bytes are all written
+constexpr int kRounds = 400;  // progress calls
+constexpr int kSecondHalf = 100;  // ... after which the peer writes the rest of its control stream
 
 void write_all(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -41,6 +43,19 @@ void write_all(int fd, const uint8_t* p, size_t n) {
   }
 }
 
+// The peer's control stream, written in two halves (a record, or an inline message's bytes, may
+// straddle them), then its end shut.
+struct PeerControl {
+  int fd;
+  const uint8_t* rest;
+  size_t n;
+  void finish() {
+    write_all(fd, rest, n);
+    n = 0;
+    shutdown(fd, SHUT_WR);
+  }
+};
+
 // What the link's helper threads may write into or read from until the link is gone.
 struct Buffers {
   std::vector<uint8_t> target = std::vector<uint8_t>(kCapacity + kGuard, kGuardByte);
@@ -49,7 +64,7 @@ struct Buffers {
   std::vector<std::unique_ptr<zipccl::Xfer>> xfers;
 };
 
-void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only) {
+void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only, PeerControl& peer) {
   using namespace zipccl;
   std::vector<uint8_t>& target = b.target;
   std::vector<uint8_t>& staging = b.staging;
@@ -64,6 +79,7 @@ void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only) {
   cts.p[0].staging = reinterpret_cast<uintptr_t>(staging.data());
   if (link.post_cts(cts) != ncclSuccess) return;
   for (int i = 0; i < kRounds; ++i) {
+    if (i == kSecondHalf) peer.finish();
     const ncclResult_t e = link.progress();
     MessageHeader h;
     bool got = false;
@@ -81,7 +97,7 @@ void receiver(zipccl::tcp::SocketLink& link, Buffers& b, bool raw_only) {
   }
 }
 
-void sender(zipccl::tcp::SocketLink& link, Buffers& b) {
+void sender(zipccl::tcp::SocketLink& link, Buffers& b, PeerControl& peer) {
   using namespace zipccl;
   std::vector<uint8_t>& data = b.data;
   std::vector<std::unique_ptr<Xfer>>& xfers = b.xfers;
@@ -89,6 +105,7 @@ void sender(zipccl::tcp::SocketLink& link, Buffers& b) {
   bool pushing = false, bounded = false;
   uint32_t push_first = 0, until = 0;
   for (int i = 0; i < kRounds; ++i) {
+    if (i == kSecondHalf) peer.finish();
     ClearToSend cts;
     bool got = false;
     ncclResult_t e = link.progress();
@@ -151,14 +168,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     // stall_ms 50: a peer that stops mid-record fails the link quickly instead of never.
     zipccl::tcp::SocketLink link({c[0], d[0]}, "fuzz peer", nullptr, 50, zipccl::tcp::InlineRule(zipccl::tcp::kMaxInline), 0, push);
-    write_all(c[1], body, ctrl);
+    PeerControl peer{c[1], body + ctrl / 2, ctrl - ctrl / 2};
+    write_all(c[1], body, ctrl / 2);
     write_all(d[1], body + ctrl, size - 3 - ctrl);
-    shutdown(c[1], SHUT_WR);
     shutdown(d[1], SHUT_WR);
     if (as_receiver)
-      receiver(link, b, push);
+      receiver(link, b, push, peer);
     else
-      sender(link, b);
+      sender(link, b, peer);
   }  // the link closes c[0] and d[0] and joins its helper threads: nothing writes b any more
   require(guard_intact(b.target, kCapacity) && guard_intact(b.staging, kStaging), "bytes written past a receive buffer");
   close(c[1]);
