@@ -443,8 +443,7 @@ ncclResult_t SocketLink::poll_cts(ClearToSend* cts, bool* got) {
   if (err_.code() != ncclSuccess) return err_.code();
   CtsRecord r;
   const char* rec = nullptr;
-  size_t len = 0;
-  size_t have = 0;
+  size_t len = 0, have = 0;
   ZIP_CHECK(next_record(sizeof r, sizeof r, &rec, &len, &have));
   if (len == 0) return ncclSuccess;
   if (len == sizeof(PushRecord)) {

@@ -38,6 +38,16 @@ OfferGate opened() {
   return g;
 }
 
+// A gate quiet after declines whose probe was made, and 3 receives posted since, before the
+// probe's message came.
+void probe_out(OfferGate* g) {
+  *g = opened();
+  declined(g, OfferGate::kQuietAfter, RawWhy::kDeclined);
+  ASSERT_TRUE(g->quiet());
+  EXPECT_EQ(post(g, int(OfferGate::kProbeEvery)), 1);
+  post(g, 3);
+}
+
 // A new connection offers nothing, not even probes, until a message its sender would compress
 // arrives; small ones leave it quiet.
 TEST(OfferGate, ANewGateOpensAtTheFirstMessageItsSenderWouldCompress) {
@@ -293,11 +303,8 @@ TEST(OfferGate, AProbeHoldsUntilAReceiveMakesIt) {
 // message comes that was not pushed (the sender follows the receives' records again), the next
 // receive makes it, and the receives posted since do not count toward the next one.
 TEST(OfferGate, AProbeItsSenderPushedPastIsMadeAgain) {
-  OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfter, RawWhy::kDeclined);
-  ASSERT_TRUE(g.quiet());
-  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery)), 1);
-  post(&g, 3);  // posted before the probe's message came
+  OfferGate g;
+  ASSERT_NO_FATAL_FAILURE(probe_out(&g));
   g.unseen();
   EXPECT_FALSE(g.offer()) << "not while the sender pushes past";
   EXPECT_FALSE(g.pushable()) << "the receives after it make the sender follow again";
@@ -323,11 +330,8 @@ TEST(OfferGate, AProbeItsSenderPushedPastIsMadeAgain) {
 // receive probes again, up to kQuietAfterSmall such answers in a row (a run of small collectives),
 // then the next kProbeEvery receives on.
 TEST(OfferGate, AProbeAnsweredTooSmallIsMadeAgain) {
-  OfferGate g = opened();
-  declined(&g, OfferGate::kQuietAfter, RawWhy::kDeclined);
-  ASSERT_TRUE(g.quiet());
-  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery)), 1);
-  post(&g, 3);  // posted before the probe's message came
+  OfferGate g;
+  ASSERT_NO_FATAL_FAILURE(probe_out(&g));
   g.arrived(true, false, RawWhy::kSmall);
   EXPECT_TRUE(g.quiet());
   EXPECT_TRUE(g.offer()) << "due again at once";
