@@ -53,7 +53,7 @@ class OfferGate {
   void arrived(bool offered, bool compressed, RawWhy why) {
     const bool probe_answer = offered && probe_out_;
     if (offered) probe_out_ = false;  // answered
-    if (probe_answer && why != RawWhy::kSmall) small_probes_ = 0;
+    if (probe_answer && why != RawWhy::kSmall && why != RawWhy::kWanted) blank_probes_ = 0;
     if (compressed) {
       quiet_ = false;
       declined_ = large_declined_ = small_run_ = cold_run_ = 0;
@@ -65,6 +65,7 @@ class OfferGate {
       // no decline, unless its kernel stays stopped, and no run of small collectives. A gate
       // quiet over small messages only asks again. Unoffered, it says the sender compresses.
       small_run_ = 0;
+      if (probe_answer) probe_again();
       if (!offered) {
         if (quiet_ && large_declined_ == 0) {
           quiet_ = false;
@@ -86,12 +87,7 @@ class OfferGate {
     // not say that the next collective's will.
     if (why == RawWhy::kSmall) {
       ++small_run_;
-      // A probe whose message was too small to code says nothing of the data: the next receive
-      // probes again, up to kQuietAfterSmall such answers in a row (a run of small collectives),
-      // then the next kProbeEvery on. Otherwise a probe that keeps landing on short messages (a
-      // collective's last one, where each call posts a number of receives that divides
-      // kProbeEvery) would leave the gate quiet for good.
-      if (probe_answer && quiet_ && ++small_probes_ < kQuietAfterSmall) posts_ -= posts_ % kProbeEvery;
+      if (probe_answer) probe_again();
     } else {
       expecting_ = false;
       ++large_declined_;
@@ -130,12 +126,21 @@ class OfferGate {
 
  private:
   bool probe_due() const { return large_declined_ > 0 && posts_ % kProbeEvery == 0; }
+  // A probe answered by a message that says nothing of the data (too small to code, or its
+  // sender's kernel was not running: it starts now) is made again by the next receive, up to
+  // kQuietAfterSmall such answers in a row (a run of small collectives, a kernel that does not
+  // start), then the next kProbeEvery on. Otherwise a probe that keeps landing on short messages (a
+  // collective's last one, where each call posts a number of receives that divides kProbeEvery)
+  // would leave the gate quiet for good, and one that met a cold kernel would lose a period.
+  void probe_again() {
+    if (quiet_ && ++blank_probes_ < kQuietAfterSmall) posts_ -= posts_ % kProbeEvery;
+  }
   void go_quiet() {
     if (quiet_) return;
     quiet_ = true;
     expecting_ = false;
     probe_out_ = reprobe_ = false;
-    small_probes_ = 0;
+    blank_probes_ = 0;
     posts_ = 1;  // the first probe kProbeEvery - 1 receives on
   }
 
@@ -144,7 +149,7 @@ class OfferGate {
   uint32_t small_run_ = 0;       // of them too small (kSmall), since the last larger arrival
   uint32_t cold_run_ = 0;  // wanted arrivals into offered staging since the last compressed one
   uint32_t posts_ = 1;     // receives posted while quiet
-  uint32_t small_probes_ = 0;  // probes in a row answered by a message too small to code (kSmall)
+  uint32_t blank_probes_ = 0;  // probes in a row answered by a message that said nothing of the data
   bool quiet_ = true;
   bool probe_out_ = false;  // a probe was posted, and no arrival into offered staging answered it
   bool reprobe_ = false;    // ... its message was pushed: probe again once the sender follows

@@ -326,31 +326,39 @@ TEST(OfferGate, AProbeItsSenderPushedPastIsMadeAgain) {
   EXPECT_FALSE(open.quiet());
 }
 
-// A probe answered by a message too small to code (kSmall) says nothing of the data: the next
-// receive probes again, up to kQuietAfterSmall such answers in a row (a run of small collectives),
-// then the next kProbeEvery receives on.
-TEST(OfferGate, AProbeAnsweredTooSmallIsMadeAgain) {
-  OfferGate g;
-  ASSERT_NO_FATAL_FAILURE(probe_out(&g));
-  g.arrived(true, false, RawWhy::kSmall);
-  EXPECT_TRUE(g.quiet());
-  EXPECT_TRUE(g.offer()) << "due again at once";
-  EXPECT_TRUE(g.probing());
-  // Answered small kQuietAfterSmall times in a row: the period again.
-  for (uint32_t i = 1; i < OfferGate::kQuietAfterSmall; ++i) {
-    ASSERT_TRUE(g.offer()) << "small answer " << i;
+// A probe answered by a message that says nothing of the data, too small to code (kSmall) or its
+// sender's kernel not running (kWanted into offered staging), is made again by the next receive, up
+// to kQuietAfterSmall such answers in a row (a run of small collectives, a kernel that does not
+// start), then the next kProbeEvery receives on.
+TEST(OfferGate, AProbeThatSaysNothingOfTheDataIsMadeAgain) {
+  for (const RawWhy blank : {RawWhy::kSmall, RawWhy::kWanted}) {
+    SCOPED_TRACE(int(blank));
+    OfferGate g;
+    ASSERT_NO_FATAL_FAILURE(probe_out(&g));
+    g.arrived(true, false, blank);
+    EXPECT_TRUE(g.quiet());
+    EXPECT_TRUE(g.offer()) << "due again at once";
+    EXPECT_TRUE(g.probing());
+    // Answered so kQuietAfterSmall times in a row: the period again.
+    for (uint32_t i = 1; i < OfferGate::kQuietAfterSmall; ++i) {
+      ASSERT_TRUE(g.offer()) << "answer " << i;
+      g.posted(true);
+      g.arrived(true, false, blank);
+    }
+    EXPECT_FALSE(g.offer());
+    EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery) - 1), 0);
+    EXPECT_TRUE(g.offer());
+    // An answer for the data starts the count over; one that declines it leaves the period as it is.
     g.posted(true);
-    g.arrived(true, false, RawWhy::kSmall);
+    g.arrived(true, false, RawWhy::kDeclined);
+    EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery)), 1);
+    g.arrived(true, false, blank);
+    EXPECT_TRUE(g.offer()) << "the count started over";
+    // Either kind counts toward the same bound.
+    g.posted(true);
+    g.arrived(true, false, blank == RawWhy::kSmall ? RawWhy::kWanted : RawWhy::kSmall);
+    EXPECT_TRUE(g.offer());
   }
-  EXPECT_FALSE(g.offer());
-  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery) - 1), 0);
-  EXPECT_TRUE(g.offer());
-  // An answer for the data starts the count over; one that declines it leaves the period as it is.
-  g.posted(true);
-  g.arrived(true, false, RawWhy::kDeclined);
-  EXPECT_EQ(post(&g, int(OfferGate::kProbeEvery)), 1);
-  g.arrived(true, false, RawWhy::kSmall);
-  EXPECT_TRUE(g.offer()) << "the count started over";
 }
 
 // Collectives of 8 receives (NCCL's batch) whose last message is short, the probe landing on it:
