@@ -84,10 +84,14 @@ class Resident : public ::testing::Test {
     }
     return r;
   }
+  // Polls without spinning: on a loaded 2-core machine a spinning test thread takes the core the
+  // launcher thread needs to make the change it waits for.
   bool state_within(ResidentCodec::State s, std::chrono::milliseconds limit) {
     const auto end = Clock::now() + limit;
-    while (codec_->state() != s)
+    while (codec_->state() != s) {
       if (Clock::now() > end) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
     return true;
   }
   // One message through encode and decode under one lease, checked against the CPU codec.
