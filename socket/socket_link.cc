@@ -181,9 +181,13 @@ ncclResult_t SocketLink::next_record(size_t cap, size_t head, const char** rec, 
     std::memcpy(l, in_.data() + in_off_, 4);
     return in_end_ - in_off_ >= 4 + std::min(size_t(*l), head);
   };
-  // Part of a record and no more bytes for stall_ms_: the peer stopped in its middle.
-  auto stalled = [&] { return stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_; };
+  // Part of a record and no more bytes: the peer closed its end in its middle (its process died;
+  // everything it sent has been read), or stopped there for stall_ms_.
+  auto stalled = [&] { return peer_closed_ || (stall_ms_ > 0 && now_ms() - in_progress_ms_ > stall_ms_); };
   auto stopped = [&](const std::string& what) {
+    if (peer_closed_)
+      return fail(ncclRemoteError,
+                  "peer " + peer_ + " closed the connection in the middle of a control record (" + what + ")");
     return fail(ncclRemoteError, "peer " + peer_ + " stopped in the middle of a control record (" + what + ") for " +
                                      std::to_string(stall_ms_) + " ms (NCCL_ZIP_SOCKET_TIMEOUT_MS)");
   };
@@ -308,8 +312,11 @@ bool SocketLink::recv_inline_rest() {
       continue;
     }
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
-    peer_closed_ = true;  // the message never completes: check_stalls() says so
+    peer_closed_ = true;
   }
+  if (rest_.left > 0 && peer_closed_)  // everything the peer sent is here: the message never completes
+    fail(ncclRemoteError, "peer " + peer_ + " closed the connection in the middle of an inline message (" +
+                              std::to_string(rest_.left) + " of its bytes missing)");
   return rest_.left == 0;
 }
 

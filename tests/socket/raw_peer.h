@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "socket_link.h"
@@ -21,9 +22,11 @@ struct Pair {
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, ctrl), 0);
     EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, data), 0);
   }
-  ~Pair() {
-    close(ctrl[1]);
-    close(data[1]);
+  ~Pair() { close_peer(); }
+  // The peer's ends closed, as when its process dies.
+  void close_peer() {
+    for (int* fd : {&ctrl[1], &data[1]})
+      if (*fd >= 0) close(std::exchange(*fd, -1));
   }
 };
 
