@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
+#include <random>
 
 namespace zipccl {
 namespace {
@@ -440,6 +442,79 @@ TEST(OfferGate, ExpectsCompressedBytesOnlyWhileTheSenderCompresses) {
   declined(&g, OfferGate::kQuietAfter, RawWhy::kSmall);
   ASSERT_TRUE(g.quiet());
   EXPECT_FALSE(g.expecting());
+}
+
+// Random receives and arrivals, as recv_comm.cc drives the gate (the kernel sometimes stopped, some
+// messages pushed past their receive), against what its users rely on: a quiet gate that probes
+// does so at least once every kProbeEvery receives; a receive it lets the sender push past, and as
+// many after it as push_ahead() says, are no probes; a compressed arrival opens it; a quiet gate
+// expects nothing.
+TEST(OfferGate, RandomEventsKeepItsPromises) {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937 rng(seed);
+    auto chance = [&](uint32_t percent) { return rng() % 100 < percent; };
+    OfferGate g;
+    struct Posted {
+      bool offered, pushable;
+    };
+    std::deque<Posted> out;  // posted, their messages not arrived yet
+    bool probes_on = false;  // a probe was due since the gate went quiet
+    uint32_t gap = 0;        // receives since it last offered, while probes_on
+    const uint32_t compressed_pct = 1 + seed % 5;
+    int probes = 0, bounded_pushes = 0, reopened = 0;  // the run reached what it checks
+    for (int step = 0; step < 100000; ++step) {
+      ASSERT_FALSE(g.quiet() && g.expecting()) << "step " << step;
+      if (out.size() < 8 && (out.empty() || chance(50))) {  // NCCL keeps up to 8 receives in flight
+        if (!g.quiet()) probes_on = false;
+        probes_on |= g.probing();
+        const bool pushable = g.pushable();
+        if (pushable) {
+          const uint32_t k = g.push_ahead();
+          bounded_pushes += k != kPushAny;
+          OfferGate h = g;  // the receives the sender may push past, with nothing arriving meanwhile
+          for (uint32_t i = 0; i <= std::min<uint32_t>(k, 2 * OfferGate::kProbeEvery); ++i) {
+            ASSERT_FALSE(h.offer()) << "step " << step << ": receive " << i << " of " << k << " pushed past is a probe";
+            h.posted(false);
+          }
+        }
+        const bool o = g.offer();
+        probes += o && g.quiet();
+        if (o) {
+          gap = 0;
+        } else if (probes_on) {
+          ASSERT_LT(++gap, OfferGate::kProbeEvery) << "step " << step << ": a quiet gate that stopped probing";
+        }
+        const bool offered = o && chance(80);  // else the kernel was stopped
+        g.posted(offered);
+        out.push_back({offered, pushable});
+        continue;
+      }
+      const Posted r = out.front();
+      out.pop_front();
+      const bool pushed = r.pushable && chance(70);
+      bool compressed = false;
+      RawWhy why = RawWhy::kUnsaid;
+      if (r.offered && !pushed && chance(compressed_pct)) {
+        compressed = true;
+      } else {
+        const uint32_t x = rng() % 10;
+        why = x < 3 ? RawWhy::kSmall : x < 8 ? RawWhy::kDeclined : RawWhy::kWanted;
+      }
+      const bool quiet_before = g.quiet();
+      if (pushed && r.offered) g.unseen();
+      if (!pushed) g.followed();
+      g.arrived(r.offered && !pushed, compressed, why);
+      if (compressed) {
+        reopened += quiet_before;
+        ASSERT_FALSE(g.quiet()) << "step " << step;
+        ASSERT_TRUE(g.offer()) << "step " << step;
+      }
+    }
+    EXPECT_GT(probes, 100);
+    EXPECT_GT(bounded_pushes, 100);
+    EXPECT_GT(reopened, 10);
+  }
 }
 
 }  // namespace
