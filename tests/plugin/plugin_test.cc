@@ -525,13 +525,12 @@ TEST(FlagPolled, SetNetAttrLLKeepsV11Raw) { expect_ll_kept_raw(11, "--max=65536"
 // ---- Failures ---------------------------------------------------------------------------------
 
 // One end killed after 20 messages: the other fails with an error within 10 s.
-void expect_death_noticed(bool receiver_dies, int version) {
-  const std::vector<std::string> args = {"--msgs=100000", "--max=1048576", "--kind=bf16"};
+void expect_death_noticed(bool receiver_dies, int version, const Env& env = base_env("2"),
+                          const std::vector<std::string>& args = {"--msgs=100000", "--max=1048576", "--kind=bf16"}) {
   auto victim = args, survivor = args;
   victim.push_back("--die-after=20");
   survivor.push_back("--expect-error");
-  Pair p = receiver_dies ? run_pair(version, base_env("2"), victim, survivor, 60)
-                         : run_pair(version, base_env("2"), survivor, victim, 60);
+  Pair p = receiver_dies ? run_pair(version, env, victim, survivor, 60) : run_pair(version, env, survivor, victim, 60);
   const int victim_rc = receiver_dies ? p.recv_rc : p.send_rc, survivor_rc = receiver_dies ? p.send_rc : p.recv_rc;
   const std::string& result = receiver_dies ? p.send_result : p.recv_result;
   const double died = receiver_dies ? p.recv_exit_s : p.send_exit_s, noticed = receiver_dies ? p.send_exit_s : p.recv_exit_s;
@@ -545,6 +544,15 @@ void expect_death_noticed(bool receiver_dies, int version) {
 TEST(PeerDeath, ReceiverKilledMidTransferFailsSenderQuickly) { expect_death_noticed(true, 11); }
 
 TEST(PeerDeath, SenderKilledMidTransferFailsReceiverQuickly) { expect_death_noticed(false, 9); }
+
+// Every message inline and the sends paced, so that the kill cuts one in the middle of its control
+// record: the receiver has read all there is, and fails at once rather than after the stall time.
+TEST(PeerDeath, SenderKilledMidInlineMessageFailsReceiverQuickly) {
+  Env env = base_env("0");
+  env["NCCL_ZIP_SOCKET_INLINE"] = "65536";
+  env["NCCL_ZIP_SOCKET_PACE_MBPS"] = "400";
+  expect_death_noticed(false, 11, env, {"--msgs=100000", "--max=65536", "--kind=random"});
+}
 
 int stranger(const sockaddr_in& a, const void* bytes, size_t n) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
