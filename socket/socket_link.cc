@@ -24,6 +24,9 @@ constexpr size_t kLine = 128;
 // received straight into their buffer, not copied (a copy of what one read brings costs less than
 // another recv()).
 constexpr size_t kReadAhead = 16 << 10;
+// Sent records are dropped from the send queue's buffer once it holds this many bytes (it empties
+// whenever everything is sent, which a saturated link may not let happen for a long time).
+constexpr size_t kOutCompactAt = 64 << 10;
 
 // An inline message's first n bytes into NCCL's buffer (dst and src 128-byte aligned to the
 // message) in ascending 128-byte lines, each line's last 8 bytes after the rest, as recv() writes:
@@ -144,12 +147,31 @@ ncclResult_t SocketLink::send_records() {
     }
     return fail(ncclRemoteError, "control send to " + peer_ + ": " + std::strerror(errno));
   }
-  if (out_spans_.empty()) out_.clear();
+  drop_sent_records();
   while (!record_ends_.empty() && record_ends_.front().first <= out_sent_) {
     record_ends_.front().second->piece_done();
     record_ends_.pop_front();
   }
   return ncclSuccess;
+}
+
+void SocketLink::drop_sent_records() {
+  if (out_spans_.empty()) {
+    out_.clear();
+    return;
+  }
+  if (out_.size() < kOutCompactAt) return;
+  size_t sent = out_.size();  // records before the first one still queued
+  for (const OutSpan& s : out_spans_) {
+    if (!s.ext) {
+      sent = s.own_off;
+      break;
+    }
+  }
+  if (sent < out_.size() / 2) return;  // moves at most as many bytes as it drops
+  out_.erase(out_.begin(), out_.begin() + long(sent));
+  for (OutSpan& s : out_spans_)
+    if (!s.ext) s.own_off -= sent;
 }
 
 void SocketLink::read_socket(size_t need) {

@@ -48,6 +48,9 @@ class SocketLink : public Link {
                           Xfer* x) override;
   ncclResult_t progress() override;
   ncclResult_t error() const override { return err_.code(); }
+  // Bytes of records held for sending (sent ones included until dropped): bounded however long the
+  // control socket stays busy.
+  size_t held_record_bytes() const { return out_.size(); }
   std::string error_text() const override { return err_.text(); }
   bool peer_closed() const override;
   std::string peer() const override { return peer_; }
@@ -70,6 +73,9 @@ class SocketLink : public Link {
   // once the record is all on the socket.
   void queue_record(const void* rec, uint32_t len, Xfer* x, const void* more = nullptr, uint32_t more_len = 0);
   ncclResult_t send_records();
+  // Frees out_ of the records already sent: all of it once nothing is queued, else those before
+  // the first record still queued when they are most of a large buffer.
+  void drop_sent_records();
   // The next record of at most cap bytes whose first `head` bytes are here, as a view into in_
   // valid until the next call: *len its length (0: none yet), *have the bytes of it here, which
   // are taken (the rest, at most *len - head, is the socket's next bytes). Reads the socket only

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -243,6 +245,41 @@ TEST(Inline, ManyAtOnceThroughPartialSendsArriveWhole) {
     EXPECT_TRUE(std::equal(m.begin(), m.end(), stream.begin() + long(off + 4 + sizeof h))) << i;
     off += 4 + sizeof h + m.size();
   }
+}
+
+// A send queue that never empties (a paced link saturated by inline messages, each sent as one
+// before it completes, as NCCL keeps 8 in flight) holds its sent records for a bounded while only,
+// not every record since it last emptied.
+TEST(Inline, AQueueThatNeverEmptiesHoldsABoundedBuffer) {
+  Pair p;
+  SocketLink link({p.ctrl[0], p.data[0]}, "test-peer", std::make_shared<Pacer>(500e6), 1000,
+                  InlineRule(kMaxInline), 0);
+  constexpr uint32_t kMsgs = 20000;
+  const std::vector<char> msg = pattern(16 << 10, 40);
+  const size_t total = kMsgs * (4 + sizeof(HeaderRecord) + msg.size());
+  std::thread reader([&] {
+    std::vector<char> piece(1 << 16);
+    for (size_t got = 0; got < total;) {
+      const ssize_t r = read(p.ctrl[1], piece.data(), std::min(piece.size(), total - got));
+      if (r <= 0) break;
+      got += size_t(r);
+    }
+  });
+  std::deque<Xfer> inflight;
+  size_t most = 0;
+  for (uint32_t i = 0; i < kMsgs || !inflight.empty();) {
+    if (i < kMsgs && inflight.size() < 8) {
+      MessageHeader h;
+      h.seq = i++;
+      h.wire_bytes = h.orig_bytes = msg.size();
+      ASSERT_EQ(link.post_message(h, Placement{}, msg.data(), &inflight.emplace_back()), ncclSuccess);
+    }
+    ASSERT_EQ(link.progress(), ncclSuccess) << link.error_text();
+    while (!inflight.empty() && inflight.front().done()) inflight.pop_front();
+    most = std::max(most, link.held_record_bytes());
+  }
+  reader.join();
+  EXPECT_LT(most, size_t(65 << 10));
 }
 
 // Not copied: what the socket has not taken yet leaves from the caller's buffer, which the
