@@ -29,7 +29,8 @@ class SocketLink : public Link {
  public:
   // fds[0] is the control socket, the rest data sockets; the link owns them all. pacer: its
   // device's send cap, or null. stall_ms: a peer that stops in the middle of a control record or
-  // of a message's bytes for this long is an error (0: never); NCCL_ZIP_SOCKET_TIMEOUT_MS.
+  // of a message's bytes for this long is an error (0: never; one that closes there is one at
+  // once); NCCL_ZIP_SOCKET_TIMEOUT_MS.
   // inline_rule: which messages this end sends inside their header (inline_rule.h;
   // NCCL_ZIP_SOCKET_INLINE, NCCL_ZIP_SOCKET_INLINE_LONE). It receives inline messages of any size allowed.
   // eager_ahead: inline messages this end may send ahead of clear-to-sends (NCCL_ZIP_SOCKET_EAGER).
@@ -87,7 +88,8 @@ class SocketLink : public Link {
   // A header record, and the payload that follows it in the record (inline messages only), of
   // which `have` bytes are at `payload`, the rest the control socket's next bytes.
   ncclResult_t on_header(HeaderRecord r, const char* payload, size_t payload_len, size_t have);
-  // Receives what is left of an inline message into its buffer; whether nothing is.
+  // Receives what is left of an inline message into its buffer; whether nothing is. A peer that
+  // closed before sending it all fails the link.
   bool recv_inline_rest();
   // An eager message's index and tag (r->seq, r->sub) made into the seq and sub it fills.
   ncclResult_t place_eager(HeaderRecord* r);
