@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "line_copy.h"
 #include "log.h"
 #include "socket_params.h"
 #include "socket_wire.h"
@@ -18,7 +19,6 @@ namespace zipccl::tcp {
 namespace {
 
 constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
-constexpr size_t kLine = 128;
 // Control bytes read ahead, in one recv(). Bounded, so a peer that floods the control socket fills
 // its own socket buffers, not this process's memory; an inline message's bytes past them are
 // received straight into their buffer, not copied (a copy of what one read brings costs less than
@@ -27,21 +27,6 @@ constexpr size_t kReadAhead = 16 << 10;
 // Sent records are dropped from the send queue's buffer once it holds this many bytes (it empties
 // whenever everything is sent, which a saturated link may not let happen for a long time).
 constexpr size_t kOutCompactAt = 64 << 10;
-
-// An inline message's first n bytes into NCCL's buffer (dst and src 128-byte aligned to the
-// message) in ascending 128-byte lines, each line's last 8 bytes after the rest, as recv() writes:
-// NCCL's LL and LL128 receivers poll flags in the buffer (LL128: each line's last 8 bytes) while
-// the bytes land, and memcpy may store a block's head after its tail. n may end inside a line
-// whose rest recv() brings later.
-void copy_lines_in_order(char* dst, const char* src, size_t n) {
-  for (size_t off = 0; off < n; off += kLine) {
-    const size_t line = std::min(kLine, n - off);
-    std::memcpy(dst + off, src + off, std::min(line, kLine - 8));
-    std::atomic_thread_fence(std::memory_order_release);
-    if (line > kLine - 8) std::memcpy(dst + off + kLine - 8, src + off + kLine - 8, line - (kLine - 8));
-    std::atomic_thread_fence(std::memory_order_release);
-  }
-}
 
 }  // namespace
 
