@@ -27,6 +27,7 @@
 #include "zipccl/codec.h"
 #include "net_client.h"
 #include "pair.h"
+#include "sanitizers.h"
 #include "spawn.h"
 #include "traffic.h"
 
@@ -886,13 +887,8 @@ TEST_F(SelfConnected, StalledRequestsAreLogged) {
 // address space capped) is ncclSystemError with a WARN, never an exception into NCCL (it
 // aborted the process). In a child process, whose address space is capped after the setup.
 TEST(InProcess, OutOfMemoryIsAnError) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "an address-space cap breaks the sanitizer's shadow memory; runs in the plain build";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "an address-space cap breaks the sanitizer's shadow memory; runs in the plain build";
-#endif
-#endif
+  if (ZIP_TEST_ASAN || ZIP_TEST_TSAN)
+    GTEST_SKIP() << "an address-space cap breaks the sanitizer's shadow memory; runs in the plain build";
   fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {

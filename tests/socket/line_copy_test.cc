@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "sanitizers.h"
+
 namespace zipccl::tcp {
 namespace {
 
@@ -31,14 +33,6 @@ TEST(LineCopy, EveryLengthCopiesItsBytesAndNoMore) {
   }
 }
 
-#if defined(__SANITIZE_THREAD__)
-#define ZIP_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ZIP_TSAN 1
-#endif
-#endif
-
 // A writer copies line after line, each iteration's bytes all its number (1..255, wrapping), cut at
 // `cut` with recv()'s rest after it; a reader spins on the line. Wherever a flag is all one
 // iteration's (an LL word's last 4 bytes, an LL128 line's last 8), no byte before it may be an
@@ -46,9 +40,8 @@ TEST(LineCopy, EveryLengthCopiesItsBytesAndNoMore) {
 // line word by word, kept only if the writer went on by one iteration at most meanwhile (its
 // bytes are then of three iterations in a row, which their numbers tell apart).
 TEST(LineCopy, AReaderNeverSeesAFlagBeforeItsData) {
-#ifdef ZIP_TSAN
-  GTEST_SKIP() << "the reader races the writer on purpose: ThreadSanitizer reports what this test measures";
-#else
+  if (ZIP_TEST_TSAN)
+    GTEST_SKIP() << "the reader races the writer on purpose: ThreadSanitizer reports what this test measures";
   alignas(kLine) static char line[kLine];
   alignas(kLine) static char src[kLine];
   std::atomic<long> iteration{0};
@@ -99,7 +92,6 @@ TEST(LineCopy, AReaderNeverSeesAFlagBeforeItsData) {
   reader.join();
   EXPECT_EQ(early.load(), 0) << "of " << flags_seen.load() << " whole line flags seen";
   EXPECT_GT(flags_seen.load(), 0);
-#endif
 }
 
 }  // namespace
