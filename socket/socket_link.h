@@ -49,12 +49,12 @@ class SocketLink : public Link {
                           Xfer* x) override;
   ncclResult_t progress() override;
   ncclResult_t error() const override { return err_.code(); }
-  // Bytes of records held for sending (sent ones included until dropped): bounded however long the
-  // control socket stays busy.
-  size_t held_record_bytes() const { return out_.size(); }
   std::string error_text() const override { return err_.text(); }
   bool peer_closed() const override;
   std::string peer() const override { return peer_; }
+  // Bytes of records held for sending (sent ones included until dropped): bounded however long the
+  // control socket stays busy.
+  size_t held_record_bytes() const { return out_.size(); }
 
  private:
   struct Posted {
@@ -131,7 +131,7 @@ class SocketLink : public Link {
   const InlineRule inline_;
   const uint32_t eager_ahead_;
   const bool push_;
-  std::vector<char> in_;       // control bytes read ahead: at most two of the largest records
+  std::vector<char> in_;       // control bytes read ahead: kReadAhead at most
   size_t in_off_ = 0;          // bytes of in_ already taken as records
   size_t in_end_ = 0;          // bytes of in_ filled
   struct {
