@@ -129,7 +129,9 @@ TEST_P(LinkContract, RawMessagesLandInTheirTargets) {
     ASSERT_TRUE(take_arrival(&a)) << recv().error_text();
     ASSERT_TRUE(until([&] { return x.done(); }));
     const int64_t taken = x.start_ns.load(), end = x.end_ns.load();
-    if (sizes[seq] > 0) EXPECT_GE(end, posted) << "size " << sizes[seq];
+    if (sizes[seq] > 0) {
+      EXPECT_GE(end, posted) << "size " << sizes[seq];
+    }
     if (taken != 0) {
       EXPECT_GE(taken, posted) << "size " << sizes[seq];
       EXPECT_LE(taken, end) << "size " << sizes[seq];

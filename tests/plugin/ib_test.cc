@@ -297,8 +297,9 @@ TEST_P(IbGdrExchange, GpuCodecCompressesEveryByteChecked) {
   // Forced compression, but only under leases of a running kernel at both ends and where coding
   // pays (the smallest of the random sizes go raw): 134-135 of the 200 on an H200.
   EXPECT_GT(field(p.recv_result, "compressed"), 100) << p.recv_result;
-  if (GetParam().recv_device)  // decoded by the kernel alone
+  if (GetParam().recv_device) {  // decoded by the kernel alone
     EXPECT_EQ(field(p.recv_result, "gpu_jobs"), field(p.recv_result, "compressed")) << p.recv_result;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, IbGdrExchange,

@@ -41,7 +41,9 @@ TEST(CheckData, SmallIntegersAreExactInEveryType) {
     Bytes b(dtype_bytes(t));
     for (int v = -128; v <= 128; ++v) {  // every sum of up to 16 ranks
       put_int(t, b.data(), 0, v);
-      if (t != DType::INT8 || (v >= -128 && v <= 127)) EXPECT_EQ(value(t, b.data(), 0), v) << dtype_name(t);
+      if (t != DType::INT8 || (v >= -128 && v <= 127)) {
+        EXPECT_EQ(value(t, b.data(), 0), v) << dtype_name(t);
+      }
     }
   }
 }
