@@ -33,7 +33,8 @@
 #                                              && tar -x -C .ab-base)` carried into the call,
 #                                              built alike, its plugin run as the variant
 #                                              <p>_auto_base: an A/B of code in one call;
-#                                              ALWAYS=0: no forced-compression runs; the logs
+#                                              ALWAYS=0: no forced-compression runs;
+#                                              UNPACED=0: no unpaced plugin runs; the logs
 #                                              end up in $OUT/logs.tar.gz, PACK=0: not)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -93,13 +94,15 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
     [ "${ALWAYS:-1}" = 0 ] || add ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
     variants "$p" NCCL_ZIP_SOCKET_PACE_MBPS="$pace"
   done
-  add lo_off NCCL_ZIP_ENABLE=0
-  add lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
-  # Forced and unpaced, with the most CTAs the link sizing gives (lo reports no speed, so the
-  # sizing would take 10 Gb/s and 4 CTAs): the fastest compressed traffic moves here (codec and
-  # PCIe bound), so no pacing can give more than p<N>_off / lo_always: the stand's ceiling.
-  [ "${ALWAYS:-1}" = 0 ] || add lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS=16
-  variants lo
+  if [ "${UNPACED:-1}" = 1 ]; then
+    add lo_off NCCL_ZIP_ENABLE=0
+    add lo_auto NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+    # Forced and unpaced, with the most CTAs the link sizing gives (lo reports no speed, so the
+    # sizing would take 10 Gb/s and 4 CTAs): the fastest compressed traffic moves here (codec and
+    # PCIe bound), so no pacing can give more than p<N>_off / lo_always: the stand's ceiling.
+    [ "${ALWAYS:-1}" = 0 ] || add lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS=16
+    variants lo
+  fi
   [ "${SOCKET:-1}" = 0 ] || add lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
   # Even rounds run the labels in reverse: a run's place in the sequence (right after another
   # configuration's teardown, say) must not favor one label over the next.
