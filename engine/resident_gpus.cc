@@ -16,7 +16,7 @@
 namespace zipccl {
 namespace {
 
-constexpr double kCtaCodingBps = 0.5e9;
+constexpr double kCtaCodingBps = 0.65e9;
 constexpr int kMinCtas = 4, kMaxCtas = 16;
 
 std::atomic<double> g_link_bps{0};  // read by make() under g_mu: its own atomic

@@ -45,15 +45,16 @@ void set_resident_link(double link_bps);
 void set_resident_device_staging(bool on);
 // CTAs of a resident kernel: NCCL_ZIP_GPU_CTAS, else (0) enough to code the link's rate in both
 // directions with the policy's margin at the nominal rate per CTA, 4 to 16 (16 for an unknown
-// link). Packed two to an SM where an SM partition can be had (resident_cuda.cc), one to an SM
-// otherwise: SMs the application's kernels lose while the kernel is resident. A partition
-// rounded up to its split's granularity is filled: 10 CTAs ask for 5 SMs, an H200 gives 6, the
-// kernel runs 12 (the tuner plans with the count asked, which every rank computes alike).
+// link; 8 at 32 Gb/s). Packed two to an SM where an SM partition can be had (resident_cuda.cc),
+// one to an SM otherwise: SMs the application's kernels lose while the kernel is resident. A
+// partition rounded up to its split's granularity is filled: 10 CTAs ask for 5 SMs, an H200 gives
+// 6, the kernel runs 12 (the tuner plans with the count asked, which every rank computes alike).
 int resident_ctas();
 // The coding rate to plan with where every rank must plan alike (the tuner): nominal, from the
 // configuration, not measured. Encoding and decoding at once, bytes/s, as coding_rate() counts:
-// a resident CTA codes ~0.5 GB/s of NCCL's pinned host buffers (16 CTAs: 6.5-12.8 GB/s measured
-// through NCCL on an H200 shared by two ranks), a CPU worker ~1 GB/s (docs/benchmarks.md).
+// 0.65 GB/s per resident CTA of NCCL's pinned host buffers (through NCCL, two ranks on one GPU,
+// 8 CTAs each kept a 4 GB/s link full at ratio 0.70: >= 0.69 GB/s a CTA), a CPU worker ~1 GB/s
+// (docs/benchmarks.md).
 double nominal_coding_rate(bool resident);
 
 // The CUDA side (resident_cuda.cc; gpu_codec_none.cc without CUDA).

@@ -17,7 +17,7 @@ TEST(ResidentCtas, SizedToTheLink) {
   const struct {
     double gbit;
     int ctas;
-  } cases[] = {{0, 16}, {1, 4}, {10, 4}, {25, 8}, {32, 10}, {40, 13}, {50, 16}, {400, 16}};
+  } cases[] = {{0, 16}, {1, 4}, {10, 4}, {25, 6}, {32, 8}, {40, 10}, {50, 12}, {70, 16}, {400, 16}};
   for (const auto& c : cases) {
     const double link = c.gbit * 1e9 / 8;
     set_resident_link(link);
@@ -27,7 +27,7 @@ TEST(ResidentCtas, SizedToTheLink) {
     }
   }
   set_resident_link(0);
-  EXPECT_EQ(nominal_coding_rate(true), 16 * 0.5e9);
+  EXPECT_EQ(nominal_coding_rate(true), 16 * 0.65e9);
   EXPECT_EQ(nominal_coding_rate(false), double(cpu_threads()) * 1e9);
 }
 
