@@ -5,10 +5,16 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <linux/sockios.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "clock.h"
 
 namespace zipccl {
 
@@ -167,6 +173,39 @@ Io recv_some(int fd, void* buf, size_t len, size_t* off) {
     return r < 0 && errno != ECONNRESET ? Io::kError : Io::kClosed;
   }
   return Io::kDone;
+}
+
+size_t close_delivered(int fd, int64_t quiet_ms) {
+  int domain = 0;
+  socklen_t len = sizeof domain;
+  int left = 0;
+  if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && (domain == AF_INET || domain == AF_INET6) &&
+      shutdown(fd, SHUT_WR) == 0) {
+    char sink[4096];
+    bool open = true;  // the peer may still send: read it, or the close resets
+    int64_t since = now_ms();
+    int last = -1;
+    while (ioctl(fd, SIOCOUTQ, &left) == 0 && left > 0) {  // unacknowledged bytes, the FIN's one included
+      if (left != last) {
+        last = left;
+        since = now_ms();
+      } else if (now_ms() - since > quiet_ms) {
+        break;
+      }
+      pollfd p{fd, short(open ? POLLIN : 0), 0};
+      if (open && poll(&p, 1, 1) > 0) {
+        ssize_t r;
+        while ((r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+        }
+        if (r == 0) open = false;           // the peer is done sending; it may still read
+        else if (!transient(errno)) break;  // reset or failed: the kernel holds nothing more for it
+      } else if (!open) {
+        usleep(1000);
+      }
+    }
+  }
+  close(fd);
+  return size_t(left > 0 ? left : 0);
 }
 
 }  // namespace zipccl

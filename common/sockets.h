@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,12 @@ bool set_nonblocking(int fd);
 enum class Io { kDone, kAgain, kClosed, kError };
 Io send_some(int fd, const void* buf, size_t len, size_t* off);
 Io recv_some(int fd, void* buf, size_t len, size_t* off);
+
+// Closes a connected TCP socket once the peer's kernel has acknowledged every byte written to it
+// (and the FIN after them), reading and dropping whatever the peer still sends meanwhile: close()
+// with unread bytes, or bytes arriving after it, resets the connection, and a reset throws away
+// what the kernel still held for the peer. Gives up after quiet_ms in which the peer took nothing.
+// Returns the bytes it gave up on (0: all delivered). Other sockets are closed at once.
+size_t close_delivered(int fd, int64_t quiet_ms);
 
 }  // namespace zipccl

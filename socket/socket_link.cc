@@ -13,6 +13,7 @@
 #include "log.h"
 #include "socket_params.h"
 #include "socket_wire.h"
+#include "sockets.h"
 #include "tcp_bootstrap.h"
 
 namespace zipccl::tcp {
@@ -27,6 +28,8 @@ constexpr size_t kReadAhead = 16 << 10;
 // Sent records are dropped from the send queue's buffer once it holds this many bytes (it empties
 // whenever everything is sent, which a saturated link may not let happen for a long time).
 constexpr size_t kOutCompactAt = 64 << 10;
+// How long a closing link waits for a silent peer to take its last bytes where stall_ms is 0.
+constexpr int64_t kCloseQuietMs = 30000;
 
 }  // namespace
 
@@ -49,7 +52,12 @@ SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<P
 
 SocketLink::~SocketLink() {
   workers_.clear();  // joins the helper threads before their sockets go away
-  close(ctrl_fd_);
+  // Requests complete once the kernel has their bytes; the peer may not have them yet, and the
+  // control socket (the one both ends write) would reset on close and drop them. Data sockets
+  // carry one direction only: closed, they still deliver.
+  if (const size_t left = close_delivered(ctrl_fd_, stall_ms_ > 0 ? stall_ms_ : kCloseQuietMs))
+    ZIP_WARN("link to %s closed with %zu bytes its peer did not take in %lld ms", peer_.c_str(), left,
+             (long long)(stall_ms_ > 0 ? stall_ms_ : kCloseQuietMs));
   for (int fd : data_fds_) close(fd);
 }
 

@@ -1,0 +1,167 @@
+// Closing a link over real TCP: a request completes once the kernel has its bytes, so a sender may
+// close with most of them still in its kernel; a close that resets the connection (the peer's
+// records unread) would throw them away.
+#include <arpa/inet.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "raw_peer.h"
+#include "sockets.h"
+
+namespace zipccl::tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A TCP connection over loopback, both ends non-blocking: fd[0] the connecting end, with a send
+// buffer of sndbuf bytes; fd[1] the accepted end, with a receive buffer of rcvbuf (0: defaults).
+struct TcpPair {
+  int fd[2] = {-1, -1};
+  TcpPair(int rcvbuf, int sndbuf) {
+    const int l = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf) {  // before the handshake
+      EXPECT_EQ(setsockopt(l, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf), 0);
+    }
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(listen(l, 1), 0);
+    EXPECT_EQ(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    fd[0] = socket(AF_INET, SOCK_STREAM, 0);
+    if (sndbuf) {
+      EXPECT_EQ(setsockopt(fd[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf), 0);
+    }
+    EXPECT_EQ(connect(fd[0], reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    fd[1] = accept(l, nullptr, nullptr);
+    close(l);
+    for (int f : fd) EXPECT_TRUE(set_conn_options(f, 0));
+  }
+};
+
+// The sender's control socket's bytes its peer has not acknowledged.
+int unacknowledged(int fd) {
+  int n = -1;
+  EXPECT_EQ(ioctl(fd, SIOCOUTQ, &n), 0);
+  return n;
+}
+
+// Six 40 KiB messages inline (on the control socket), their clear-to-sends taken, all sends
+// complete while the receiver reads nothing (a 4 KiB receive buffer: nearly all of them still in
+// the sender's kernel), and one more clear-to-send the sender never reads. The sending link is
+// destroyed at once; the receiver starts reading 200 ms later and gets every byte.
+TEST(Close, SenderClosedBeforeItsReceiverReadsDeliversEverything) {
+  constexpr int kMsgs = 6;
+  constexpr size_t kBytes = 40 << 10;
+  TcpPair ctrl(4096, 1 << 20), data(0, 0);
+  auto send = std::make_unique<SocketLink>(std::vector<int>{ctrl.fd[0], data.fd[0]}, "receiver", nullptr, 5000,
+                                           InlineRule(kMaxInline), 0);
+  SocketLink recv({ctrl.fd[1], data.fd[1]}, "sender", nullptr, 5000, InlineRule(kMaxInline), 0);
+
+  std::vector<std::vector<char>> target(kMsgs + 1, std::vector<char>(kBytes, 0)), msg;
+  for (int i = 0; i < kMsgs; ++i) msg.push_back(pattern(kBytes, i));
+  auto post = [&](uint32_t seq) {
+    ClearToSend cts{};
+    cts.seq = seq;
+    cts.n = 1;
+    cts.p[0].capacity = kBytes;
+    cts.p[0].target = reinterpret_cast<uintptr_t>(target[seq].data());
+    return recv.post_cts(cts);
+  };
+  for (uint32_t i = 0; i < kMsgs; ++i) ASSERT_EQ(post(i), ncclSuccess);
+
+  Xfer x[kMsgs];
+  int taken = 0, done = 0;
+  for (const auto end = Clock::now() + std::chrono::seconds(5); done < kMsgs && Clock::now() < end;) {
+    ClearToSend cts;
+    bool got = false;
+    if (taken < kMsgs) {
+      ASSERT_EQ(send->poll_cts(&cts, &got), ncclSuccess) << send->error_text();
+      if (got) {
+        MessageHeader h;
+        h.seq = uint32_t(taken);
+        h.wire_bytes = h.orig_bytes = kBytes;
+        ASSERT_EQ(send->post_message(h, cts.p[0], msg[size_t(taken)].data(), &x[taken]), ncclSuccess);
+        ++taken;
+      }
+    }
+    ASSERT_EQ(send->progress(), ncclSuccess) << send->error_text();
+    done = 0;
+    for (int i = 0; i < taken; ++i) done += x[i].done();
+  }
+  ASSERT_EQ(done, kMsgs) << "the sender's kernel did not take its messages";
+  ASSERT_GT(unacknowledged(ctrl.fd[0]), int(kBytes)) << "the receiver's kernel took them: nothing to lose";
+  ASSERT_EQ(post(kMsgs), ncclSuccess);  // its record arrives unread at the sender
+  ASSERT_EQ(recv.progress(), ncclSuccess);
+
+  std::vector<MessageHeader> arrived;
+  std::thread reader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (const auto end = Clock::now() + std::chrono::seconds(5); arrived.size() < kMsgs && Clock::now() < end;) {
+      MessageHeader h;
+      bool got = false;
+      if (recv.progress() != ncclSuccess || recv.poll_arrival(&h, &got) != ncclSuccess) break;
+      if (got) arrived.push_back(h);
+    }
+  });
+  send.reset();
+  reader.join();
+  EXPECT_EQ(recv.error(), ncclSuccess) << recv.error_text();
+  ASSERT_EQ(arrived.size(), size_t(kMsgs));
+  for (int i = 0; i < kMsgs; ++i) {
+    EXPECT_EQ(arrived[size_t(i)].seq, uint32_t(i));
+    EXPECT_EQ(arrived[size_t(i)].wire_bytes, kBytes);
+    EXPECT_EQ(target[size_t(i)], msg[size_t(i)]) << "message " << i;
+  }
+}
+
+// A peer that reads nothing and never closes: the close gives up after the link's stall time
+// rather than waiting for it for good.
+TEST(Close, SilentPeerHoldsTheCloseOnlyForTheStallTime) {
+  TcpPair ctrl(4096, 1 << 20), data(0, 0);
+  auto send = std::make_unique<SocketLink>(std::vector<int>{ctrl.fd[0], data.fd[0]}, "receiver", nullptr, 300,
+                                           InlineRule(kMaxInline), 0);
+  // The receive's clear-to-send as its peer writes it, then nothing read from the sender.
+  CtsRecord r{};
+  r.type = kCts;
+  r.n = 1;
+  r.e[0].capacity = kMaxInline;
+  std::vector<char> rec(4 + sizeof r);
+  const uint32_t len = sizeof r;
+  std::memcpy(rec.data(), &len, 4);
+  std::memcpy(rec.data() + 4, &r, sizeof r);
+  write_all(ctrl.fd[1], rec);
+  ClearToSend cts;
+  bool got = false;
+  for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
+    ASSERT_EQ(send->poll_cts(&cts, &got), ncclSuccess) << send->error_text();
+  ASSERT_TRUE(got);
+  const std::vector<char> big = pattern(kMaxInline, 1);
+  Xfer x;
+  MessageHeader h;
+  h.wire_bytes = h.orig_bytes = kMaxInline;
+  ASSERT_EQ(send->post_message(h, cts.p[0], big.data(), &x), ncclSuccess);
+  for (const auto end = Clock::now() + std::chrono::seconds(2); !x.done() && Clock::now() < end;)
+    ASSERT_EQ(send->progress(), ncclSuccess);
+  ASSERT_TRUE(x.done());
+  const auto t0 = Clock::now();
+  send.reset();
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_GE(s, 0.25);
+  EXPECT_LT(s, 3.0);
+  close(ctrl.fd[1]);
+  close(data.fd[1]);
+}
+
+}  // namespace
+}  // namespace zipccl::tcp
