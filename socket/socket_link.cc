@@ -28,8 +28,9 @@ constexpr size_t kReadAhead = 16 << 10;
 // Sent records are dropped from the send queue's buffer once it holds this many bytes (it empties
 // whenever everything is sent, which a saturated link may not let happen for a long time).
 constexpr size_t kOutCompactAt = 64 << 10;
-// How long a closing link waits for a silent peer to take its last bytes where stall_ms is 0.
-constexpr int64_t kCloseQuietMs = 30000;
+// How long a closing link waits for a peer that takes none of its last bytes (stall_ms if shorter):
+// an abort closes every connection, one after another.
+constexpr int64_t kCloseQuietMs = 2000;
 
 }  // namespace
 
@@ -55,9 +56,10 @@ SocketLink::~SocketLink() {
   // Requests complete once the kernel has their bytes; the peer may not have them yet, and the
   // control socket (the one both ends write) would reset on close and drop them. Data sockets
   // carry one direction only: closed, they still deliver.
-  if (const size_t left = close_delivered(ctrl_fd_, stall_ms_ > 0 ? stall_ms_ : kCloseQuietMs))
+  const int64_t quiet = stall_ms_ > 0 ? std::min(stall_ms_, kCloseQuietMs) : kCloseQuietMs;
+  if (const size_t left = close_delivered(ctrl_fd_, quiet))
     ZIP_WARN("link to %s closed with %zu bytes its peer did not take in %lld ms", peer_.c_str(), left,
-             (long long)(stall_ms_ > 0 ? stall_ms_ : kCloseQuietMs));
+             (long long)quiet);
   for (int fd : data_fds_) close(fd);
 }
 
