@@ -186,6 +186,12 @@ size_t close_delivered(int fd, int64_t quiet_ms) {
     int64_t since = now_ms();
     int last = -1;
     while (ioctl(fd, SIOCOUTQ, &left) == 0 && left > 0) {  // unacknowledged bytes, the FIN's one included
+      tcp_info ti{};
+      socklen_t tl = sizeof ti;
+      if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 && ti.tcpi_state == TCP_CLOSE) {
+        left = 0;  // reset: the peer closed its end and wants nothing more
+        break;
+      }
       if (left != last) {
         last = left;
         since = now_ms();
@@ -197,8 +203,7 @@ size_t close_delivered(int fd, int64_t quiet_ms) {
         ssize_t r;
         while ((r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
         }
-        if (r == 0) open = false;           // the peer is done sending; it may still read
-        else if (!transient(errno)) break;  // reset or failed: the kernel holds nothing more for it
+        open = r != 0;  // at 0 the peer is done sending, not necessarily reading
       } else if (!open) {
         usleep(1000);
       }

@@ -45,7 +45,8 @@ Io recv_some(int fd, void* buf, size_t len, size_t* off);
 // (and the FIN after them), reading and dropping whatever the peer still sends meanwhile: close()
 // with unread bytes, or bytes arriving after it, resets the connection, and a reset throws away
 // what the kernel still held for the peer. Gives up after quiet_ms in which the peer took nothing.
-// Returns the bytes it gave up on (0: all delivered). Other sockets are closed at once.
+// Returns the bytes it gave up on (0: all delivered, or the peer reset the connection, closed
+// itself). Other sockets are closed at once.
 size_t close_delivered(int fd, int64_t quiet_ms);
 
 }  // namespace zipccl

@@ -173,5 +173,20 @@ TEST(Close, SilentPeerHoldsTheCloseOnlyForTheStallTime) {
   EXPECT_LT(off, 3.5);
 }
 
+// A peer that closed its end with bytes unread (a reset) wants nothing more: the close does not
+// wait for it, nor report the bytes it no longer takes.
+TEST(Close, ResetByThePeerEndsTheWaitAtOnce) {
+  TcpPair ctrl(4096, 1 << 20);
+  const std::vector<char> bytes = pattern(256 << 10, 3);
+  size_t off = 0;
+  EXPECT_EQ(send_some(ctrl.fd[0], bytes.data(), bytes.size(), &off), Io::kDone);  // the kernel holds them
+  ASSERT_GT(unacknowledged(ctrl.fd[0]), 64 << 10);
+  close(ctrl.fd[1]);  // its receive queue holds bytes: the kernel resets the connection
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto t0 = Clock::now();
+  EXPECT_EQ(close_delivered(ctrl.fd[0], 2000), 0u);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 0.5);
+}
+
 }  // namespace
 }  // namespace zipccl::tcp
