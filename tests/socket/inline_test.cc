@@ -135,21 +135,6 @@ TEST(Inline, MessagePastTheReadAheadLandsAsItsBytesTrickleIn) {
   EXPECT_EQ(small_target, small);
 }
 
-// Clear-to-send seq `seq` (after as many of one placement) for one raw receive of `capacity` bytes, as the peer writes it.
-std::vector<char> cts_record(uint32_t seq, uint64_t capacity) {
-  CtsRecord c{};
-  c.type = kCts;
-  c.seq = seq;
-  c.n = 1;
-  c.first = seq;  // one placement each
-  c.e[0].capacity = capacity;
-  const uint32_t len = sizeof c;
-  std::vector<char> rec(4 + sizeof c);
-  std::memcpy(rec.data(), &len, 4);
-  std::memcpy(rec.data() + 4, &c, sizeof c);
-  return rec;
-}
-
 // Takes the peer's next clear-to-send and sends `msg` against it, to completion.
 void send_one(SocketLink& link, const std::vector<char>& msg) {
   ClearToSend cts;

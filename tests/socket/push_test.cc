@@ -111,17 +111,6 @@ TEST(Push, SaidOnceWhenReceivesStopOfferingAndEndedByAnOffer) {
   EXPECT_TRUE(next_record(r.p.ctrl[1]).empty());
 }
 
-// A sending link's next record as poll_cts() gives it, waiting up to 2 s; false if none came.
-bool next_cts(SocketLink& link, ClearToSend* cts) {
-  bool got = false;
-  for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
-    if (link.poll_cts(cts, &got) != ncclSuccess) {
-      ADD_FAILURE() << link.error_text();
-      return false;
-    }
-  return got;
-}
-
 // Records a sending link must refuse, and the error that names them.
 struct BadCase {
   const char* name;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -74,6 +75,34 @@ inline std::vector<char> header_record(const HeaderRecord& h, const std::vector<
   std::memcpy(rec.data() + 4, &h, sizeof h);
   std::copy(payload.begin(), payload.end(), rec.begin() + 4 + long(sizeof h));
   return rec;
+}
+
+// Clear-to-send seq `seq` (after as many of one placement) for one raw receive of `capacity` bytes,
+// as the peer writes it.
+inline std::vector<char> cts_record(uint32_t seq, uint64_t capacity) {
+  CtsRecord c{};
+  c.type = kCts;
+  c.seq = seq;
+  c.n = 1;
+  c.first = seq;  // one placement each
+  c.e[0].capacity = capacity;
+  const uint32_t len = sizeof c;
+  std::vector<char> rec(4 + sizeof c);
+  std::memcpy(rec.data(), &len, 4);
+  std::memcpy(rec.data() + 4, &c, sizeof c);
+  return rec;
+}
+
+// A sending link's next record as poll_cts() gives it, waiting up to 2 s; false if none came.
+inline bool next_cts(SocketLink& link, ClearToSend* cts) {
+  using Clock = std::chrono::steady_clock;
+  bool got = false;
+  for (const auto end = Clock::now() + std::chrono::seconds(2); !got && Clock::now() < end;)
+    if (link.poll_cts(cts, &got) != ncclSuccess) {
+      ADD_FAILURE() << link.error_text();
+      return false;
+    }
+  return got;
 }
 
 }  // namespace zipccl::tcp
