@@ -19,9 +19,11 @@ namespace zipccl::tcp {
 class SocketWorker {
  public:
   // pacer: the connection's send-rate cap, shared by its workers, or null. received: counts the
-  // bytes received, for the connection's stall check, or null.
+  // bytes received, for the connection's stall check, or null. spin_ns: how long the thread keeps
+  // polling after it last moved bytes or was handed a chunk before it sleeps in poll() (0: sleeps
+  // at once).
   SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer,
-               std::atomic<uint64_t>* received = nullptr);
+               std::atomic<uint64_t>* received = nullptr, int64_t spin_ns = 0);
   ~SocketWorker();  // stops and joins; the fds stay open (the connection owns them)
   SocketWorker(const SocketWorker&) = delete;
   SocketWorker& operator=(const SocketWorker&) = delete;
@@ -50,6 +52,8 @@ class SocketWorker {
   std::string peer_;
   Pacer* pacer_;
   std::atomic<uint64_t>* received_;
+  int64_t spin_ns_;
+  std::atomic<uint64_t> pushed_{0};  // chunks handed over so far: a spinning thread's news
   std::mutex mu_;
   int wake_fd_;
   std::atomic<bool> stop_{false};
