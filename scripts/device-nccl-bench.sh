@@ -34,7 +34,11 @@
 #                                              built alike, its plugin run as the variant
 #                                              <p>_auto_base: an A/B of code in one call;
 #                                              ALWAYS=0: no forced-compression runs;
-#                                              UNPACED=0: no unpaced plugin runs; the logs
+#                                              UNPACED=0: no unpaced plugin runs; AB=Socket:
+#                                              runs lo_ab (and lo_ab_NAME per VARIANTS entry),
+#                                              the plugin (auto) and that NCCL net timed in turn
+#                                              in one process (collective_bench.py --nets), its
+#                                              "AB" lines printed after the table; the logs
 #                                              end up in $OUT/logs.tar.gz, PACK=0: not)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -103,6 +107,13 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
     [ "${ALWAYS:-1}" = 0 ] || add lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS=16
     variants lo
   fi
+  if [ -n "${AB:-}" ]; then
+    add lo_ab ZIP_BENCH_NETS="Zip,$AB" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
+    for v in ${VARIANTS:-}; do
+      # shellcheck disable=SC2046  # the entry's K=V pairs, split on commas
+      add "lo_ab_${v%%:*}" ZIP_BENCH_NETS="Zip,$AB" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" $(tr , ' ' <<<"${v#*:}")
+    done
+  fi
   [ "${SOCKET:-1}" = 0 ] || add lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
   # Even rounds run the labels in reverse: a run's place in the sequence (right after another
   # configuration's teardown, say) must not favor one label over the next.
@@ -121,6 +132,7 @@ if [ -n "${TIMELINE:-}" ]; then
 fi
 python3 bench/nccl/bench_table.py "$OUT" "$PACES" "${LABELS[@]}"
 rc=$?
+[ -z "${AB:-}" ] || grep -h '^AB ' "$OUT"/lo_ab*.log | sort -k2,4
 # A device call returns at most 8 files: every run's log in one archive (PACK=0: left as they are,
 # for a caller that reads them, as scripts/device-e2e.sh does).
 if [ "${PACK:-1}" = 1 ]; then

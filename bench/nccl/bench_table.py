@@ -6,7 +6,8 @@ each run label and its speedup over compression off at the same pacing, measured
 
 DIR: the bench's $OUT, whose *.log files hold "BENCH label=<pacing>_<variant> coll=... bytes=...
 median_ms=..." lines (one log per label and round); a label measured in several rounds counts the
-median of its rounds' medians. Before the table, each label's account from the plugin (its send
+median of its rounds' medians; a label run as an A/B of nets stands for its LABEL@<net> parts.
+Before the table, each label's account from the plugin (its send
 comms' closing lines: messages, how many compressed and coded on the GPU, ratios; the codec's
 job-seconds per second inside collectives; the tuner's decisions; each rank's kernel starts, the
 median from demand to running and its parts, awake / launch call / to running). LABEL...: the
@@ -83,7 +84,9 @@ def main():
     t = load(top)
     accounts(top)
     keys = sorted({(c, s) for (_, c, s) in t})
-    labels = [l for l in dict.fromkeys(order) if any(k[0] == l for k in t)]
+    # A label run as an A/B of nets (collective_bench.py --nets) stands for its LABEL@<net> parts.
+    found = sorted({k[0] for k in t})
+    labels = [l for o in dict.fromkeys(order) for l in found if l == o or l.startswith(o + "@")]
     print(f"\n(p<N>: each rank's sends capped at N Mb/s ({pace}); lo: unpaced, lo_socket NCCL's own Socket transport; "
           "x: speedup over compression off at the same pacing)")
     print("| collective | size | " + " | ".join(f"{l} ms" + ("" if l == base(l) else f" | {l} x") for l in labels) + " |")

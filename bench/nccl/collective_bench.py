@@ -19,7 +19,15 @@ collective and size from rank 0 (algbw: GB/s of SIZE over the time).
 Each rank then prints its seconds inside collectives, warm-ups included ("BUSY label=... rank=...
 seconds=..."). After the timings, one all_gather of the largest size is checked bit for bit
 ("CHECK ok=1|0").
+
+--nets A,B (or ZIP_BENCH_NETS): an A/B in one process: each rank makes one communicator per NCCL
+net (Zip, Socket: ncclConfig_t.netName; NCCL_NET is dropped, as it would override them) and times
+each collective on both in turn, repeat by repeat, the first alternating (ABBA), between the same
+barriers: runs differ by more than these nets do at small sizes (docs/benchmarks.md). Prints BENCH
+lines labelled LABEL@<net> and per collective and size "AB ... ratio=..." from rank 0: the median
+over repeats of B's time / A's (> 1: A faster) and the share of repeats A was faster in.
 """
+import os
 import argparse
 import statistics
 import sys
@@ -50,17 +58,18 @@ def repeats(asked, size):
 
 
 def run(coll, rank, dev, n, data=None):
-    """Tensors for one collective of n bf16 elements in total, and the call. data: a .safetensors
-    file of bf16 tensors to take the values from instead of N(0, 0.02^2)."""
+    """Tensors for one collective of n bf16 elements in total, and the call on a group (None: the
+    default). data: a .safetensors file of bf16 tensors to take the values from instead of
+    N(0, 0.02^2)."""
     values = (lambda r, k, salt: real_bf16(data, r, k, salt)) if data else gaussian
     if coll == "all_gather":
         x = values(rank, n // WORLD, 1).to(dev)
         out = torch.empty(n, dtype=torch.bfloat16, device=dev)
-        return lambda: dist.all_gather_into_tensor(out, x)
+        return lambda g=None: dist.all_gather_into_tensor(out, x, group=g)
     if coll == "reduce_scatter":
         x = values(rank, n, 2).to(dev)
         out = torch.empty(n // WORLD, dtype=torch.bfloat16, device=dev)
-        return lambda: dist.reduce_scatter_tensor(out, x)
+        return lambda g=None: dist.reduce_scatter_tensor(out, x, group=g)
     if coll in ("alltoallv", "alltoallv_late"):
         # An MoE dispatch: each rank's n elements split over the ranks, expert 0's (rank 0) share 8x
         # the others'; "late": the last rank enters LATE_S after the others (a straggler).
@@ -72,22 +81,37 @@ def run(coll, rank, dev, n, data=None):
         out = torch.empty(sum(recv), dtype=torch.bfloat16, device=dev)
         late = coll == "alltoallv_late" and rank == WORLD - 1
 
-        def alltoallv():
+        def alltoallv(g=None):
             if late:
                 time.sleep(LATE_S)
-            dist.all_to_all_single(out, x, recv, send)
+            dist.all_to_all_single(out, x, recv, send, group=g)
         return alltoallv
     x = values(rank, n, 3).to(dev)
     y = torch.empty_like(x)
 
-    def all_reduce():
+    def all_reduce(g=None):
         y.copy_(x)  # the same data every time (a sum would grow)
-        dist.all_reduce(y)
+        dist.all_reduce(y, group=g)
     return all_reduce
 
 
+def groups(nets):
+    """One group of every rank per NCCL net name: [(name, group)], [(None, None)] (the default
+    group) without names."""
+    if not nets:
+        return [(None, None)]
+    out = []
+    for name in nets:
+        opts = dist.ProcessGroupNCCL.Options()
+        opts.config.net_name = name
+        out.append((name, dist.new_group(list(range(WORLD)), backend="nccl", pg_options=opts)))
+    return out
+
+
 def worker(rank, port, args):
-    dev = join(rank, port)
+    nets = [x for x in args.nets.split(",") if x]
+    dev = join(rank, port, bind=not nets)
+    comms = groups(nets)
     if args.sync == "device":
         sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
     else:
@@ -98,24 +122,32 @@ def worker(rank, port, args):
         for size in sizes:
             n = size // 2  # bf16 elements
             op = run(coll, rank, dev, n, args.data)
-            times = []
+            times = [[] for _ in comms]
             for i in range(repeats(args.repeats, size) + 3):
-                sync()
-                dist.barrier()
-                sync()
-                t0 = time.perf_counter()
-                op()
-                sync()
-                dt = time.perf_counter() - t0
-                busy += dt
-                if i >= 3:
-                    times.append(dt)
-            times.sort()
-            med = statistics.median(times)
+                for j in range(len(comms)):
+                    k = j if i % 2 == 0 else len(comms) - 1 - j
+                    sync()
+                    dist.barrier()
+                    sync()
+                    t0 = time.perf_counter()
+                    op(comms[k][1])
+                    sync()
+                    dt = time.perf_counter() - t0
+                    busy += dt
+                    if i >= 3:
+                        times[k].append(dt)
             if rank == 0:
-                print(f"BENCH label={args.label} coll={coll} bytes={size} median_ms={med * 1e3:.3f} "
-                      f"p90_ms={times[int(0.9 * (len(times) - 1))] * 1e3:.3f} algbw={size / med / 1e9:.2f}",
-                      flush=True)
+                for (name, _), t in zip(comms, times):
+                    label = f"{args.label}@{name.lower()}" if name else args.label
+                    t = sorted(t)
+                    med = statistics.median(t)
+                    print(f"BENCH label={label} coll={coll} bytes={size} median_ms={med * 1e3:.3f} "
+                          f"p90_ms={t[int(0.9 * (len(t) - 1))] * 1e3:.3f} algbw={size / med / 1e9:.2f}", flush=True)
+                if len(comms) == 2:
+                    ratios = [b / a for a, b in zip(*times)]
+                    print(f"AB label={args.label} coll={coll} bytes={size} a={comms[0][0]} b={comms[1][0]} "
+                          f"ratio={statistics.median(ratios):.3f} a_faster={sum(r > 1 for r in ratios) / len(ratios):.2f} "
+                          f"pairs={len(ratios)}", flush=True)
             del op
     print(f"BUSY label={args.label} rank={rank} seconds={busy:.4f}", flush=True)
     n = max(sizes) // 2
@@ -140,7 +172,11 @@ def main():
     ap.add_argument("--data", default="", help="a .safetensors file of bf16 tensors: its values instead of Gaussian")
     ap.add_argument("--sync", choices=("device", "stream"), default="device",
                     help="around each timing: torch.cuda.synchronize(), or the current stream's")
+    ap.add_argument("--nets", default=os.environ.get("ZIP_BENCH_NETS", ""),
+                    help="A,B: each collective on a communicator of each NCCL net, in turn (an A/B)")
     args = ap.parse_args()
+    if args.nets:
+        os.environ.pop("NCCL_NET", None)  # it would override every communicator's net name
     launch(worker, args, f"BENCH label={args.label} no CUDA device, nothing measured")
 
 

@@ -37,14 +37,16 @@ def real_bf16(path, rank, n, salt):
     return data.repeat(reps)[start:start + n].clone()
 
 
-def join(rank, port):
-    """Joins this rank's process group (NCCL backend) on its device, which it returns."""
+def join(rank, port, bind=True):
+    """Joins this rank's process group (NCCL backend) on its device, which it returns. bind=False:
+    the group is not bound to the device, so groups made later get communicators of their own
+    (with their own config) instead of splits of its communicator."""
     own_gpus = torch.cuda.device_count() >= WORLD
     os.environ["NCCL_HOSTID"] = f"zip-host-{rank // PER_NODE if own_gpus else rank}"
     dev = torch.device("cuda", rank % torch.cuda.device_count())
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                            device_id=dev)
+                            device_id=dev if bind else None)
     return dev
 
 
