@@ -48,9 +48,7 @@ SocketLink::SocketLink(std::vector<int> fds, std::string peer, std::shared_ptr<P
   std::vector<std::vector<int>> per(static_cast<size_t>(nthreads));
   for (size_t i = 0; i < data_fds_.size(); ++i) per[i % size_t(nthreads)].push_back(data_fds_[i]);
   for (int t = 0; t < nthreads; ++t)
-    workers_.push_back(
-        std::make_unique<SocketWorker>(per[size_t(t)], &err_, peer_, pacer_.get(), &received_, helper_spin_ns(),
-                                       direct_bytes()));
+    workers_.push_back(std::make_unique<SocketWorker>(per[size_t(t)], &err_, peer_, pacer_.get(), &received_));
 }
 
 SocketLink::~SocketLink() {

@@ -16,11 +16,6 @@ constexpr int kMaxDataSockets = 64;
 // (NCCL_NSOCKS_PERTHREAD); their product is capped at kMaxDataSockets.
 int socket_threads();
 int sockets_per_thread();
-// NCCL_ZIP_SOCKET_SPIN_US: how long a helper thread polls on after its last work before it sleeps.
-int64_t helper_spin_ns();
-// NCCL_ZIP_SOCKET_DIRECT: chunks of at most this many bytes are moved by the thread that posts
-// them where their data socket is idle, the helper thread taking only what is left.
-size_t direct_bytes();
 // NCCL_ZIP_SOCKET_PACE_MBPS: each connection's send rate capped at this many Mb/s, and the
 // interfaces reported at that speed (benchmarks: a slower NIC on loopback); 0 no cap.
 int64_t pace_mbps();

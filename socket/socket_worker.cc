@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,13 +11,11 @@
 #include <cstring>
 #include <ctime>
 
-#include "clock.h"
-
 namespace zipccl::tcp {
 
 SocketWorker::SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer,
-                           std::atomic<uint64_t>* received, int64_t spin_ns, size_t direct)
-    : err_(err), peer_(peer), pacer_(pacer), received_(received), spin_ns_(spin_ns), direct_(direct) {
+                           std::atomic<uint64_t>* received)
+    : err_(err), peer_(peer), pacer_(pacer), received_(received) {
   for (int fd : fds) socks_.push_back(Sock{fd, {}});
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) {  // without it the thread would only notice work at its poll timeout
@@ -43,22 +40,8 @@ SocketWorker::~SocketWorker() {
 void SocketWorker::push(int sock, bool send, char* buf, size_t n, Xfer* x) {
   {
     std::lock_guard<std::mutex> g(mu_);
-    Sock& s = socks_[size_t(sock)];
-    Task t{buf, n, 0, send, x};
-    // A small chunk on an idle socket mostly fits the kernel's send buffer, or has arrived with
-    // its header: moved here, it spares the thread's wake-up, NCCL Socket's edge at these sizes.
-    // The thread touches only sockets with a task queued, and the lock keeps this one's empty.
-    if (n <= direct_ && s.q.empty() && err_->code() == ncclSuccess) {
-      if (send) x->piece_started();
-      int64_t paced_ns = 0;
-      if (step(s, t, &paced_ns) && t.off == t.n) {
-        x->piece_done();
-        return;
-      }
-    }
-    s.q.push_back(t);  // after an error, never done, as the thread's (run())
+    socks_[sock].q.push_back(Task{buf, n, 0, send, x});
   }
-  pushed_.fetch_add(1, std::memory_order_release);
   uint64_t one = 1;
   (void)!write(wake_fd_, &one, sizeof one);
 }
@@ -86,10 +69,8 @@ bool SocketWorker::step(Sock& s, Task& t, int64_t* paced_ns) {
 void SocketWorker::run() {
   pthread_setname_np(pthread_self(), "zip-sock");
   std::vector<pollfd> pfds;
-  int64_t active_ns = 0;  // when the thread last moved bytes or was handed a chunk
-  uint64_t seen = 0;      // pushed_ as of then
   while (!stop_.load(std::memory_order_relaxed)) {
-    bool progressed = false, paced = false;
+    bool progressed = false;
     int64_t wait_ns = 1000000000;  // the poll's timeout: a second, or until the pacer allows more
     pfds.clear();
     for (Sock& s : socks_) {
@@ -113,25 +94,10 @@ void SocketWorker::run() {
           progressed = true;
           continue;
         }
-        if (paced_ns > 0) {
+        if (paced_ns > 0)
           wait_ns = std::min(wait_ns, paced_ns);
-          paced = true;
-        } else
+        else
           pfds.push_back(pollfd{s.fd, short(t->send ? POLLOUT : POLLIN), 0});
-      }
-    }
-    if (spin_ns_ > 0) {
-      // The next chunk of a collective's step, or the bytes of a receive just posted, usually
-      // follow within microseconds; waking from poll() costs tens of them. A paced send waits
-      // for its time in poll(): spinning would only burn the core.
-      const uint64_t pushed = pushed_.load(std::memory_order_acquire);
-      if (progressed || pushed != seen) {
-        seen = pushed;
-        active_ns = now_ns();
-      }
-      if (!progressed && !paced && now_ns() - active_ns < spin_ns_) {
-        sched_yield();
-        continue;
       }
     }
     if (progressed) continue;

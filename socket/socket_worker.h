@@ -19,19 +19,14 @@ namespace zipccl::tcp {
 class SocketWorker {
  public:
   // pacer: the connection's send-rate cap, shared by its workers, or null. received: counts the
-  // bytes received, for the connection's stall check, or null. spin_ns: how long the thread keeps
-  // polling after it last moved bytes or was handed a chunk before it sleeps in poll() (0: sleeps
-  // at once). direct: chunks up to this many bytes are first moved by push()'s caller where their
-  // socket has nothing queued (0: never).
+  // bytes received, for the connection's stall check, or null.
   SocketWorker(std::vector<int> fds, StickyError* err, const std::string& peer, Pacer* pacer,
-               std::atomic<uint64_t>* received = nullptr, int64_t spin_ns = 0, size_t direct = 0);
+               std::atomic<uint64_t>* received = nullptr);
   ~SocketWorker();  // stops and joins; the fds stay open (the connection owns them)
   SocketWorker(const SocketWorker&) = delete;
   SocketWorker& operator=(const SocketWorker&) = delete;
 
-  // Queue one chunk on local socket `sock`; the caller has already counted it in x->pending. A
-  // chunk of at most `direct` bytes on an idle socket is sent, or received as far as its bytes
-  // are there, at once without blocking; only what is left goes to the thread.
+  // Queue one chunk on local socket `sock`; the caller has already counted it in x->pending.
   void push(int sock, bool send, char* buf, size_t n, Xfer* x);
 
  private:
@@ -55,9 +50,6 @@ class SocketWorker {
   std::string peer_;
   Pacer* pacer_;
   std::atomic<uint64_t>* received_;
-  int64_t spin_ns_;
-  size_t direct_;
-  std::atomic<uint64_t> pushed_{0};  // chunks handed over so far: a spinning thread's news
   std::mutex mu_;
   int wake_fd_;
   std::atomic<bool> stop_{false};
