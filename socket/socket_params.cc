@@ -8,7 +8,7 @@ namespace zipccl::tcp {
 ZIP_PARAM(nthreads_env, "NCCL_SOCKET_NTHREADS", 2, 1, kMaxThreads)
 ZIP_PARAM(nsocks_env, "NCCL_NSOCKS_PERTHREAD", 2, 1, kMaxDataSockets)
 ZIP_PARAM(pace_env, "NCCL_ZIP_SOCKET_PACE_MBPS", 0, 0, int64_t(1) << 30)
-ZIP_PARAM(inline_env, "NCCL_ZIP_SOCKET_INLINE", 16 << 10, 0, int64_t(kMaxInline))
+ZIP_PARAM(inline_env, "NCCL_ZIP_SOCKET_INLINE", 32 << 10, 0, int64_t(kMaxInline))
 ZIP_PARAM(lone_env, "NCCL_ZIP_SOCKET_INLINE_LONE", 0, 0, int64_t(kMaxInline))
 ZIP_PARAM(eager_env, "NCCL_ZIP_SOCKET_EAGER", 8, 0, kMaxRequests)
 ZIP_PARAM(push_env, "NCCL_ZIP_SOCKET_PUSH", 1, 0, 1)
