@@ -18,7 +18,8 @@ Comm::Comm(Kind kind, int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link
       staging_(link_.get()),
       device_staging_(link_.get()),
       timeline_(Timeline::create(kind == kSend, link_->peer())),
-      stall_warn_ms_(stall_warn_s() * 1000) {}
+      stall_warn_ms_(stall_warn_s() * 1000),
+      cold_wait_(gpu_wait_us() * 1000) {}
 
 void Comm::log_stall(const std::string& state) {
   ZIP_WARN("%s comm %s %s: request not done after %lld s (NCCL_ZIP_STALL_WARN_S): %s",
@@ -33,32 +34,15 @@ Comm::~Comm() {
 
 bool Comm::wait_for_kernel(CodecEngine* engine) {
   if (!engine || engine != resident_ || zip_mode() != ZipMode::kAuto || gpu_wait_us() == 0) return false;
-  if (engine->lease()) {
-    engine->unlease();
-    cold_since_ns_ = 0;
-    no_wait_until_ns_ = 0;
-    return false;
-  }
-  const int64_t now = now_ns();
-  if (now < no_wait_until_ns_) return false;
-  if (cold_since_ns_ == 0) {
-    cold_since_ns_ = now;
-    ++kernel_waits_;
-  }
-  if (now - cold_since_ns_ < gpu_wait_us() * 1000) return true;
-  ++vain_waits_;
-  // In vain: a launcher stuck in a CUDA call, or a start slower than the wait. Waiting again soon
-  // would cost each message that wait; never waiting again would cost every later message its
-  // compression (a kernel started for a message that went raw has exited by the next offer).
-  cold_since_ns_ = 0;
-  no_wait_until_ns_ = now + kColdBackoffNs;
-  return false;
+  const bool running = engine->lease();
+  if (running) engine->unlease();
+  return cold_wait_.wait(running, now_ns());
 }
 
 std::string Comm::kernel_waits() const {
-  if (kernel_waits_ == 0) return "";
-  return ", waited for a cold kernel " + std::to_string(kernel_waits_) + " times (" + std::to_string(vain_waits_) +
-         " in vain)";
+  if (cold_wait_.waits() == 0) return "";
+  return ", waited for a cold kernel " + std::to_string(cold_wait_.waits()) + " times (" +
+         std::to_string(cold_wait_.vain()) + " in vain)";
 }
 
 void Comm::cancel_and_wait(CodecJob* job) {

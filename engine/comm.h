@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "codec_engine.h"
+#include "cold_wait.h"
 #include "net_context.h"
 #include "registration.h"
 #include "staging_pool.h"
@@ -85,10 +86,8 @@ class Comm {
   }
   // Auto mode, `engine` the resident GPU codec and its kernel not running: true while this call
   // should return no request (NCCL retries it) to let the kernel start, rather than move its
-  // message raw; NCCL_ZIP_GPU_WAIT_US from the first miss, then false for kColdBackoffNs or
-  // until a lease is granted.
+  // message raw (cold_wait.h).
   bool wait_for_kernel(CodecEngine* engine);
-  static constexpr int64_t kColdBackoffNs = 100 * 1000 * 1000;
   // ", waited for a cold kernel N times (M in vain)" for the close line; empty before any wait.
   std::string kernel_waits() const;
   // Waits until the engines have finished or dropped `job` (teardown only).
@@ -108,9 +107,6 @@ class Comm {
   int resident_device_ = -1;
   bool resident_failed_ = false;
   bool unmapped_logged_ = false;
-  int64_t cold_since_ns_ = 0;  // the first call that found the kernel stopped; 0: none
-  int64_t no_wait_until_ns_ = 0;  // after a wait in vain: none until then (kColdBackoffNs)
-  uint64_t kernel_waits_ = 0, vain_waits_ = 0;  // waits begun, and those that ran out
   const ResidentGpu* resident_gpu_ = nullptr;  // resident_'s, with its device staging arena
   bool device_tried_ = false;  // use_resident_device() has been asked
   bool flush_staging_ = false;  // receives into device staging are flushed before they are decoded
@@ -120,6 +116,7 @@ class Comm {
   std::unique_ptr<Timeline> timeline_;  // NCCL_ZIP_TIMELINE
   ncclResult_t failed_ = ncclSuccess;
   const int64_t stall_warn_ms_;
+  ColdWait cold_wait_;  // NCCL_ZIP_GPU_WAIT_US
   std::mutex mu_;  // NCCL's service and progress threads may both touch a comm
 };
 

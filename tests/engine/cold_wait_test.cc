@@ -1,0 +1,78 @@
+// When a call that finds the resident kernel stopped waits for it (cold_wait.h): for the wait
+// time, then raw; after a wait in vain a pause of 1 ms, doubling with each wait in vain in a row
+// up to 100 ms (a launcher stuck in a CUDA call costs one wait per pause); a running kernel ends
+// the pause and its growth.
+#include "cold_wait.h"
+
+#include <gtest/gtest.h>
+
+namespace zipccl {
+namespace {
+
+constexpr int64_t kUs = 1000, kMs = 1000 * kUs;
+constexpr int64_t kT0 = 1000 * 1000 * kMs;  // a steady clock's reading
+constexpr int64_t kWait = 200 * kUs;
+
+// Cold from t: true through the wait, false (in vain) at its end; returns that time.
+int64_t wait_in_vain(ColdWait* w, int64_t t) {
+  EXPECT_TRUE(w->wait(false, t));
+  EXPECT_TRUE(w->wait(false, t + kWait - 1));
+  EXPECT_FALSE(w->wait(false, t + kWait));
+  return t + kWait;
+}
+
+TEST(ColdWait, WaitsForTheWaitTimeThenGoesRaw) {
+  ColdWait w(kWait);
+  wait_in_vain(&w, kT0);
+  EXPECT_EQ(w.waits(), 1u);
+  EXPECT_EQ(w.vain(), 1u);
+}
+
+TEST(ColdWait, AKernelThatStartsInTimeEndsTheWait) {
+  ColdWait w(kWait);
+  EXPECT_TRUE(w.wait(false, kT0));
+  EXPECT_FALSE(w.wait(true, kT0 + 80 * kUs));
+  EXPECT_TRUE(w.wait(false, kT0 + 10 * kMs)) << "a later cold start is waited for again";
+  EXPECT_EQ(w.waits(), 2u);
+  EXPECT_EQ(w.vain(), 0u);
+}
+
+TEST(ColdWait, AfterAWaitInVainItPausesOneMillisecond) {
+  ColdWait w(kWait);
+  const int64_t t = wait_in_vain(&w, kT0);
+  EXPECT_FALSE(w.wait(false, t + 1));
+  EXPECT_FALSE(w.wait(false, t + kMs - 1));
+  EXPECT_TRUE(w.wait(false, t + kMs)) << "a slow start must not cost the next collective its wait";
+}
+
+// A launcher stuck for good: pauses of 1, 2, 4 ... ms, then one wait per 100 ms.
+TEST(ColdWait, PausesDoubleWhileWaitsStayInVain) {
+  ColdWait w(kWait);
+  int64_t t = kT0, pause = kMs;
+  for (int i = 0; i < 12; ++i) {
+    t = wait_in_vain(&w, t);
+    EXPECT_FALSE(w.wait(false, t + pause - 1)) << "wait " << i;
+    t += pause;
+    pause = std::min(2 * pause, ColdWait::kMaxPauseNs);
+  }
+  EXPECT_EQ(pause, 100 * kMs);
+  EXPECT_EQ(w.vain(), 12u);
+}
+
+TEST(ColdWait, ARunningKernelResetsThePause) {
+  ColdWait w(kWait);
+  int64_t t = kT0;
+  for (int i = 0; i < 5; ++i) t = wait_in_vain(&w, t) + 100 * kMs;
+  EXPECT_FALSE(w.wait(true, t));
+  t = wait_in_vain(&w, t + kMs);
+  EXPECT_TRUE(w.wait(false, t + kMs)) << "the pause started over at 1 ms";
+}
+
+TEST(ColdWait, ZeroNeverWaits) {
+  ColdWait w(0);
+  EXPECT_FALSE(w.wait(false, kT0));
+  EXPECT_EQ(w.waits(), 0u);
+}
+
+}  // namespace
+}  // namespace zipccl
