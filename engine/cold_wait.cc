@@ -6,9 +6,8 @@ namespace zipccl {
 
 bool ColdWait::wait(bool running, int64_t now_ns) {
   if (running) {
+    if (cold_) pause_ns_ = kMinPauseNs;  // started within the wait
     cold_ = false;
-    no_wait_until_ns_ = 0;
-    pause_ns_ = kMinPauseNs;
     return false;
   }
   if (wait_ns_ <= 0 || now_ns < no_wait_until_ns_) return false;

@@ -5,7 +5,9 @@
 // for a while, so a stuck launcher costs a comm one wait in that while, not one per message; the
 // while starts short, since a slow start is over by the next collective and a longer pause would
 // send that collective's first messages raw (at 64 MiB a tenth of the bytes), and doubles with
-// each wait in vain in a row up to 100 ms. A running kernel ends it.
+// each wait in vain up to 100 ms; a wait that the kernel's start ends in time sets it back. (A
+// kernel found running between waits does not: where every start is slower than the wait, the
+// kernel runs through each collective, and each would pay a wait in vain.)
 #pragma once
 
 #include <cstdint>

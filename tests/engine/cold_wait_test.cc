@@ -1,7 +1,7 @@
 // When a call that finds the resident kernel stopped waits for it (cold_wait.h): for the wait
-// time, then raw; after a wait in vain a pause of 1 ms, doubling with each wait in vain in a row
-// up to 100 ms (a launcher stuck in a CUDA call costs one wait per pause); a running kernel ends
-// the pause and its growth.
+// time, then raw; after a wait in vain a pause of 1 ms, doubling with each wait in vain up to
+// 100 ms (a launcher stuck in a CUDA call costs one wait per pause); a wait that the start ends in
+// time sets the pause back, a kernel found running between waits does not.
 #include "cold_wait.h"
 
 #include <gtest/gtest.h>
@@ -59,13 +59,29 @@ TEST(ColdWait, PausesDoubleWhileWaitsStayInVain) {
   EXPECT_EQ(w.vain(), 12u);
 }
 
-TEST(ColdWait, ARunningKernelResetsThePause) {
+TEST(ColdWait, AStartWithinTheWaitSetsThePauseBack) {
   ColdWait w(kWait);
   int64_t t = kT0;
   for (int i = 0; i < 5; ++i) t = wait_in_vain(&w, t) + 100 * kMs;
-  EXPECT_FALSE(w.wait(true, t));
+  EXPECT_TRUE(w.wait(false, t));
+  EXPECT_FALSE(w.wait(true, t + 90 * kUs));
   t = wait_in_vain(&w, t + kMs);
   EXPECT_TRUE(w.wait(false, t + kMs)) << "the pause started over at 1 ms";
+}
+
+// Every start slower than the wait, the kernel running through each collective in between: the
+// pauses still grow, or each collective would pay a wait in vain.
+TEST(ColdWait, AKernelRunningBetweenWaitsInVainKeepsThePauseGrowing) {
+  ColdWait w(kWait);
+  int64_t t = kT0, pause = kMs;
+  for (int i = 0; i < 4; ++i) {
+    t = wait_in_vain(&w, t);
+    EXPECT_FALSE(w.wait(true, t + 300 * kUs));  // started late, runs through the collective
+    EXPECT_FALSE(w.wait(false, t + pause - 1)) << "wait " << i;
+    t += pause;
+    pause *= 2;
+  }
+  EXPECT_EQ(w.vain(), 4u);
 }
 
 TEST(ColdWait, ZeroNeverWaits) {
