@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace zipccl {
 namespace {
 
@@ -45,18 +47,28 @@ TEST(ColdWait, AfterAWaitInVainItPausesOneMillisecond) {
   EXPECT_TRUE(w.wait(false, t + kMs)) << "a slow start must not cost the next collective its wait";
 }
 
+// n waits in vain in a row, each followed by its pause (1, 2, 4 ... ms, at most 100), the kernel
+// running meanwhile (started late) or not; returns the last pause.
+int64_t pauses_double(ColdWait* w, int n, bool running_between) {
+  int64_t t = kT0, pause = kMs, last = 0;
+  for (int i = 0; i < n; ++i) {
+    t = wait_in_vain(w, t);
+    if (running_between) {
+      EXPECT_FALSE(w->wait(true, t + 300 * kUs));
+    }
+    EXPECT_FALSE(w->wait(false, t + pause - 1)) << "wait " << i;
+    t += pause;
+    last = pause;
+    pause = std::min(2 * pause, ColdWait::kMaxPauseNs);
+  }
+  EXPECT_EQ(w->vain(), uint64_t(n));
+  return last;
+}
+
 // A launcher stuck for good: pauses of 1, 2, 4 ... ms, then one wait per 100 ms.
 TEST(ColdWait, PausesDoubleWhileWaitsStayInVain) {
   ColdWait w(kWait);
-  int64_t t = kT0, pause = kMs;
-  for (int i = 0; i < 12; ++i) {
-    t = wait_in_vain(&w, t);
-    EXPECT_FALSE(w.wait(false, t + pause - 1)) << "wait " << i;
-    t += pause;
-    pause = std::min(2 * pause, ColdWait::kMaxPauseNs);
-  }
-  EXPECT_EQ(pause, 100 * kMs);
-  EXPECT_EQ(w.vain(), 12u);
+  EXPECT_EQ(pauses_double(&w, 12, false), 100 * kMs);
 }
 
 TEST(ColdWait, AStartWithinTheWaitSetsThePauseBack) {
@@ -73,15 +85,7 @@ TEST(ColdWait, AStartWithinTheWaitSetsThePauseBack) {
 // pauses still grow, or each collective would pay a wait in vain.
 TEST(ColdWait, AKernelRunningBetweenWaitsInVainKeepsThePauseGrowing) {
   ColdWait w(kWait);
-  int64_t t = kT0, pause = kMs;
-  for (int i = 0; i < 4; ++i) {
-    t = wait_in_vain(&w, t);
-    EXPECT_FALSE(w.wait(true, t + 300 * kUs));  // started late, runs through the collective
-    EXPECT_FALSE(w.wait(false, t + pause - 1)) << "wait " << i;
-    t += pause;
-    pause *= 2;
-  }
-  EXPECT_EQ(w.vain(), 4u);
+  EXPECT_EQ(pauses_double(&w, 4, true), 8 * kMs);
 }
 
 TEST(ColdWait, ZeroNeverWaits) {
