@@ -37,8 +37,8 @@
 #                                              UNPACED=0: no unpaced plugin runs; AB=Socket:
 #                                              runs lo_ab (and lo_ab_NAME per VARIANTS entry),
 #                                              the plugin (auto) and that NCCL net timed in turn
-#                                              in one process (collective_bench.py --nets), its
-#                                              "AB" lines printed after the table; the logs
+#                                              in one process (collective_bench.py --nets), their
+#                                              own table after the main one; the logs
 #                                              end up in $OUT/logs.tar.gz, PACK=0: not)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -132,7 +132,6 @@ if [ -n "${TIMELINE:-}" ]; then
 fi
 python3 bench/nccl/bench_table.py "$OUT" "$PACES" "${LABELS[@]}"
 rc=$?
-[ -z "${AB:-}" ] || grep -h '^AB ' "$OUT"/lo_ab*.log | sort -k2,4
 # A device call returns at most 8 files: every run's log in one archive (PACK=0: left as they are,
 # for a caller that reads them, as scripts/device-e2e.sh does).
 if [ "${PACK:-1}" = 1 ]; then

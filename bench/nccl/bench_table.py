@@ -11,8 +11,11 @@ Before the table, each label's account from the plugin (its send
 comms' closing lines: messages, how many compressed and coded on the GPU, ratios; the codec's
 job-seconds per second inside collectives; the tuner's decisions; each rank's kernel starts, the
 median from demand to running and its parts, awake / launch call / to running). LABEL...: the
-table's columns in order.
+table's columns in order. After it, where labels ran as an A/B of nets, their table: per collective
+and size B's time over A's (> 1: A faster), the geometric mean over rounds of each round's median
+pair ratio, and the rounds' lowest and highest.
 """
+import math
 import glob
 import os
 import re
@@ -76,6 +79,31 @@ def accounts(top):
             print(f"{os.path.basename(f)[:-4]}: {m} messages sent, {c} compressed, {g} coded on the GPU, ratios {' '.join(ratios)}{busy}{tuned}{starts(text)}")
 
 
+def ab_table(top, order):
+    """The A/B runs' table (collective_bench.py "AB" lines), one column per label of order."""
+    runs, nets = {}, {}
+    for f in glob.glob(os.path.join(top, "*.log")):
+        for m in re.finditer(r"AB label=(\S+) coll=(\S+) bytes=(\d+) a=(\S+) b=(\S+) ratio=([\d.]+)",
+                             open(f, errors="replace").read()):
+            runs.setdefault((m[1], m[2], int(m[3])), []).append(float(m[6]))
+            nets[m[1]] = (m[4], m[5])
+    labels = [l for l in dict.fromkeys(order) if l in nets]
+    if not labels:
+        return
+    a, b = nets[labels[0]]
+    print(f"\n(A/B in one process: {b}'s time over {a}'s, geometric mean of the rounds' median pair ratios "
+          "[lowest-highest round])")
+    print("| collective | size | " + " | ".join(labels) + " |")
+    print("|---|---|" + "---|" * len(labels))
+    for c, size in sorted({(c, size) for (_, c, size) in runs}):
+        cells = []
+        for l in labels:
+            r = runs.get((l, c, size))
+            geo = math.exp(sum(map(math.log, r)) / len(r)) if r else 0
+            cells.append(f"{geo:.2f} [{min(r):.2f}-{max(r):.2f}]" if r else "-")
+        print(f"| {c} | {human(size)} | " + " | ".join(cells) + " |")
+
+
 def main():
     if len(sys.argv) < 4:
         print(__doc__, file=sys.stderr)
@@ -99,6 +127,7 @@ def main():
             if l != base(l):
                 row.append(f"{o / v:.2f}" if v and o else "-")
         print(f"| {c} | {human(s)} | " + " | ".join(row) + " |")
+    ab_table(top, order)
     return 0
 
 
