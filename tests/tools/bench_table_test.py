@@ -2,6 +2,7 @@
 """bench/nccl/bench_table.py and plot_speedup.py's link-speed lines on made-up benchmark logs:
 medians over rounds, speedups over compression off at the same pacing, sizes up to GiB, the
 plugin's account of a run (the codec's share of the time inside collectives, the kernel's starts),
+an A/B of nets in one process (its LABEL@<net> columns, the geometric mean of its rounds' ratios),
 and one line per variant and size against the paced link's speed."""
 import os
 import subprocess
@@ -65,6 +66,25 @@ with tempfile.TemporaryDirectory() as top:
                              "codec 0.75 job-s per collective-s, kernel starts 61x 109 us (5/20/80), 60x 98 us"])
     row = [l for l in out.splitlines() if l.startswith("| all_gather | 1 GiB |")]
     expect("1 GiB row", row, ["| all_gather | 1 GiB | 100 | 71.4 | 1.40 | 10 | 12.5 | 0.80 |"])
+
+# Two rounds of an A/B of nets and one of a variant of it: the rounds' ratios 0.5 and 2 have the
+# geometric mean 1.
+with tempfile.TemporaryDirectory() as top:
+    for rnd, ratio in ((1, 0.5), (2, 2.0)):
+        log(top, "lo_ab", rnd, [])
+        with open(os.path.join(top, f"lo_ab.r{rnd}.log"), "a") as f:
+            f.write(f"BENCH label=lo_ab@zip coll=alltoallv bytes=65536 median_ms=0.1 p90_ms=0.1 algbw=1\n"
+                    f"BENCH label=lo_ab@socket coll=alltoallv bytes=65536 median_ms=0.2 p90_ms=0.2 algbw=1\n"
+                    f"AB label=lo_ab coll=alltoallv bytes=65536 a=Zip b=Socket ratio={ratio} a_faster=0.5 pairs=200\n")
+    with open(os.path.join(top, "lo_ab_inl.r1.log"), "w") as f:
+        f.write("AB label=lo_ab_inl coll=alltoallv bytes=65536 a=Zip b=Socket ratio=0.970 a_faster=0.4 pairs=200\n")
+    out = subprocess.run([sys.executable, os.path.join(NCCL, "bench_table.py"), top, "", "lo_ab", "lo_ab_inl"],
+                         capture_output=True, text=True).stdout
+    lines = out.splitlines()
+    expect("A/B columns", [l for l in lines if l.startswith("| collective |")][0],
+           "| collective | size | lo_ab@socket ms | lo_ab@socket x | lo_ab@zip ms | lo_ab@zip x |")
+    expect("A/B row", [l for l in lines if l.startswith("| alltoallv | 64 KiB |")],
+           ["| alltoallv | 64 KiB | 0.2 | - | 0.1 | - |", "| alltoallv | 64 KiB | 1.00 [0.50-2.00] | 0.97 [0.97-0.97] |"])
 
 if failures:
     print("\n".join(failures))
