@@ -77,12 +77,12 @@ run() {  # label (p<Mb/s>_* or lo_*), env assignments...
   grep -hE "WARN|Traceback|Error" "$log" | head -3
 }
 add() { QUEUE+=("$*"); }  # label, env assignments (no spaces in either): a run of this round
-variants() {  # label prefix, env assignments...: one auto run per VARIANTS entry
+variants() {  # label prefix, env assignments...: one auto run PREFIX_NAME per VARIANTS entry
   local prefix=$1 v
   shift
   for v in ${VARIANTS:-}; do
     # shellcheck disable=SC2046  # the entry's K=V pairs, split on commas
-    add "${prefix}_auto_${v%%:*}" "$@" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" $(tr , ' ' <<<"${v#*:}")
+    add "${prefix}_${v%%:*}" "$@" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" $(tr , ' ' <<<"${v#*:}")
   done
 }
 # The first NCCL job after MPS starts runs slow (up to 1.3x): a short one first, not counted.
@@ -96,7 +96,7 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
     add ${p}_off NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=0
     add ${p}_auto NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
     [ "${ALWAYS:-1}" = 0 ] || add ${p}_always NCCL_ZIP_SOCKET_PACE_MBPS="$pace" NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU"
-    variants "$p" NCCL_ZIP_SOCKET_PACE_MBPS="$pace"
+    variants "${p}_auto" NCCL_ZIP_SOCKET_PACE_MBPS="$pace"
   done
   if [ "${UNPACED:-1}" = 1 ]; then
     add lo_off NCCL_ZIP_ENABLE=0
@@ -105,14 +105,11 @@ for ((ROUND = 1; ROUND <= ${ROUNDS:-1}; ROUND++)); do
     # sizing would take 10 Gb/s and 4 CTAs): the fastest compressed traffic moves here (codec and
     # PCIe bound), so no pacing can give more than p<N>_off / lo_always: the stand's ceiling.
     [ "${ALWAYS:-1}" = 0 ] || add lo_always NCCL_ZIP_ENABLE=2 NCCL_ZIP_GPU="$GPU" NCCL_ZIP_GPU_CTAS=16
-    variants lo
+    variants lo_auto
   fi
   if [ -n "${AB:-}" ]; then
     add lo_ab ZIP_BENCH_NETS="Zip,$AB" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU"
-    for v in ${VARIANTS:-}; do
-      # shellcheck disable=SC2046  # the entry's K=V pairs, split on commas
-      add "lo_ab_${v%%:*}" ZIP_BENCH_NETS="Zip,$AB" NCCL_ZIP_ENABLE=1 NCCL_ZIP_GPU="$GPU" $(tr , ' ' <<<"${v#*:}")
-    done
+    variants lo_ab ZIP_BENCH_NETS="Zip,$AB"
   fi
   [ "${SOCKET:-1}" = 0 ] || add lo_socket NCCL_NET=Socket NCCL_NET_PLUGIN=none
   # Even rounds run the labels in reverse: a run's place in the sequence (right after another

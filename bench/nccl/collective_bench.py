@@ -25,10 +25,11 @@ net (Zip, Socket: ncclConfig_t.netName; NCCL_NET is dropped, as it would overrid
 each collective on both in turn, repeat by repeat, the first alternating (ABBA), between the same
 barriers: runs differ by more than these nets do at small sizes (docs/benchmarks.md). Prints BENCH
 lines labelled LABEL@<net> and per collective and size "AB ... ratio=..." from rank 0: the median
-over repeats of B's time / A's (> 1: A faster) and the share of repeats A was faster in.
+over repeats of B's time / A's (> 1: A faster) and the share of repeats A was faster in
+(bench_table.py's A/B table).
 """
-import os
 import argparse
+import os
 import statistics
 import sys
 import time
