@@ -44,9 +44,8 @@ ZIP_PARAM(gpu_idle_us, "NCCL_ZIP_GPU_IDLE_US", 50, 0, 10000000)
 // Auto mode: an isend or irecv that finds the resident kernel stopped waits this long for it to
 // start (NCCL retries the call) before its message goes raw; after a wait in vain not again for
 // 1 ms, doubling up to 100 ms (cold_wait.h), so a launcher that never starts it costs a comm one
-// wait in 100 ms. 0: never wait, and a
-// collective that fits in the receives NCCL posts at once (a DDP bucket) goes raw whenever the
-// kernel was idle before it.
+// wait in 100 ms. 0: never wait, and a collective that fits in the receives NCCL posts at once (a
+// DDP bucket) goes raw whenever the kernel was idle before it.
 ZIP_PARAM(gpu_wait_us, "NCCL_ZIP_GPU_WAIT_US", 200, 0, 1000000)
 // 1: a collective the tuner sends compressed starts the resident kernel from the application's
 // thread as NCCL enqueues it (a wake-up of the launcher, no CUDA call there), so that the start

@@ -7,15 +7,14 @@ each run label and its speedup over compression off at the same pacing, measured
 DIR: the bench's $OUT, whose *.log files hold "BENCH label=<pacing>_<variant> coll=... bytes=...
 median_ms=..." lines (one log per label and round); a label measured in several rounds counts the
 median of its rounds' medians; a label run as an A/B of nets stands for its LABEL@<net> parts.
-Before the table, each label's account from the plugin (its send
-comms' closing lines: messages, how many compressed and coded on the GPU, ratios; the codec's
-job-seconds per second inside collectives; the tuner's decisions; each rank's kernel starts, the
-median from demand to running and its parts, awake / launch call / to running). LABEL...: the
+Before the table, each label's account from the plugin (its send comms' closing lines: messages,
+how many compressed and coded on the GPU, ratios; the codec's job-seconds per second inside
+collectives; the tuner's decisions; each rank's kernel starts, the median from demand to running
+and its parts, awake / launch call / to running). LABEL...: the
 table's columns in order. After it, where labels ran as an A/B of nets, their table: per collective
 and size B's time over A's (> 1: A faster), the geometric mean over rounds of each round's median
 pair ratio, and the rounds' lowest and highest.
 """
-import math
 import glob
 import os
 import re
@@ -99,8 +98,7 @@ def ab_table(top, order):
         cells = []
         for l in labels:
             r = runs.get((l, c, size))
-            geo = math.exp(sum(map(math.log, r)) / len(r)) if r else 0
-            cells.append(f"{geo:.2f} [{min(r):.2f}-{max(r):.2f}]" if r else "-")
+            cells.append(f"{statistics.geometric_mean(r):.2f} [{min(r):.2f}-{max(r):.2f}]" if r else "-")
         print(f"| {c} | {human(size)} | " + " | ".join(cells) + " |")
 
 
