@@ -66,6 +66,9 @@ class CodecEngine {
     (void)op;
     return true;
   }
+  // How long the engine needs for the jobs it has taken and not finished, at its throughput():
+  // what a job submitted now waits for where they run in order. 0 where it does not say.
+  virtual double queued_seconds() const { return 0; }
   // A receiver's promise that a message will be decoded where it is fast: true keeps the engine
   // ready for decodes until unlease() (the resident GPU codec: its kernel stays); false, the
   // engine would fall back to a slower coder now (the caller may ask for raw bytes instead).

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "codec_engine.h"
+#include "link_backlog.h"
 #include "link_meter.h"
 
 namespace zipccl {
@@ -19,7 +20,12 @@ CompressPolicy::Verdict CompressPolicy::verdict(size_t bytes, const CodecEngine&
   // engine's rate for both at once decides (the receiver's is alike).
   const double enc = coding_rate(codec);
   if (enc == 0) return Verdict::kUnmeasured;
-  if (codec_keeps_up(enc, link_bps(), keeping_up_ ? kCodecKeepMargin : kCodecMargin)) return Verdict::kYes;
+  if (codec_keeps_up(enc, link_bps(), keeping_up_ ? kCodecKeepMargin : kCodecMargin)) {
+    if (backlog_ && codec_queue_idles_link(codec.queued_seconds(), double(backlog_->bytes()) / link_bps(),
+                                           double(bytes), ratio_, link_bps()))
+      return Verdict::kBusyCodec;
+    return Verdict::kYes;
+  }
   // A codec found slow on a first sample alone is measured on: one that is not used is not
   // measured again for hundreds of messages (kSlowProbeFirst), which a short job never sends.
   return coding_rate_settled(codec) ? Verdict::kSlowCodec : Verdict::kUnmeasured;
@@ -31,7 +37,8 @@ bool CompressPolicy::raw_by_size(size_t bytes) const {
 
 RawWhy CompressPolicy::raw_why(Verdict v) const {
   if (v == Verdict::kNo) return mode_ == ZipMode::kOff ? RawWhy::kDeclined : RawWhy::kSmall;
-  return v == Verdict::kIncompressible || v == Verdict::kSlowCodec ? RawWhy::kDeclined : RawWhy::kWanted;
+  return v == Verdict::kIncompressible || v == Verdict::kSlowCodec || v == Verdict::kBusyCodec ? RawWhy::kDeclined
+                                                                                               : RawWhy::kWanted;
 }
 
 bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, double ahead, RawWhy* why) {
@@ -44,7 +51,7 @@ bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, dou
 
 std::string CompressPolicy::declines() const {
   static const char* const kWhy[kVerdicts] = {"small for the link", "", "incompressible", "unmeasured codec",
-                                              "slow codec"};
+                                              "slow codec", "busy codec"};
   uint64_t all = 0;
   std::string parts;
   for (int v = 0; v < kVerdicts; ++v) {
@@ -58,6 +65,7 @@ std::string CompressPolicy::declines() const {
 bool CompressPolicy::decide(Verdict v) {
   switch (v) {
     case Verdict::kNo:
+    case Verdict::kBusyCodec:
       return false;
     case Verdict::kYes:
       slow_every_ = kSlowProbeFirst;

@@ -40,12 +40,15 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
     j.op = gpu::kServiceDecode;
   }
   std::lock_guard<std::mutex> lk(mu_);
-  InFlight f{job, 0, now_ns()};
+  // Rates count an encode's input and a decode's output; the output's size is known when it is
+  // done, and its room stands in until then.
+  InFlight f{job, 0, now_ns(), encode ? job->src_bytes : job->dst_cap};
   const bool posted = gpu_->post(j, &f.index);
   gpu_->release();  // a posted job is finished whether or not a lease is held
   if (posted) {
     job->on_gpu = true;  // before poll() may complete it, under the same lock
     gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
+    queued_[encode ? 0 : 1].fetch_add(f.queued, std::memory_order_relaxed);
     inflight_.push_back(f);
   }
   return posted;
@@ -87,6 +90,7 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r) {
   const int64_t now = now_ns();
   job->seconds = double(now - f.t0_ns) * 1e-9;
   const int op = job->op == CodecJob::kEncode ? 0 : 1;
+  queued_[op].fetch_sub(f.queued, std::memory_order_relaxed);
   // Tiles of jobs still running count now and their bytes later: over a window it evens out.
   const uint64_t t = gpu_->tile_ns(op);
   rate_[op].add(double(op == 0 ? job->src_bytes : job->out_bytes),
@@ -134,6 +138,15 @@ void ResidentEngine::poll() {
 
 double ResidentEngine::throughput(CodecJob::Op op) const {
   return rate_[op == CodecJob::kEncode ? 0 : 1].bytes_per_s();
+}
+
+double ResidentEngine::queued_seconds() const {
+  double s = 0;
+  for (int op = 0; op < 2; ++op) {
+    const double rate = rate_[op].bytes_per_s();
+    if (rate > 0) s += double(queued_[op].load(std::memory_order_relaxed)) / rate;
+  }
+  return s;
 }
 
 bool ResidentEngine::throughput_settled(CodecJob::Op op) const {

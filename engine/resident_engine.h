@@ -38,6 +38,9 @@ class ResidentEngine final : public CodecEngine {
   // one message at a time.
   double throughput(CodecJob::Op op) const override;
   bool throughput_settled(CodecJob::Op op) const override;
+  // The kernel takes its jobs' tiles in the order they were posted (resident.cu), so a job posted
+  // now waits for every posted one: their bytes over the kernel's capacity for each kind.
+  double queued_seconds() const override;
   // A lease of the kernel (ResidentCodec::acquire): it runs and stays until unlease().
   bool lease() override { return gpu_->acquire(); }
   void unlease() override { gpu_->release(); }
@@ -51,6 +54,7 @@ class ResidentEngine final : public CodecEngine {
     CodecJob* job;
     uint64_t index;
     int64_t t0_ns;
+    uint64_t queued;  // its bytes in queued_: an encode's input, a decode's room for output
   };
   static bool fits_gpu(const CodecJob& job);  // memory and size the kernel takes
   bool try_gpu(CodecJob* job);
@@ -68,6 +72,7 @@ class ResidentEngine final : public CodecEngine {
   static constexpr double kWindowBytes = 4 << 20;
   WindowedRate rate_[2] = {{kWindowBytes, true}, {kWindowBytes, true}};  // encode, decode; under mu_
   uint64_t tile_ns_seen_[2] = {0, 0};  // ResidentCodec::tile_ns at the last sample; under mu_
+  std::atomic<uint64_t> queued_[2] = {0, 0};  // bytes of the jobs in inflight_, as rate_ counts them
   std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0}, skipped_jobs_{0};
 };
 

@@ -10,7 +10,8 @@ namespace zipccl {
 SendComm::SendComm(int dev, std::shared_ptr<NetCtx> ctx, std::unique_ptr<Link> link, double link_bytes_per_s)
     : Comm(kSend, dev, std::move(ctx), std::move(link)),
       meter_(link_meter(dev)),
-      policy_(zip_mode(), link_bytes_per_s, planning_meter(dev)),
+      backlog_(link_backlog(dev)),
+      policy_(zip_mode(), link_bytes_per_s, planning_meter(dev), backlog_),
       reqs_(new Req[kPool]) {
   for (size_t i = 0; i < kPool; ++i) {
     reqs_[i].comm = this;
@@ -22,7 +23,10 @@ SendComm::~SendComm() {
   // Nothing may still read NCCL's buffers or our staging once we return.
   for (size_t i = 0; i < kPool; ++i)
     if (reqs_[i].state == kCoding) cancel_and_wait(&reqs_[i].job);
-  for (size_t i = 0; i < kPool; ++i) end_lease(&reqs_[i]);
+  for (size_t i = 0; i < kPool; ++i) {
+    end_lease(&reqs_[i]);
+    count_backlog(&reqs_[i], 0);
+  }
   link_.reset();  // joins the transport's threads, which may still hold posted payloads
 }
 
@@ -102,6 +106,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
   r->h.compressed = pays;
   r->h.why = pays ? RawWhy::kUnsaid : RawWhy::kDeclined;
   r->h.wire_bytes = pays ? j.out_bytes : r->size;
+  count_backlog(r, int64_t(r->h.wire_bytes));
   if (pays) {
     r->wire = r->stage.p;
   } else {
@@ -251,6 +256,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   } else {
     r->state = kReady;
   }
+  count_backlog(r, compress ? int64_t(double(size) * policy_.ratio()) : int64_t(size));
   p.req[sub] = r;
   fill(&p, sub);
   ++next_index_;
@@ -279,6 +285,7 @@ ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, bool
   const uint32_t index = next_index_;
   Req* r = take_req(data, size, MemKind::kHost, index, kMaxRecvs, why);
   r->eager = true;
+  count_backlog(r, int64_t(size));
   r->xfer.start_ns.store(0, std::memory_order_relaxed);
   mark(Timeline::kPost, index, kMaxRecvs, size);
   if (link_->post_eager(index, tag, data, size, why, push, &r->xfer) != ncclSuccess) return check_link();
@@ -291,6 +298,11 @@ ncclResult_t SendComm::send_eager(void* data, size_t size, int tag, Mr* mr, bool
   *request = r;
   *sent = true;
   return ncclSuccess;
+}
+
+void SendComm::count_backlog(Req* r, int64_t wire_bytes) {
+  backlog_->add(wire_bytes - r->backlog);
+  r->backlog = wire_bytes;
 }
 
 void SendComm::went_to_link(Req* r) {
@@ -319,6 +331,7 @@ SendComm::Req* SendComm::take_req(const void* data, size_t size, MemKind kind, u
   r->staging_cap = 0;
   r->leased = nullptr;
   r->eager = false;
+  r->backlog = 0;
   r->posted_ms = now_ms();
   r->stall_logged = false;
   return r;
@@ -367,6 +380,7 @@ ncclResult_t SendComm::test(Request* req, int* done, int* sizes) {
     const int64_t taken = r->xfer.start_ns.load(std::memory_order_relaxed);
     meter_->add(std::max(r->wire_ns, taken), r->xfer.end_ns.load(std::memory_order_relaxed), r->h.wire_bytes);
   }
+  count_backlog(r, 0);
   staging(r->kind).give(std::move(r->stage));
   r->state = kFree;
   free_.push_back(r);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm.h"
+#include "link_backlog.h"
 #include "link_meter.h"
 #include "policy.h"
 
@@ -39,6 +40,7 @@ class SendComm : public Comm {
     CodecJob job;
     Xfer xfer;
     int64_t wire_ns = 0;  // when it went to the link
+    int64_t backlog = 0;  // its wire bytes in the device's LinkBacklog
     bool eager = false;   // sent ahead of its clear-to-send: h.seq is its index, h.sub kMaxRecvs
   };
   // A clear-to-send until all its messages are with the link.
@@ -72,12 +74,14 @@ class SendComm : public Comm {
   Req* take_req(const void* data, size_t size, MemKind kind, uint32_t seq, uint32_t sub, RawWhy why);
   // r's message is with the link now (post_message or post_eager): its time, mark and stats.
   void went_to_link(Req* r);
+  void count_backlog(Req* r, int64_t wire_bytes);  // r's bytes in backlog_ become wire_bytes
   ncclResult_t defer(size_t size, int tag);
   ncclResult_t finish_job(Req* r);
   // Wire bytes of the messages taken from NCCL and not yet through the link.
   uint64_t bytes_ahead() const;
 
   LinkMeter* const meter_;  // this device's link, all comms through it
+  LinkBacklog* const backlog_;
   CompressPolicy policy_;
   uint64_t cold_ = 0;  // messages auto mode would have compressed but the GPU codec's kernel was not running
   uint64_t unstaged_ = 0;  // device buffers' messages it would have compressed but the device arena was full

@@ -312,5 +312,39 @@ TEST_F(ResidentEngineTest, ThroughputIsTheKernelsCapacityNotItsLatency) {
   EXPECT_EQ(engine_->throughput(CodecJob::kDecode), 0) << "no decode has been measured";
 }
 
+// A job posted to the kernel waits for those posted before it: their bytes at the kernel's
+// measured capacity, each kind at its own (a decode counted by the room for its output). Nothing
+// queued once they are done, and nothing before a rate is measured.
+TEST_F(ResidentEngineTest, QueuedSecondsAreThePostedJobsAtTheKernelsRate) {
+  const Bytes x = bf16_data(1 << 20, 9);
+  Bytes msg(max_compressed_bytes(x.size())), back(x.size());
+  warm();
+  CodecJob first;
+  set_job(&first, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
+  engine_->submit(&first);
+  EXPECT_EQ(engine_->queued_seconds(), 0) << "no rate measured yet";
+  ASSERT_NO_FATAL_FAILURE(run_to_done(&first));
+  ASSERT_TRUE(first.on_gpu);
+  CodecJob probe;  // a decode, for its rate
+  set_job(&probe, CodecJob::kDecode, msg.data(), first.out_bytes, back.data(), back.size(), true);
+  ASSERT_NO_FATAL_FAILURE(run(&probe));
+  ASSERT_TRUE(probe.on_gpu);
+  ASSERT_EQ(engine_->queued_seconds(), 0) << "all done";
+
+  ctl_->job_wait_us = 200000;  // held in the queue while the test looks
+  CodecJob e[2], d;
+  for (CodecJob& j : e) set_job(&j, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
+  set_job(&d, CodecJob::kDecode, msg.data(), first.out_bytes, back.data(), back.size(), true);
+  for (CodecJob& j : e) engine_->submit(&j);
+  engine_->submit(&d);
+  const double enc = engine_->throughput(CodecJob::kEncode), dec = engine_->throughput(CodecJob::kDecode);
+  const double queued = engine_->queued_seconds();
+  ASSERT_FALSE(e[0].done()) << "the test was too slow to look";
+  EXPECT_DOUBLE_EQ(queued, 2 * double(x.size()) / enc + double(back.size()) / dec);
+  for (CodecJob& j : e) ASSERT_NO_FATAL_FAILURE(run_to_done(&j));
+  ASSERT_NO_FATAL_FAILURE(run_to_done(&d));
+  EXPECT_EQ(engine_->queued_seconds(), 0);
+}
+
 }  // namespace
 }  // namespace zipccl
