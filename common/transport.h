@@ -94,8 +94,8 @@ enum class RawWhy : uint8_t {
   kSmall = 1,     // too small to pay for its coding on this link (alone and behind the bytes ahead)
   kDeclined = 2,  // the sender does not compress it: the data did not compress, the codec is
                   // slower than the link, compression is off, or its coding did not pay
-  kWanted = 3,    // the sender would have compressed it: no staging was offered, or its codec's
-                  // kernel was not running
+  kWanted = 3,    // the sender would have compressed it: no staging was offered, its codec's
+                  // kernel was not running, or it was busy (a queue that would idle the link)
 };
 constexpr uint32_t kRawWhyValues = 4;
 // The largest message NCCL may hand a transport (its max_p2p_bytes): a verbs immediate carries a

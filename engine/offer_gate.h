@@ -61,7 +61,7 @@ class OfferGate {
       return;
     }
     if (why == RawWhy::kWanted) {
-      // The sender would have compressed it (no staging offered, or its kernel was not running):
+      // The sender would have compressed it (no staging offered, its kernel not running or busy):
       // no decline, unless its kernel stays stopped, and no run of small collectives. A gate
       // quiet over small messages only asks again. Unoffered, it says the sender compresses.
       small_run_ = 0;

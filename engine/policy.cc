@@ -37,8 +37,9 @@ bool CompressPolicy::raw_by_size(size_t bytes) const {
 
 RawWhy CompressPolicy::raw_why(Verdict v) const {
   if (v == Verdict::kNo) return mode_ == ZipMode::kOff ? RawWhy::kDeclined : RawWhy::kSmall;
-  return v == Verdict::kIncompressible || v == Verdict::kSlowCodec || v == Verdict::kBusyCodec ? RawWhy::kDeclined
-                                                                                               : RawWhy::kWanted;
+  // A busy codec says nothing of the data nor of the codec's rate: the receiver goes on offering
+  // and waiting for a cold kernel (offer_gate.h) as for a message that found the kernel stopped.
+  return v == Verdict::kIncompressible || v == Verdict::kSlowCodec ? RawWhy::kDeclined : RawWhy::kWanted;
 }
 
 bool CompressPolicy::should_compress(size_t bytes, const CodecEngine& codec, double ahead, RawWhy* why) {

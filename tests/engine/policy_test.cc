@@ -299,8 +299,8 @@ TEST(CompressPolicy, DeclinesAreCountedByCause) {
 
 // A codec with jobs queued makes a message wait for them; the link waits too once it has moved
 // what it already has. At ratio 0.7 a 1 MiB message saves 251.7 us of a 1.25 GB/s link: up to that
-// idle it is coded, beyond it goes raw (why: declined, for the receiver and the summary). The
-// backlog is the device's, every comm's bytes together.
+// idle it is coded, beyond it goes raw, wanted: the receiver keeps offering (offer_gate.h), as a
+// decline would make it stop. The backlog is the device's, every comm's bytes together.
 TEST(CompressPolicy, ACodecQueueLongerThanTheLinksSendsRaw) {
   FakeEngine codec(10 * kLink, 10 * kLink);
   LinkBacklog backlog;
@@ -311,7 +311,7 @@ TEST(CompressPolicy, ACodecQueueLongerThanTheLinksSendsRaw) {
   codec.queue(saved_s + 1e-6);
   RawWhy why = RawWhy::kUnsaid;
   EXPECT_FALSE(p.should_compress(kBig, codec, 0, &why)) << "the link would idle longer than it saves";
-  EXPECT_EQ(why, RawWhy::kDeclined);
+  EXPECT_EQ(why, RawWhy::kWanted);
   EXPECT_FALSE(p.would_compress(kBig, codec)) << "nothing to wait for a kernel for";
   EXPECT_TRUE(unweighed.should_compress(kBig, codec)) << "no backlog given: the queue is not weighed";
   backlog.add(int64_t(2e-6 * kLink));  // 2 us of bytes on the link: the idle shrinks below the saving
