@@ -124,8 +124,7 @@ TEST_F(SendBacklog, CodedMessagesCountTheirEncodedBytes) {
   clear_to_send(0, true);
   void* req = isend();
   ASSERT_NE(req, nullptr);
-  const int64_t expected = backlog();
-  EXPECT_EQ(expected, int64_t(double(kSize) * kAssumedRatio)) << "the ratio assumed before any is measured";
+  const int64_t at_isend = backlog();
   const auto end = Clock::now() + std::chrono::seconds(10);
   int done = 0;
   while (link_->posted_.empty()) {
@@ -136,6 +135,9 @@ TEST_F(SendBacklog, CodedMessagesCountTheirEncodedBytes) {
   ASSERT_TRUE(h.compressed) << "the CPU codec, probed once";
   EXPECT_LT(h.wire_bytes, kSize);
   EXPECT_EQ(backlog(), int64_t(h.wire_bytes)) << "what the encode made";
+  // The CPU codec's thread may finish before isend returns (its progress takes the result).
+  EXPECT_TRUE(at_isend == int64_t(double(kSize) * kAssumedRatio) || at_isend == int64_t(h.wire_bytes))
+      << at_isend << ": neither the ratio assumed before any is measured nor the encoded size";
   ASSERT_NO_FATAL_FAILURE(complete(req, 1));
   EXPECT_EQ(backlog(), 0);
 }
