@@ -62,7 +62,9 @@ class SendBacklog : public ::testing::Test {
     link_ = link.get();
     comm_ = std::make_unique<SendComm>(kDev, std::make_shared<NetCtx>(), std::move(link), 1e9);
     data_ = enginetest::bf16_data(kSize, 5);
-    mr_ = Mr{reinterpret_cast<char*>(data_.data()), data_.size(), MemKind::kHost, false, false, false};
+    mr_.base = reinterpret_cast<char*>(data_.data());
+    mr_.size = data_.size();
+    mr_.kind = MemKind::kHost;
   }
   int64_t backlog() const { return link_backlog(kDev)->bytes(); }
   // One receive of kSize, offering staging or not.
