@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "per_device.h"
+
 namespace zipccl {
 
 class LinkBacklog {
@@ -22,6 +24,6 @@ class LinkBacklog {
 };
 
 // Device dev's backlog, for the life of the process.
-LinkBacklog* link_backlog(int dev);
+inline LinkBacklog* link_backlog(int dev) { return per_device<LinkBacklog>(dev); }
 
 }  // namespace zipccl

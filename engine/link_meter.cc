@@ -1,8 +1,6 @@
 #include "link_meter.h"
 
 #include <algorithm>
-#include <map>
-#include <memory>
 
 #include "clock.h"
 #include "engine_params.h"
@@ -70,15 +68,6 @@ void LinkMeter::close_until(int64_t to) {
                 std::memory_order_relaxed);
   }
   window_bytes_ = window_busy_ns_ = 0;
-}
-
-LinkMeter* link_meter(int dev) {
-  static std::mutex mu;
-  static std::map<int, std::unique_ptr<LinkMeter>> meters;
-  std::lock_guard<std::mutex> g(mu);
-  std::unique_ptr<LinkMeter>& m = meters[dev];
-  if (!m) m.reset(new LinkMeter);
-  return m.get();
 }
 
 const LinkMeter* planning_meter(int dev) { return link_mbps() > 0 ? nullptr : link_meter(dev); }

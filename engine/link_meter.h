@@ -28,6 +28,7 @@
 #include <queue>
 #include <vector>
 
+#include "per_device.h"
 #include "windowed_rate.h"
 
 namespace zipccl {
@@ -70,7 +71,7 @@ class LinkMeter {
 };
 
 // Device dev's meter, for the life of the process.
-LinkMeter* link_meter(int dev);
+inline LinkMeter* link_meter(int dev) { return per_device<LinkMeter>(dev); }
 // The meter senders and receivers plan with on device dev: none where NCCL_ZIP_LINK_MBPS fixes
 // the link's rate.
 const LinkMeter* planning_meter(int dev);
