@@ -23,8 +23,11 @@
 #                                              notuner:NCCL_ZIP_TUNER=0 cpu:NCCL_ZIP_GPU=0
 #                                              5ctas:NCCL_ZIP_GPU_CTAS=5); TIMELINE=1 writes each run's
 #                                              per-stage times, scripts/timeline.py, to
-#                                              $OUT/timeline.txt; ROUNDS=1; DATA=a .safetensors
-#                                              file of bf16 tensors, e.g. ../shared/data/
+#                                              $OUT/timeline.txt (paced runs: also each
+#                                              collective's span, fill and tail against
+#                                              its wire time, --collectives); ROUNDS=1;
+#                                              DATA=a .safetensors file of bf16 tensors,
+#                                              e.g. ../shared/data/
 #                                              grads_bf16.safetensors: its values, not Gaussian;
 #                                              SYNC=stream: stream syncs around each timing, not
 #                                              torch.cuda.synchronize(), which also waits for the
@@ -124,6 +127,9 @@ if [ -n "${TIMELINE:-}" ]; then
   for l in $(printf '%s\n' "${LABELS[@]}" | sort -u); do
     echo "== $l"
     python3 scripts/timeline.py "$OUT/timeline/$l"
+    # Paced labels: each collective's span against its wire time at the pace.
+    [[ $l =~ ^p([0-9]+)_ ]] && python3 scripts/timeline.py "$OUT/timeline/$l" --collectives \
+      "$(awk -v m="${BASH_REMATCH[1]}" 'BEGIN { print m / 8000 }')"
   done >"$OUT/timeline.txt" 2>&1
   rm -rf "$OUT/timeline"
 fi

@@ -4,13 +4,21 @@ prints, per comm, the time each stage of a message takes (median, p90, mean in u
 in flight on average (Little's law) and the throughput over the traffic's span.
 
   scripts/timeline.py DIR [--skip-ms N]   (N: ignore the first N ms of each comm, warm-up)
+  scripts/timeline.py DIR --collectives GBPS   (per process: its collectives' spans against the
+                                                wire time of their bytes at GBPS GB/s)
 
 Send stages: defer->post (an isend that first returned no request, until the one that took the
 message: a wait for the receiver's clear-to-send or a cold kernel), cts->post (NCCL's data comes
 after the receiver's clear-to-send), post->coded (the encode), coded->wire (waiting for earlier
 messages' turn), wire->done (the transfer), post->done.
 Receive stages: post->wire (the sender and the transfer), wire->coded (the decode), coded->done
-(NCCL's next test), post->done."""
+(NCCL's next test), post->done.
+
+--collectives: a process's messages of 64 KiB and more whose [post, done] overlap form one
+collective (a timing loop's barriers and syncs part them). Per size sent (MiB), medians over its
+collectives, in us: span (first post to last done), wire (its sent wire bytes at GBPS), fill
+(first post to the first send handed to the link), tail (the last receive's arrival to the last
+done: its decode and NCCL's next test), idle (span - wire: what the link did not carry)."""
 import csv, glob, os, statistics, sys
 
 
@@ -28,8 +36,89 @@ def stats(xs):
     return f"{xs[len(xs) // 2]:.0f} / {xs[int(len(xs) * 0.9)]:.0f} / {statistics.fmean(xs):.0f}"
 
 
+def messages(path):
+    """The file's header line, its first event's t_ns, {(seq, sub): {event: t_ns, 'bytes',
+    'wire_bytes', 'compressed'}}, deferred waits [(post t_ns, wait us)], clear-to-send times
+    {seq: t_ns}."""
+    head, rows = load(path)
+    if not rows:
+        return head, None, {}, [], {}
+    msgs, cts, waits, deferred = {}, {}, [], None
+    for r in rows:
+        t = int(r["t_ns"])
+        if r["event"] == "cts":
+            cts[int(r["seq"])] = t
+            continue
+        if r["event"] == "defer":
+            deferred = t
+            continue
+        if r["event"] == "post" and deferred is not None:
+            waits.append((t, (t - deferred) / 1e3))
+            deferred = None
+        m = msgs.setdefault((int(r["seq"]), int(r["sub"])), {})
+        m[r["event"]] = t
+        if r["event"] == "post":
+            m["bytes"] = int(r["bytes"])
+        if r["event"] in ("wire", "coded"):
+            m["compressed"] = r["compressed"] == "1"
+            if r["event"] == "wire":
+                m["wire_bytes"] = int(r["bytes"])
+    return head, int(rows[0]["t_ns"]), msgs, waits, cts
+
+
+def collectives(files, gbps):
+    procs = {}
+    for path in files:
+        head, _, msgs, _, _ = messages(path)
+        pid = head.rsplit("pid ", 1)[-1]
+        send = head.startswith("send")
+        procs.setdefault(pid, []).extend(
+            dict(m, send=send) for m in msgs.values()
+            if m.get("bytes", 0) >= 65536 and "post" in m and "done" in m)
+    print(f"per process and size sent, medians over its collectives (us); wire at {gbps} GB/s")
+    for pid, ms in sorted(procs.items()):
+        ms.sort(key=lambda m: m["post"])
+        groups, end = [], None
+        for m in ms:
+            if end is None or m["post"] > end:
+                groups.append([])
+            groups[-1].append(m)
+            end = m["done"] if end is None or m["post"] > end else max(end, m["done"])
+        by_size = {}
+        for g in groups:
+            sends = [m for m in g if m["send"]]
+            recvs = [m for m in g if not m["send"] and "wire" in m]
+            if not sends or not recvs:
+                continue
+            t0, t1 = min(m["post"] for m in g), max(m["done"] for m in g)
+            wire_bytes = sum(m.get("wire_bytes", m["bytes"]) for m in sends)
+            row = {"span": (t1 - t0) / 1e3, "wire": wire_bytes / gbps / 1e3,
+                   "fill": (min(m["wire"] for m in sends if "wire" in m) - t0) / 1e3,
+                   "tail": (t1 - max(m["wire"] for m in recvs)) / 1e3,
+                   "ratio": wire_bytes / sum(m["bytes"] for m in sends),
+                   "coded": sum(1 for m in sends if m.get("compressed")) / len(sends)}
+            row["idle"] = row["span"] - row["wire"]
+            mib = round(sum(m["bytes"] for m in sends) / 2**20)
+            by_size.setdefault(mib, []).append(row)
+        for mib, rows in sorted(by_size.items()):
+            med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+            print(f"pid {pid}, {mib} MiB sent, {len(rows)} collectives: span {med['span']:.0f}, "
+                  f"wire {med['wire']:.0f}, fill {med['fill']:.0f}, tail {med['tail']:.0f}, "
+                  f"idle {med['idle']:.0f}; ratio {med['ratio']:.3f}, {med['coded']:.0%} coded")
+
+
 def main():
     args = sys.argv[1:]
+    if "--collectives" in args:
+        i = args.index("--collectives")
+        gbps = float(args[i + 1])
+        del args[i:i + 2]
+        if len(args) != 1:
+            sys.exit(__doc__)
+        files = sorted(glob.glob(os.path.join(args[0], "zipccl-*.csv")))
+        if not files:
+            sys.exit(f"no zipccl-*.csv in {args[0]}")
+        return collectives(files, gbps)
     skip_ms = 0.0
     if "--skip-ms" in args:
         i = args.index("--skip-ms")
@@ -42,32 +131,12 @@ def main():
         sys.exit(f"no zipccl-*.csv in {args[0]}")
     print("stage: median / p90 / mean us")
     for path in files:
-        head, rows = load(path)
-        if not rows:
+        head, first, msgs, waits, cts = messages(path)
+        if not msgs:
             continue
         send = head.startswith("send")
-        t0 = int(rows[0]["t_ns"]) + skip_ms * 1e6
-        msgs, cts, waits, deferred = {}, {}, [], None
-        for r in rows:
-            t = int(r["t_ns"])
-            if r["event"] == "cts":
-                cts[int(r["seq"])] = t
-                continue
-            if r["event"] == "defer":
-                deferred = t
-                continue
-            if r["event"] == "post" and deferred is not None:
-                if t >= t0:
-                    waits.append((t - deferred) / 1e3)
-                deferred = None
-            m = msgs.setdefault((int(r["seq"]), int(r["sub"])), {})
-            m[r["event"]] = t
-            if r["event"] == "post":
-                m["bytes"] = int(r["bytes"])
-            if r["event"] in ("wire", "coded"):
-                m["compressed"] = r["compressed"] == "1"
-                if r["event"] == "wire":
-                    m["wire_bytes"] = int(r["bytes"])
+        t0 = first + skip_ms * 1e6
+        waits = [w for t, w in waits if t >= t0]
         done = [(k, m) for k, m in msgs.items() if "post" in m and "done" in m and m["post"] >= t0]
         if not done:
             continue
