@@ -18,7 +18,8 @@ Receive stages: post->wire (the sender and the transfer), wire->coded (the decod
 collective (a timing loop's barriers and syncs part them). Per size sent (MiB), medians over its
 collectives, in us: span (first post to last done), wire (its sent wire bytes at GBPS), fill
 (first post to the first send handed to the link), tail (the last receive's arrival to the last
-done: its decode and NCCL's next test), idle (span - wire: what the link did not carry)."""
+done: the decodes still to run then, counted, and NCCL's next test), idle (span - wire: what the
+link did not carry)."""
 import csv, glob, os, statistics, sys
 
 
@@ -97,6 +98,9 @@ def collectives(files, gbps):
                    "tail": (t1 - max(m["wire"] for m in recvs)) / 1e3,
                    "ratio": wire_bytes / sum(m["bytes"] for m in sends),
                    "coded": sum(1 for m in sends if m.get("compressed")) / len(sends)}
+            # Receives still to decode when the last one lands: the tail's work.
+            last = max(m["wire"] for m in recvs)
+            row["behind"] = sum(1 for m in recvs if m.get("coded", 0) > last)
             row["idle"] = row["span"] - row["wire"]
             mib = round(sum(m["bytes"] for m in sends) / 2**20)
             by_size.setdefault(mib, []).append(row)
@@ -104,7 +108,8 @@ def collectives(files, gbps):
             med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
             print(f"pid {pid}, {mib} MiB sent, {len(rows)} collectives: span {med['span']:.0f}, "
                   f"wire {med['wire']:.0f}, fill {med['fill']:.0f}, tail {med['tail']:.0f}, "
-                  f"idle {med['idle']:.0f}; ratio {med['ratio']:.3f}, {med['coded']:.0%} coded")
+                  f"idle {med['idle']:.0f}; ratio {med['ratio']:.3f}, {med['coded']:.0%} coded, "
+                  f"{med['behind']:g} receives decoding at the last arrival")
 
 
 def main():
