@@ -112,28 +112,27 @@ def collectives(files, gbps):
                   f"{med['behind']:g} receives decoding at the last arrival")
 
 
+def option(args, name):
+    """The value after `name` in args (both taken out), or None."""
+    if name not in args:
+        return None
+    i = args.index(name)
+    value = float(args[i + 1])
+    del args[i:i + 2]
+    return value
+
+
 def main():
     args = sys.argv[1:]
-    if "--collectives" in args:
-        i = args.index("--collectives")
-        gbps = float(args[i + 1])
-        del args[i:i + 2]
-        if len(args) != 1:
-            sys.exit(__doc__)
-        files = sorted(glob.glob(os.path.join(args[0], "zipccl-*.csv")))
-        if not files:
-            sys.exit(f"no zipccl-*.csv in {args[0]}")
-        return collectives(files, gbps)
-    skip_ms = 0.0
-    if "--skip-ms" in args:
-        i = args.index("--skip-ms")
-        skip_ms = float(args[i + 1])
-        del args[i:i + 2]
+    gbps = option(args, "--collectives")
+    skip_ms = option(args, "--skip-ms") or 0.0
     if len(args) != 1:
         sys.exit(__doc__)
     files = sorted(glob.glob(os.path.join(args[0], "zipccl-*.csv")))
     if not files:
         sys.exit(f"no zipccl-*.csv in {args[0]}")
+    if gbps is not None:
+        return collectives(files, gbps)
     print("stage: median / p90 / mean us")
     for path in files:
         head, first, msgs, waits, cts = messages(path)
