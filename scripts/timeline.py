@@ -17,10 +17,11 @@ Receive stages: post->wire (the sender and the transfer), wire->coded (the decod
 --collectives: a process's messages of 64 KiB and more whose [post, done] overlap form one
 collective (a timing loop's barriers and syncs part them). Per size sent (MiB), medians over its
 collectives, in us: span (first post to last done), wire (its sent wire bytes at GBPS), fill
-(first post to the first send handed to the link), tail (the last receive's arrival to the last
+(first post to the first send handed to the link; before it, from the first post, the first
+isend NCCL tried, the first it took and the first encode's end), tail (the last receive's arrival to the last
 done: the decodes still to run then, counted, and NCCL's next test), idle (span - wire: what the
 link did not carry)."""
-import csv, glob, os, statistics, sys
+import csv, glob, math, os, statistics, sys
 
 
 def load(path):
@@ -53,10 +54,11 @@ def messages(path):
         if r["event"] == "defer":
             deferred = t
             continue
+        m = msgs.setdefault((int(r["seq"]), int(r["sub"])), {})
         if r["event"] == "post" and deferred is not None:
             waits.append((t, (t - deferred) / 1e3))
+            m["defer"] = deferred
             deferred = None
-        m = msgs.setdefault((int(r["seq"]), int(r["sub"])), {})
         m[r["event"]] = t
         if r["event"] == "post":
             m["bytes"] = int(r["bytes"])
@@ -92,22 +94,26 @@ def collectives(files, gbps):
             if not sends or not recvs:
                 continue
             t0, t1 = min(m["post"] for m in g), max(m["done"] for m in g)
+            last = max(m["wire"] for m in recvs)  # the last receive's arrival
             wire_bytes = sum(m.get("wire_bytes", m["bytes"]) for m in sends)
-            row = {"span": (t1 - t0) / 1e3, "wire": wire_bytes / gbps / 1e3,
-                   "fill": (min(m["wire"] for m in sends if "wire" in m) - t0) / 1e3,
-                   "tail": (t1 - max(m["wire"] for m in recvs)) / 1e3,
+            first = lambda e: (min((m[e] for m in sends if e in m), default=math.nan) - t0) / 1e3
+            row = {"span": (t1 - t0) / 1e3, "wire": wire_bytes / gbps / 1e3, "fill": first("wire"),
+                   "ready": (min(m.get("defer", m["post"]) for m in sends) - t0) / 1e3,
+                   "taken": first("post"), "first_coded": first("coded"),
+                   "tail": (t1 - last) / 1e3,
                    "ratio": wire_bytes / sum(m["bytes"] for m in sends),
                    "coded": sum(1 for m in sends if m.get("compressed")) / len(sends)}
             # Receives still to decode when the last one lands: the tail's work.
-            last = max(m["wire"] for m in recvs)
             row["behind"] = sum(1 for m in recvs if m.get("coded", 0) > last)
             row["idle"] = row["span"] - row["wire"]
             mib = round(sum(m["bytes"] for m in sends) / 2**20)
             by_size.setdefault(mib, []).append(row)
         for mib, rows in sorted(by_size.items()):
-            med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+            med = {k: statistics.median([r[k] for r in rows if not math.isnan(r[k])] or [math.nan])
+                   for k in rows[0]}
             print(f"pid {pid}, {mib} MiB sent, {len(rows)} collectives: span {med['span']:.0f}, "
-                  f"wire {med['wire']:.0f}, fill {med['fill']:.0f}, tail {med['tail']:.0f}, "
+                  f"wire {med['wire']:.0f}, fill {med['fill']:.0f} (a send ready {med['ready']:.0f}, "
+                  f"taken {med['taken']:.0f}, coded {med['first_coded']:.0f}), tail {med['tail']:.0f}, "
                   f"idle {med['idle']:.0f}; ratio {med['ratio']:.3f}, {med['coded']:.0%} coded, "
                   f"{med['behind']:g} receives decoding at the last arrival")
 
