@@ -15,10 +15,10 @@ Receive stages: post->wire (the sender and the transfer), wire->coded (the decod
 (NCCL's next test), post->done.
 
 --collectives: a process's messages of 64 KiB and more whose [post, done] overlap form one
-collective (a timing loop's barriers and syncs part them). Per size sent (MiB), medians over its
-collectives, in us: span (first post to last done), wire (its sent wire bytes at GBPS), fill
-(first post to the first send handed to the link; before it, from the first post, the first
-isend NCCL tried, the first it took and the first encode's end), tail (the last receive's arrival to the last
+collective (a timing loop's barriers and syncs part them). Per size sent, medians over its
+collectives, in us: span (first post to last done), wire (its sent wire bytes at GBPS), fill (first
+post to the first send handed to the link; before it, from the first post, the first isend NCCL
+tried, the first it took and the first encode's end), tail (the last receive's arrival to the last
 done: the decodes still to run then, counted, and NCCL's next test), idle (span - wire: what the
 link did not carry)."""
 import csv, glob, math, os, statistics, sys
@@ -106,12 +106,13 @@ def collectives(files, gbps):
             # Receives still to decode when the last one lands: the tail's work.
             row["behind"] = sum(1 for m in recvs if m.get("coded", 0) > last)
             row["idle"] = row["span"] - row["wire"]
-            mib = round(sum(m["bytes"] for m in sends) / 2**20)
-            by_size.setdefault(mib, []).append(row)
-        for mib, rows in sorted(by_size.items()):
+            kib = round(sum(m["bytes"] for m in sends) / 1024)
+            by_size.setdefault(kib, []).append(row)
+        for kib, rows in sorted(by_size.items()):
             med = {k: statistics.median([r[k] for r in rows if not math.isnan(r[k])] or [math.nan])
                    for k in rows[0]}
-            print(f"pid {pid}, {mib} MiB sent, {len(rows)} collectives: span {med['span']:.0f}, "
+            size = f"{kib / 1024:g} MiB" if kib >= 1024 else f"{kib} KiB"
+            print(f"pid {pid}, {size} sent, {len(rows)} collectives: span {med['span']:.0f}, "
                   f"wire {med['wire']:.0f}, fill {med['fill']:.0f} (a send ready {med['ready']:.0f}, "
                   f"taken {med['taken']:.0f}, coded {med['first_coded']:.0f}), tail {med['tail']:.0f}, "
                   f"idle {med['idle']:.0f}; ratio {med['ratio']:.3f}, {med['coded']:.0%} coded, "

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/timeline.py on made-up NCCL_ZIP_TIMELINE files: a send comm whose second message waited
 for its clear-to-send (a defer event, then its post) and a receive comm; the stages' medians and
-counts, the wait counted once per deferred message, the warm-up skipped with --skip-ms."""
+counts, the wait counted once per deferred message, the warm-up skipped with --skip-ms; then
+--collectives on two collectives of another process."""
 import os
 import subprocess
 import sys
@@ -16,11 +17,12 @@ def expect(what, got, want):
         failures.append(f"{what}: got {got!r}, wanted {want!r}")
 
 
-def write(top, name, side, rows):
+def write(top, name, side, rows, pid=1):
+    """rows: (t_us, event, seq, sub, bytes[, compressed])."""
     with open(os.path.join(top, name), "w") as f:
-        f.write(f"# {side} comm, peer 127.0.0.1:1, pid 1\nt_ns,event,seq,sub,bytes,compressed,gpu\n")
-        for t_us, event, seq, sub, size in rows:
-            f.write(f"{t_us * 1000},{event},{seq},{sub},{size},0,0\n")
+        f.write(f"# {side} comm, peer 127.0.0.1:1, pid {pid}\nt_ns,event,seq,sub,bytes,compressed,gpu\n")
+        for t_us, event, seq, sub, size, *compressed in rows:
+            f.write(f"{t_us * 1000},{event},{seq},{sub},{size},{int(bool(compressed and compressed[0]))},0\n")
 
 
 def stage(out, comm, name):
@@ -64,7 +66,35 @@ with tempfile.TemporaryDirectory() as top:
     expect("defer->post after the warm-up", stage(out, send, "defer->post"), "10 / 10 / 10 (1)")
     expect("recv comm without messages after the warm-up", recv in out, False)
 
+with tempfile.TemporaryDirectory() as top:
+    K = 65536
+    # Collective 1 (0-1500 us): send 0 deferred at 10, taken at 20, coded to K/2 by 50, on the link
+    # at 52; send 1 raw, taken at 30; receive 0 lands at 700 and is decoded at 900, after receive
+    # 1 landed (800, the last): one receive still to decode then. Collective 2 (3000-4100 us):
+    # one raw message each way. At 0.065536 GB/s, K bytes take 1000 us on the wire.
+    write(top, "zipccl-2-send-0.csv", "send", [
+        (10, "defer", 0, 0, K), (20, "post", 0, 0, K), (50, "coded", 0, 0, K // 2, 1),
+        (52, "wire", 0, 0, K // 2, 1), (600, "done", 0, 0, K),
+        (30, "post", 1, 0, K), (60, "wire", 1, 0, K), (1500, "done", 1, 0, K),
+        (3010, "post", 2, 0, K), (3012, "wire", 2, 0, K), (4100, "done", 2, 0, K),
+    ], pid=2)
+    write(top, "zipccl-2-recv-1.csv", "recv", [
+        (0, "post", 0, 0, K), (700, "wire", 0, 0, K // 2, 1), (900, "coded", 0, 0, K, 1), (905, "done", 0, 0, K),
+        (5, "post", 1, 0, K), (800, "wire", 1, 0, K), (810, "done", 1, 0, K),
+        (3000, "post", 2, 0, K), (3500, "wire", 2, 0, K), (3510, "done", 2, 0, K),
+    ], pid=2)
+    out = subprocess.run([sys.executable, SCRIPT, top, "--collectives", "0.065536"], capture_output=True,
+                         text=True, check=True).stdout
+    lines = {line.split(",", 2)[1].strip(): line for line in out.splitlines() if line.startswith("pid 2,")}
+    expect("collective sizes", sorted(lines), ["128 KiB sent", "64 KiB sent"])
+    expect("collective 1", lines.get("128 KiB sent", "").split(": ", 1)[-1],
+           "span 1500, wire 1500, fill 52 (a send ready 10, taken 20, coded 50), tail 700, idle 0; "
+           "ratio 0.750, 50% coded, 1 receives decoding at the last arrival")
+    expect("collective 2", lines.get("64 KiB sent", "").split(": ", 1)[-1],
+           "span 1100, wire 1000, fill 12 (a send ready 10, taken 10, coded nan), tail 600, idle 100; "
+           "ratio 1.000, 0% coded, 0 receives decoding at the last arrival")
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print("timeline.py: stages, the deferred isends' waits and --skip-ms as expected")
+print("timeline.py: stages, the deferred isends' waits, --skip-ms and --collectives as expected")
