@@ -16,17 +16,23 @@
 // --only=OP:MEM (OP floor, encode or decode; MEM device or host) runs that sustained row alone and
 // no latency table, so that a trace build's per-phase cycles (-DZIPCCL_GPU_TRACE=ON, printed
 // after each CTA count) are that row's.
+// --beside-d2h=MiB: the latency of one 1 MiB job in pinned host memory alone and while a copy
+// engine moves MiB from device to pinned host memory without pause, as NCCL copies a
+// collective's first chunks to its host buffers while the plugin codes the first message.
 // Usage: gpu_service_bench [--quick] [--per-sm=1|2] [--only=OP:MEM] [--inflight=N] [--job-kib=K]
-//                          [CTAS...]   (default CTA counts: 8 16 32)
+//                          [--beside-d2h=MiB] [CTAS...]   (default CTA counts: 8 16 32)
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_util.h"
@@ -106,26 +112,87 @@ const char* const kOpName[] = {"floor (Raw)", "encode bf16", "decode bf16"};  //
 
 using DataSet = std::vector<std::unique_ptr<Data>>;
 
+// One job at a time on an idle kernel: j's median and p90 us from the doorbell to its result.
+std::pair<double, double> job_latency(Service& sv, const gpu::ServiceJob& j, int reps) {
+  std::vector<double> t;
+  for (int r = 0; r < reps + 10; ++r) {
+    const auto idle = Clock::now() + std::chrono::microseconds(20);  // the kernel back to polling
+    while (Clock::now() < idle) {
+    }
+    const auto t0 = Clock::now();
+    sv.wait(sv.post(j));
+    if (r >= 10) t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  return {median(t), pct(t, 0.9)};
+}
+
 void latency(Service& sv, DataSet& ds, int reps) {
   printf("| bytes | op | median us | p90 us | median - floor us |\n|---|---|---|---|---|\n");
   for (auto& d : ds) {
     const size_t n = d->n;
     double floor_us = 0;
     for (Op op : {kFloor, kEncode, kDecode}) {
-      const gpu::ServiceJob j = d->for_op(op);
-      std::vector<double> t;
-      for (int r = 0; r < reps + 10; ++r) {
-        const auto idle = Clock::now() + std::chrono::microseconds(20);  // the kernel back to polling
-        while (Clock::now() < idle) {
-        }
-        const auto t0 = Clock::now();
-        sv.wait(sv.post(j));
-        if (r >= 10) t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-      }
-      const double m = median(t);
+      const auto [m, p90] = job_latency(sv, d->for_op(op), reps);
       if (op == kFloor) floor_us = m;
-      printf("| %zu KiB | %s | %.2f | %.2f | %+.2f |\n", n >> 10, kOpName[op], m, pct(t, 0.9), m - floor_us);
+      printf("| %zu KiB | %s | %.2f | %.2f | %+.2f |\n", n >> 10, kOpName[op], m, p90, m - floor_us);
     }
+  }
+}
+
+// Device-to-host copies on a stream of their own, back to back from start() to stop(). Its
+// buffers come and go while no resident kernel runs (cudaFree would wait for it).
+class D2hLoad {
+ public:
+  explicit D2hLoad(size_t bytes) : n_(bytes) {
+    CK(cudaMalloc(&dev_, n_));
+    CK(cudaHostAlloc(&host_, n_, cudaHostAllocDefault));
+    CK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+  }
+  ~D2hLoad() {
+    CK(cudaStreamDestroy(s_));
+    CK(cudaFreeHost(host_));
+    CK(cudaFree(dev_));
+  }
+  void start() {
+    stop_ = false;
+    copies_ = 0;
+    t0_ = Clock::now();
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        CK(cudaMemcpyAsync(host_, dev_, n_, cudaMemcpyDeviceToHost, s_));
+        CK(cudaStreamSynchronize(s_));
+        copies_.fetch_add(1);
+      }
+    });
+  }
+  double stop() {  // GB/s copied
+    stop_ = true;
+    thread_.join();
+    return double(copies_.load()) * double(n_) / std::chrono::duration<double>(Clock::now() - t0_).count() / 1e9;
+  }
+
+ private:
+  size_t n_;
+  void* dev_ = nullptr;
+  void* host_ = nullptr;
+  cudaStream_t s_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> copies_{0};
+  Clock::time_point t0_;
+};
+
+void latency_beside_d2h(Service& sv, Data& d, D2hLoad& load, int reps) {
+  printf("| %zu KiB, pinned host | op | alone median / p90 us | beside the copies median / p90 us | copies GB/s |\n"
+         "|---|---|---|---|---|\n", size_t(d.n >> 10));
+  for (Op op : {kFloor, kEncode, kDecode}) {
+    const gpu::ServiceJob j = d.for_op(op);
+    const auto alone = job_latency(sv, j, reps);
+    load.start();
+    const auto beside = job_latency(sv, j, reps);
+    const double gbs = load.stop();
+    printf("| | %s | %.2f / %.2f | %.2f / %.2f | %.1f |\n", kOpName[op], alone.first, alone.second, beside.first,
+           beside.second, gbs);
   }
 }
 
@@ -199,7 +266,7 @@ void print_trace(int ctas) {
 int main(int argc, char** argv) {
   if (!have_cuda_device("gpu_service_bench")) return 0;
   bool quick = false;
-  int per_sm = 2, only_op = -1, only_host = -1;
+  int per_sm = 2, only_op = -1, only_host = -1, beside_mib = 0;
   Load load;
   std::vector<int> ctas;
   for (int i = 1; i < argc; ++i) {
@@ -211,6 +278,8 @@ int main(int argc, char** argv) {
       load.inflight = atoi(argv[i] + 11);
     } else if (!strncmp(argv[i], "--job-kib=", 10)) {
       load.job = size_t(atoi(argv[i] + 10)) << 10;
+    } else if (!strncmp(argv[i], "--beside-d2h=", 13)) {
+      beside_mib = atoi(argv[i] + 13);
     } else if (!strncmp(argv[i], "--only=", 7)) {
       const std::string v = argv[i] + 7;
       const size_t colon = v.find(':');
@@ -226,8 +295,9 @@ int main(int argc, char** argv) {
     }
   }
   if (ctas.empty()) ctas = {8, 16, 32};
-  if (load.inflight < 1 || load.inflight > int(gpu::kServiceRing) || load.job < 1024 || load.job > gpu::kServiceMaxJob) {
-    fprintf(stderr, "--inflight: 1..%u; --job-kib: 1..%llu\n", gpu::kServiceRing,
+  if (load.inflight < 1 || load.inflight > int(gpu::kServiceRing) || load.job < 1024 || load.job > gpu::kServiceMaxJob ||
+      beside_mib < 0 || beside_mib > 4096) {
+    fprintf(stderr, "--inflight: 1..%u; --job-kib: 1..%llu; --beside-d2h: 0..4096\n", gpu::kServiceRing,
             static_cast<unsigned long long>(gpu::kServiceMaxJob >> 10));
     return 2;
   }
@@ -244,6 +314,12 @@ int main(int argc, char** argv) {
   for (int host = 0; host < 2; ++host)
     for (int i = 0; i < kDataSets; ++i)
       sus[host].push_back(std::make_unique<Data>(sx.data() + i * load.job / 8, load.job, host));
+  std::unique_ptr<Data> beside_data;
+  std::unique_ptr<D2hLoad> d2h;
+  if (beside_mib > 0) {
+    beside_data = std::make_unique<Data>(x.data(), size_t(1) << 20, true);
+    d2h = std::make_unique<D2hLoad>(size_t(beside_mib) << 20);
+  }
   Service sv;
   for (int c : ctas) {
     std::unique_ptr<SmPartition> part;
@@ -256,6 +332,10 @@ int main(int argc, char** argv) {
            start_us);
     if (only_op < 0) {
       latency(sv, lat, quick ? 50 : 300);
+      printf("\n");
+    }
+    if (d2h) {
+      latency_beside_d2h(sv, *beside_data, *d2h, quick ? 50 : 300);
       printf("\n");
     }
     // The same bytes whatever the job size (512 KiB jobs: 2,048).
