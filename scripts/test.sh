@@ -6,7 +6,8 @@
 #   3. each fuzzer for FUZZ_SECONDS from the seed corpus; any crash fails.
 # Every step runs that can (a failed build skips its tests; ninja -k 0 lists all errors); a
 # summary ends the output and the exit status is non-zero when anything failed.
-#   4. build-tsan/: clang with ThreadSanitizer, CPU only, the same CTest tests (TSAN=0 skips it).
+#   4. build-tsan/: clang with ThreadSanitizer, CPU only, the same CTest tests but the codec's golden
+#                   outputs, which run on one thread (TSAN=0 skips it).
 # Environment: JOBS (default: nproc), FUZZ_SECONDS per fuzzer (default 30), TSAN=0,
 #              ZIPCCL_SKIP_DEPS=1 to skip scripts/deps.sh.
 set -uo pipefail  # no -e: a failing step is recorded, the rest still runs

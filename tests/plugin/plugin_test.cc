@@ -105,7 +105,7 @@ TEST(ResidentCodec, HostBuffersEveryByteChecked) {
     env["NCCL_ZIP_GPU"] = "1";
     env["NCCL_ZIP_GPU_EMULATE"] = "1";
     env["NCCL_ZIP_GPU_IDLE_US"] = idle;
-    const std::vector<std::string> args = {"--msgs=200", "--max=1048576", "--group=2", "--kind=mix", "--seed=9"};
+    const std::vector<std::string> args = {"--msgs=100", "--max=1048576", "--group=2", "--kind=mix", "--seed=9"};
     Pair p = run_pair(11, env, args, args);
     SCOPED_TRACE(std::string("idle ") + idle);
     expect_ok(p);
