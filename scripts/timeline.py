@@ -40,12 +40,12 @@ def stats(xs):
 
 def messages(path):
     """The file's header line, its first event's t_ns, {(seq, sub): {event: t_ns, 'bytes',
-    'wire_bytes', 'compressed'}}, deferred waits [(post t_ns, wait us)], clear-to-send times
-    {seq: t_ns}."""
+    'wire_bytes', 'compressed', 'defer': the first isend NCCL tried where it was deferred}},
+    clear-to-send times {seq: t_ns}."""
     head, rows = load(path)
     if not rows:
-        return head, None, {}, [], {}
-    msgs, cts, waits, deferred = {}, {}, [], None
+        return head, None, {}, {}
+    msgs, cts, deferred = {}, {}, None
     for r in rows:
         t = int(r["t_ns"])
         if r["event"] == "cts":
@@ -56,7 +56,6 @@ def messages(path):
             continue
         m = msgs.setdefault((int(r["seq"]), int(r["sub"])), {})
         if r["event"] == "post" and deferred is not None:
-            waits.append((t, (t - deferred) / 1e3))
             m["defer"] = deferred
             deferred = None
         m[r["event"]] = t
@@ -66,13 +65,13 @@ def messages(path):
             m["compressed"] = r["compressed"] == "1"
             if r["event"] == "wire":
                 m["wire_bytes"] = int(r["bytes"])
-    return head, int(rows[0]["t_ns"]), msgs, waits, cts
+    return head, int(rows[0]["t_ns"]), msgs, cts
 
 
 def collectives(files, gbps):
     procs = {}
     for path in files:
-        head, _, msgs, _, _ = messages(path)
+        head, _, msgs, _ = messages(path)
         pid = head.rsplit("pid ", 1)[-1]
         send = head.startswith("send")
         procs.setdefault(pid, []).extend(
@@ -85,8 +84,9 @@ def collectives(files, gbps):
         for m in ms:
             if end is None or m["post"] > end:
                 groups.append([])
+                end = m["done"]
             groups[-1].append(m)
-            end = m["done"] if end is None or m["post"] > end else max(end, m["done"])
+            end = max(end, m["done"])
         by_size = {}
         for g in groups:
             sends = [m for m in g if m["send"]]
@@ -142,12 +142,12 @@ def main():
         return collectives(files, gbps)
     print("stage: median / p90 / mean us")
     for path in files:
-        head, first, msgs, waits, cts = messages(path)
+        head, first, msgs, cts = messages(path)
         if not msgs:
             continue
         send = head.startswith("send")
         t0 = first + skip_ms * 1e6
-        waits = [w for t, w in waits if t >= t0]
+        waits = [(m["post"] - m["defer"]) / 1e3 for m in msgs.values() if "defer" in m and m["post"] >= t0]
         done = [(k, m) for k, m in msgs.items() if "post" in m and "done" in m and m["post"] >= t0]
         if not done:
             continue
