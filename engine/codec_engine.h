@@ -11,6 +11,7 @@
 
 #include "mem_kind.h"
 #include "zipccl/codec.h"
+#include "zipccl/service_protocol.h"
 
 namespace zipccl {
 
@@ -35,6 +36,7 @@ struct CodecJob {
   size_t out_bytes = 0;
   double seconds = 0;
   bool on_gpu = false;  // coded by the resident GPU codec
+  gpu::JobTimes gpu_times{};  // on_gpu: where its time went, on the GPU's clock
   bool skipped = false;  // encode not attempted (no GPU at hand, the CPU not wanted): send raw
 
   bool done() const { return state.load(std::memory_order_acquire) == kDone; }

@@ -97,6 +97,13 @@ class Comm {
   void mark(Timeline::Event e, uint32_t seq, uint32_t sub, uint64_t bytes, uint8_t flags = 0) {
     if (timeline_) timeline_->add(e, seq, sub, bytes, flags);
   }
+  // kCoded for a finished job, with its GPU times where the resident codec coded it.
+  void mark_coded(const CodecJob& j, uint32_t seq, uint32_t sub, uint64_t bytes, bool compressed) {
+    if (!timeline_) return;
+    timeline_->add(Timeline::kCoded, seq, sub, bytes,
+                   (compressed ? Timeline::kCompressed : 0) | (j.on_gpu ? Timeline::kOnGpu : 0));
+    if (j.on_gpu) timeline_->add_gpu(j.gpu_times, seq, sub, bytes);
+  }
 
   const Kind kind_;
   const int dev_;

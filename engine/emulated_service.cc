@@ -64,6 +64,8 @@ void EmulatedServiceDevice::run_job(uint64_t index) {
   std::this_thread::sleep_for(std::chrono::microseconds(c_->job_wait_us.load()));
   const gpu::ServiceJob j = host_->jobs[index % gpu::kServiceRing];
   const int64_t t0 = now_ns();
+  gpu::JobTimes& times = host_->times[index % gpu::kServiceRing];  // the host's clock stands for the GPU's
+  times.taken = times.start = uint64_t(t0);
   gpu::Result r{};
   size_t len = 0;
   Status s;
@@ -101,6 +103,7 @@ void EmulatedServiceDevice::run_job(uint64_t index) {
   out.status = r.status;
   out.codec = r.codec;
   out.raw_from_input = 0;
+  times.end = uint64_t(now_ns());
   c_->jobs++;
   __atomic_store_n(&out.done, uint8_t(1), __ATOMIC_RELEASE);
 }

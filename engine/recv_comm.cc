@@ -236,8 +236,7 @@ ncclResult_t RecvComm::finish_job(Req* r, Sub* s) {
                                std::to_string(s->orig_bytes));
   s->orig_bytes = s->job.out_bytes;
   stats_.bytes_in += s->orig_bytes;
-  mark(Timeline::kCoded, r->seq, uint32_t(s - r->subs), s->orig_bytes,
-       Timeline::kCompressed | (s->job.on_gpu ? Timeline::kOnGpu : 0));
+  mark_coded(s->job, r->seq, uint32_t(s - r->subs), s->orig_bytes, true);
   end_lease(s);
   s->state = kDone;
   return ncclSuccess;

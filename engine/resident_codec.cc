@@ -101,8 +101,8 @@ bool ResidentCodec::post(const gpu::ServiceJob& job, uint64_t* index) {
   return true;
 }
 
-bool ResidentCodec::poll(uint64_t index, gpu::Result* r) {
-  if (!gpu::service_poll(host_, index, r)) return false;
+bool ResidentCodec::poll(uint64_t index, gpu::Result* r, gpu::JobTimes* t) {
+  if (!gpu::service_poll(host_, index, r, t)) return false;
   unread_[index % gpu::kServiceRing].store(0, std::memory_order_release);
   last_active_ns_.store(now_ns(), std::memory_order_relaxed);
   unread_count_.fetch_sub(1, std::memory_order_release);

@@ -76,8 +76,8 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   void prewarm();
   // With a lease held: publishes a job; false when its ring slot is still unread (256 jobs out).
   bool post(const gpu::ServiceJob& job, uint64_t* index);
-  // True once job `index` is done: its result in *r, its ring slot free again.
-  bool poll(uint64_t index, gpu::Result* r);
+  // True once job `index` is done: its result in *r (and times in *t), its ring slot free again.
+  bool poll(uint64_t index, gpu::Result* r, gpu::JobTimes* t = nullptr);
 
   // Where the device runs its CTAs (ServiceDevice::placement()).
   std::string placement() const { return device_->placement(); }

@@ -82,8 +82,9 @@ void ResidentEngine::submit(CodecJob* job) {
   cpu_->submit(job);
 }
 
-void ResidentEngine::complete(const InFlight& f, const gpu::Result& r) {
+void ResidentEngine::complete(const InFlight& f, const gpu::Result& r, const gpu::JobTimes& times) {
   CodecJob* job = f.job;
+  job->gpu_times = times;
   job->status = static_cast<Status>(r.status);
   job->out_bytes = r.bytes;
   if (job->op == CodecJob::kEncode) job->codec = static_cast<Codec>(r.codec);
@@ -125,8 +126,9 @@ void ResidentEngine::poll() {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto it = inflight_.begin(); it != inflight_.end();) {
       gpu::Result r;
-      if (gpu_->poll(it->index, &r)) {
-        complete(*it, r);
+      gpu::JobTimes t;
+      if (gpu_->poll(it->index, &r, &t)) {
+        complete(*it, r, t);
         it = inflight_.erase(it);
       } else {
         ++it;

@@ -59,7 +59,7 @@ class ResidentEngine final : public CodecEngine {
   static bool fits_gpu(const CodecJob& job);  // memory and size the kernel takes
   bool try_gpu(CodecJob* job);
   void post_waiting();  // posts waiting_ jobs in order while the ring takes them
-  void complete(const InFlight& f, const gpu::Result& r);
+  void complete(const InFlight& f, const gpu::Result& r, const gpu::JobTimes& times);
 
   std::shared_ptr<ResidentCodec> gpu_;
   CodecEngine* cpu_;

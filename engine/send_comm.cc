@@ -114,8 +114,7 @@ ncclResult_t SendComm::finish_job(Req* r) {
     staging(r->kind).give(std::move(r->stage));
   }
   policy_.record(r->size, r->h.wire_bytes);
-  mark(Timeline::kCoded, r->h.seq, r->h.sub, r->h.wire_bytes,
-       (pays ? Timeline::kCompressed : 0) | (j.on_gpu ? Timeline::kOnGpu : 0));
+  mark_coded(j, r->h.seq, r->h.sub, r->h.wire_bytes, pays);
   ZIP_TRACE("send seq %u sub %u: %zu bytes as %s -> %llu on the wire (%.3f ms in %s codec)", r->h.seq, r->h.sub,
             r->size, r->h.compressed ? zipccl::codec_name(j.codec) : "raw", (unsigned long long)r->h.wire_bytes,
             j.seconds * 1e3, j.on_gpu ? "GPU" : "CPU");
@@ -237,6 +236,7 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   Req* r = take_req(data, size, mr ? mr->kind : MemKind::kHost, p.cts.seq, sub, compress ? RawWhy::kUnsaid : why);
   r->staging_cap = to.staging_bytes;
   r->leased = leased ? engine : nullptr;
+  mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);  // before its encode starts
   if (compress) {
     r->stage = std::move(stage);
     CodecJob& j = r->job;
@@ -260,7 +260,6 @@ ncclResult_t SendComm::isend(void* data, size_t size, int tag, Mr* mr, void** re
   p.req[sub] = r;
   fill(&p, sub);
   ++next_index_;
-  mark(Timeline::kPost, r->h.seq, sub, size, compress ? Timeline::kCompressed : 0);
   *request = r;
   return progress();
 }

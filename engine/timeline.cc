@@ -32,7 +32,7 @@ Timeline::~Timeline() {
     ZIP_WARN("NCCL_ZIP_TIMELINE: cannot write %s", path_.c_str());
     return;
   }
-  static const char* const names[] = {"post", "cts", "coded", "wire", "done", "defer"};
+  static const char* const names[] = {"post", "cts", "coded", "wire", "done", "defer", "gpu_taken", "gpu_start", "gpu_end"};
   fprintf(f, "# %s comm, peer %s, pid %d\nt_ns,event,seq,sub,bytes,compressed,gpu\n", send_ ? "send" : "recv",
           peer_.c_str(), int(getpid()));
   for (const Entry& e : events_)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "zipccl/service_protocol.h"
 
 namespace zipccl {
 
@@ -22,7 +23,9 @@ class Timeline {
   // Receive side: kPost irecv, kWire arrived, kCoded decoded, kDone test() said done. A message
   // sent ahead of its clear-to-send (Link::post_eager) is logged by its sender as seq = its index
   // on the connection, sub kMaxRecvs.
-  enum Event : uint8_t { kPost, kCts, kCoded, kWire, kDone, kDefer };
+  // Either side, a message the resident GPU codec coded: kGpuTaken, kGpuStart, kGpuEnd at its
+  // job's times (gpu::JobTimes), on the GPU's clock, not this one: logged with its kCoded.
+  enum Event : uint8_t { kPost, kCts, kCoded, kWire, kDone, kDefer, kGpuTaken, kGpuStart, kGpuEnd };
   enum Flag : uint8_t { kCompressed = 1, kOnGpu = 2 };
 
   // Null when NCCL_ZIP_TIMELINE is unset.
@@ -33,7 +36,13 @@ class Timeline {
 
   // Keeps the first kMaxEvents events (a few seconds of traffic): enough to see a pipeline.
   void add(Event e, uint32_t seq, uint32_t sub, uint64_t bytes, uint8_t flags = 0) {
-    if (events_.size() < kMaxEvents) events_.push_back({now_ns(), bytes, seq, sub, e, flags});
+    add_at(now_ns(), e, seq, sub, bytes, flags);
+  }
+  // The job's times that are known.
+  void add_gpu(const gpu::JobTimes& t, uint32_t seq, uint32_t sub, uint64_t bytes) {
+    const uint64_t at[] = {t.taken, t.start, t.end};
+    for (int i = 0; i < 3; ++i)
+      if (at[i]) add_at(int64_t(at[i]), Event(kGpuTaken + i), seq, sub, bytes, kOnGpu);
   }
 
  private:
@@ -46,6 +55,9 @@ class Timeline {
     uint8_t flags;
   };
   Timeline(std::string path, bool send, std::string peer);
+  void add_at(int64_t t_ns, Event e, uint32_t seq, uint32_t sub, uint64_t bytes, uint8_t flags) {
+    if (events_.size() < kMaxEvents) events_.push_back({t_ns, bytes, seq, sub, e, flags});
+  }
 
   const std::string path_;
   const bool send_;

@@ -13,12 +13,19 @@ after the receiver's clear-to-send), post->coded (the encode), coded->wire (wait
 messages' turn), wire->done (the transfer), post->done.
 Receive stages: post->wire (the sender and the transfer), wire->coded (the decode), coded->done
 (NCCL's next test), post->done.
+Messages the resident GPU codec coded also split their coding at their job's times on the GPU
+(each file logs them on the GPU's clock; a process's are shifted so that its quickest job is
+taken the moment it was posted, so the ->taken stage reads as the time above that quickest):
+post->taken (receive: wire->taken: the doorbell, until a look of the kernel took the job),
+taken->start (the tiles of the jobs before it), start->end (its own tiles), end->coded (until
+NCCL's progress thread saw the result).
 
 --collectives: a process's messages of 64 KiB and more whose [post, done] overlap form one
 collective (a timing loop's barriers and syncs part them). Per size sent, medians over its
 collectives, in us: span (first post to last done), wire (its sent wire bytes at GBPS), fill (first
 post to the first send handed to the link; before it, from the first post, the first isend NCCL
-tried, the first it took and the first encode's end), tail (the last receive's arrival to the last
+tried, the first it took, where the GPU codes: the first job the kernel took, the first tile
+started and the first result written, and the first encode's end), tail (the last receive's arrival to the last
 done: the decodes still to run then, counted, and NCCL's next test), idle (span - wire: what the
 link did not carry)."""
 import csv, glob, math, os, statistics, sys
@@ -68,11 +75,37 @@ def messages(path):
     return head, int(rows[0]["t_ns"]), msgs, cts
 
 
-def collectives(files, gbps):
+GPU = ("gpu_taken", "gpu_start", "gpu_end")
+
+
+def pid_of(head):
+    return head.rsplit("pid ", 1)[-1]
+
+
+def load_all(files):
+    """messages() of every file, each process's GPU times moved onto its clock: by the least
+    (taken - posted) over its jobs, an encode posted at its isend, a decode at its arrival."""
+    loaded = [(path, *messages(path)) for path in files]
+    offset = {}
+    for _, head, _, msgs, _ in loaded:
+        send = head.startswith("send")
+        for m in msgs.values():
+            at = m.get("post" if send else "wire")
+            if "gpu_taken" in m and at is not None:
+                pid = pid_of(head)
+                offset[pid] = min(offset.get(pid, m["gpu_taken"] - at), m["gpu_taken"] - at)
+    for _, head, _, msgs, _ in loaded:
+        for m in msgs.values():
+            for e in GPU:
+                if e in m:
+                    m[e] -= offset.get(pid_of(head), 0)
+    return loaded
+
+
+def collectives(loaded, gbps):
     procs = {}
-    for path in files:
-        head, _, msgs, _ = messages(path)
-        pid = head.rsplit("pid ", 1)[-1]
+    for path, head, _, msgs, _ in loaded:
+        pid = pid_of(head)
         send = head.startswith("send")
         procs.setdefault(pid, []).extend(
             dict(m, send=send) for m in msgs.values()
@@ -100,6 +133,7 @@ def collectives(files, gbps):
             row = {"span": (t1 - t0) / 1e3, "wire": wire_bytes / gbps / 1e3, "fill": first("wire"),
                    "ready": (min(m.get("defer", m["post"]) for m in sends) - t0) / 1e3,
                    "taken": first("post"), "first_coded": first("coded"),
+                   **{e: first(e) for e in GPU},
                    "tail": (t1 - last) / 1e3,
                    "ratio": wire_bytes / sum(m["bytes"] for m in sends),
                    "coded": sum(1 for m in sends if m.get("compressed")) / len(sends)}
@@ -112,9 +146,12 @@ def collectives(files, gbps):
             med = {k: statistics.median([r[k] for r in rows if not math.isnan(r[k])] or [math.nan])
                    for k in rows[0]}
             size = f"{kib / 1024:g} MiB" if kib >= 1024 else f"{kib} KiB"
+            gpu = "" if math.isnan(med["gpu_taken"]) else (
+                f"GPU took it {med['gpu_taken']:.0f}, first tile {med['gpu_start']:.0f}, "
+                f"result {med['gpu_end']:.0f}, ")
             print(f"pid {pid}, {size} sent, {len(rows)} collectives: span {med['span']:.0f}, "
                   f"wire {med['wire']:.0f}, fill {med['fill']:.0f} (a send ready {med['ready']:.0f}, "
-                  f"taken {med['taken']:.0f}, coded {med['first_coded']:.0f}), tail {med['tail']:.0f}, "
+                  f"taken {med['taken']:.0f}, {gpu}coded {med['first_coded']:.0f}), tail {med['tail']:.0f}, "
                   f"idle {med['idle']:.0f}; ratio {med['ratio']:.3f}, {med['coded']:.0%} coded, "
                   f"{med['behind']:g} receives decoding at the last arrival")
 
@@ -138,11 +175,11 @@ def main():
     files = sorted(glob.glob(os.path.join(args[0], "zipccl-*.csv")))
     if not files:
         sys.exit(f"no zipccl-*.csv in {args[0]}")
+    loaded = load_all(files)
     if gbps is not None:
-        return collectives(files, gbps)
+        return collectives(loaded, gbps)
     print("stage: median / p90 / mean us")
-    for path in files:
-        head, first, msgs, cts = messages(path)
+    for path, head, first, msgs, cts in loaded:
         if not msgs:
             continue
         send = head.startswith("send")
@@ -173,7 +210,10 @@ def main():
                       ("coded->done", us("coded", "done")),
                       ("wire->done (raw)", [(m["done"] - m["wire"]) / 1e3 for _, m in done
                                             if "wire" in m and "coded" not in m])]
-        for name, xs in stages + [("post->done", total)]:
+        gpu = [("post->taken" if send else "wire->taken", us("post" if send else "wire", "gpu_taken")),
+               ("taken->start", us("gpu_taken", "gpu_start")), ("start->end", us("gpu_start", "gpu_end")),
+               ("end->coded", us("gpu_end", "coded"))]
+        for name, xs in stages + [("post->done", total)] + (gpu if gpu[0][1] else []):
             print(f"  {name:18s} {stats(xs):>24s}  ({len(xs)})")
 
 

@@ -8,6 +8,7 @@
 
 #include "zipccl/format.h"
 #include "zipccl/gpu_codec.h"
+#include "zipccl/service_protocol.h"
 #include "ordering.cuh"
 #include "tiling.cuh"
 
@@ -46,6 +47,7 @@ struct Launch {
   uint8_t* scratch;           // temp: bulk encode tiles' escape chunks, kEscScratch bytes per tile
   uint32_t* group_esc;        // temp, with scratch: escape bytes per group of kGroupTiles tiles
   Result* results;
+  JobTimes* times;  // the resident kernel's job: where publish_result() notes the end (else null)
 };
 static_assert(sizeof(Launch) <= 4000, "kernel parameters must fit in 4 KiB");
 
@@ -184,6 +186,12 @@ __device__ __forceinline__ bool finish_tile(const Launch& P, int item, int* sh_f
   return *sh_flag;
 }
 
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Publish the item's result, system-wide visible: the done flag last, by a release store at
 // system scope (it orders the fields, and every write the caller's barrier ordered before it).
 __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64_t bytes, Status s, Codec c,
@@ -194,6 +202,7 @@ __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64
   r->codec = static_cast<uint8_t>(c);
   r->raw_from_input = raw_from_input;
   r->reserved = 0;
+  if (P.times) P.times->end = globaltimer_ns();
   set_flag_release_sys(&r->done);
 }
 

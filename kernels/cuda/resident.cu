@@ -64,11 +64,6 @@ __device__ __forceinline__ uint4 load_volatile16(const void* p) {
                : "l"(p));
   return v;
 }
-__device__ __forceinline__ unsigned long long globaltimer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 template <typename T>
 __device__ __forceinline__ T load_volatile(const T& x) {
   return *reinterpret_cast<const volatile T*>(&x);
@@ -79,7 +74,8 @@ __device__ __forceinline__ void store_volatile(T& x, T v) {
 }
 
 // A job the kernel refuses (an unknown op, a size beyond kServiceMaxJob) completes at once.
-__device__ void refuse(Result* r, Status s) {
+__device__ void refuse(Result* r, JobTimes* t, Status s) {
+  t->end = globaltimer_ns();
   r->bytes = 0;
   r->status = static_cast<int32_t>(s);
   r->codec = 0;
@@ -124,6 +120,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   const uint64_t waiting = tail - head;
   const uint32_t take = busy ? uint32_t(__ffs(int(busy)) - 1) : uint32_t(waiting < kServiceSlots ? waiting : kServiceSlots);
   Result* const result = &host->results[j % kServiceRing];
+  JobTimes* const times = &host->times[j % kServiceRing];
   ServiceJob job;
   uint32_t tiles = 0;
   if (lane < take) {
@@ -131,11 +128,12 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = load_volatile16(reinterpret_cast<const char*>(&host->jobs[j % kServiceRing]) + 16 * i);
     memcpy(&job, w, sizeof job);
+    times->taken = globaltimer_ns();
     const bool encode = job.op == kServiceEncode;
     if (!encode && job.op != kServiceDecode)
-      refuse(result, Status::kBadHeader);
+      refuse(result, times, Status::kBadHeader);
     else if ((encode ? job.in_bytes : job.out_cap) > kServiceMaxJob)
-      refuse(result, encode ? Status::kTooLarge : Status::kNoSpace);
+      refuse(result, times, encode ? Status::kTooLarge : Status::kNoSpace);
     else
       tiles = encode ? tiles_for(job.in_bytes, kEncodeTile) : tiles_for(job.out_cap, kDecodeTile) + 1;
   }
@@ -169,6 +167,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     P.scratch = nullptr;
     P.group_esc = nullptr;
     P.results = result;
+    P.times = times;
     b.op[slot] = job.op;
     store_volatile(b.range[slot], uint32_t(posted + upto - tiles) | static_cast<unsigned long long>(tiles) << 32);
     b.remaining[slot] = tiles;
@@ -264,7 +263,10 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
     ZIPCCL_MARK(0);
     const uint32_t slot = slot_s, tile = tile_s;
     const Launch& P = s->launch[slot];
-    if (threadIdx.x == 0) tile_t0 = globaltimer_ns();
+    if (threadIdx.x == 0) {
+      tile_t0 = globaltimer_ns();
+      if (tile == 0) P.times->start = tile_t0;
+    }
     if (b.op[slot] == kServiceEncode)
       encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile);
     else

@@ -138,11 +138,21 @@ class Service : public ::testing::Test {
   gpu::Result wait(uint64_t idx) {
     const auto end = std::chrono::steady_clock::now() + wait_limit();
     gpu::Result r{};
-    while (!gpu::service_poll(host_, idx, &r)) {
+    gpu::JobTimes t{};
+    while (!gpu::service_poll(host_, idx, &r, &t)) {
       if (std::chrono::steady_clock::now() > end) {
         ADD_FAILURE() << "job " << idx << " never completed";
         return gpu::Result{};
       }
+    }
+    // Every job's times: taken, its first tile (none where the kernel refused it), its result.
+    EXPECT_NE(t.taken, 0u) << "job " << idx;
+    EXPECT_GE(t.end, t.taken) << "job " << idx;
+    if (t.start) {
+      EXPECT_GE(t.start, t.taken) << "job " << idx;
+      EXPECT_LE(t.start, t.end) << "job " << idx;
+    } else {
+      EXPECT_NE(r.status, int32_t(Status::kOk)) << "job " << idx << " coded without a tile";
     }
     return r;
   }

@@ -393,6 +393,49 @@ TEST(ChannelFloor, RaisedForTheGpuCodecUnlessSet) {
   }
 }
 
+// What NCCL_ZIP_TIMELINE left in dir for one side: each message's events' times, by (seq, sub).
+struct TimelineSide {
+  std::map<std::pair<long, long>, std::map<std::string, long long>> msgs;
+  long compressed = 0;  // wire events of compressed messages
+  int files = 0;
+};
+TimelineSide read_timeline(const std::string& dir, const char* side) {
+  TimelineSide out;
+  const std::string list = "ls " + dir + "/zipccl-*-" + side + "-*.csv";
+  FILE* ls = popen(list.c_str(), "r");
+  char path[512];
+  while (fgets(path, sizeof path, ls)) {
+    path[strcspn(path, "\n")] = 0;
+    ++out.files;
+    FILE* f = fopen(path, "r");
+    EXPECT_NE(f, nullptr) << path;
+    if (!f) continue;
+    char line[256];
+    EXPECT_TRUE(fgets(line, sizeof line, f) && fgets(line, sizeof line, f));  // comment, columns
+    EXPECT_STREQ(line, "t_ns,event,seq,sub,bytes,compressed,gpu\n");
+    long long t;
+    char ev[16];
+    long seq, sub, comp, gpu;
+    unsigned long long bytes;
+    bool deferred = false;  // an isend returned no request: the next post is its message's
+    while (fscanf(f, "%lld,%15[a-z_],%ld,%ld,%llu,%ld,%ld\n", &t, ev, &seq, &sub, &bytes, &comp, &gpu) == 7) {
+      if (std::string(ev) == "defer") {
+        EXPECT_FALSE(deferred) << "two deferred isends without a post between, " << path;
+        deferred = true;
+        continue;
+      }
+      if (std::string(ev) == "post") deferred = false;
+      if (std::string(ev) == "cts") continue;
+      out.msgs[{seq, sub}][ev] = t;
+      if (std::string(ev) == "wire") out.compressed += comp;
+    }
+    EXPECT_TRUE(feof(f)) << "a line the reader did not take in " << path;
+    fclose(f);
+  }
+  pclose(ls);
+  return out;
+}
+
 // NCCL_ZIP_TIMELINE: one CSV per comm, every message's stages in the order they happen.
 TEST(Timeline, EveryMessageStagedInOrder) {
   char dir[] = "/tmp/zip_timeline_XXXXXX";
@@ -402,48 +445,17 @@ TEST(Timeline, EveryMessageStagedInOrder) {
   const std::vector<std::string> args = {"--msgs=60", "--max=262144", "--kind=mix", "--seed=5"};
   Pair p = run_pair(11, env, args, args);
   expect_ok(p);
-  std::map<std::string, std::map<std::pair<long, long>, std::map<std::string, long long>>> comms;
-  std::map<std::string, long> compressed;
+  std::map<std::string, TimelineSide> comms;
   for (const char* side : {"send", "recv"}) {
-    const std::string list = std::string("ls ") + dir + "/zipccl-*-" + side + "-*.csv";
-    FILE* ls = popen(list.c_str(), "r");
-    char path[512];
-    int files = 0;
-    while (fgets(path, sizeof path, ls)) {
-      path[strcspn(path, "\n")] = 0;
-      ++files;
-      FILE* f = fopen(path, "r");
-      ASSERT_NE(f, nullptr) << path;
-      char line[256];
-      ASSERT_TRUE(fgets(line, sizeof line, f) && fgets(line, sizeof line, f));  // comment, columns
-      EXPECT_STREQ(line, "t_ns,event,seq,sub,bytes,compressed,gpu\n");
-      long long t;
-      char ev[16];
-      long seq, sub, comp, gpu;
-      unsigned long long bytes;
-      bool deferred = false;  // an isend returned no request: the next post is its message's
-      while (fscanf(f, "%lld,%15[a-z],%ld,%ld,%llu,%ld,%ld\n", &t, ev, &seq, &sub, &bytes, &comp, &gpu) == 7) {
-        if (std::string(ev) == "defer") {
-          EXPECT_FALSE(deferred) << "two deferred isends without a post between, " << path;
-          deferred = true;
-          continue;
-        }
-        if (std::string(ev) == "post") deferred = false;
-        if (std::string(ev) == "cts") continue;
-        comms[side][{seq, sub}][ev] = t;
-        if (std::string(ev) == "wire") compressed[side] += comp;
-      }
-      fclose(f);
-    }
-    pclose(ls);
-    EXPECT_EQ(files, 1) << side;
+    comms[side] = read_timeline(dir, side);
+    EXPECT_EQ(comms[side].files, 1) << side;
   }
-  EXPECT_EQ(comms["send"].size(), 60u);
-  EXPECT_EQ(comms["recv"].size(), 60u);
-  EXPECT_GT(compressed["send"], 0);
-  EXPECT_EQ(compressed["send"], compressed["recv"]);
-  for (auto& [side, msgs] : comms)
-    for (auto& [key, ev] : msgs) {
+  EXPECT_EQ(comms["send"].msgs.size(), 60u);
+  EXPECT_EQ(comms["recv"].msgs.size(), 60u);
+  EXPECT_GT(comms["send"].compressed, 0);
+  EXPECT_EQ(comms["send"].compressed, comms["recv"].compressed);
+  for (auto& [side, c] : comms)
+    for (auto& [key, ev] : c.msgs) {
       SCOPED_TRACE(side + " seq " + std::to_string(key.first));
       ASSERT_TRUE(ev.count("post") && ev.count("wire") && ev.count("done"));
       EXPECT_LE(ev["post"], ev["wire"]);
@@ -454,7 +466,40 @@ TEST(Timeline, EveryMessageStagedInOrder) {
         else EXPECT_GE(ev["coded"], ev["wire"]);
         EXPECT_LE(ev["coded"], ev["done"]);
       }
+      EXPECT_FALSE(ev.count("gpu_taken")) << "GPU times from the CPU codec";
     }
+  EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
+}
+
+// A message the resident codec coded carries its job's times (the emulated kernel's clock is the
+// host's, so they line up with the comm's events): taken after the job was posted (an encode at
+// its isend, a decode once it arrived), then its first tile, its result, and its kCoded.
+TEST(Timeline, GpuJobTimesInOrder) {
+  char dir[] = "/tmp/zip_timeline_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  Env env = base_env("2");
+  env["NCCL_ZIP_TIMELINE"] = dir;
+  env["NCCL_ZIP_GPU"] = "1";
+  env["NCCL_ZIP_GPU_EMULATE"] = "1";
+  env["NCCL_ZIP_GPU_IDLE_US"] = "1000000";
+  const std::vector<std::string> args = {"--msgs=60", "--max=262144", "--kind=bf16", "--seed=5"};
+  Pair p = run_pair(11, env, args, args);
+  expect_ok(p);
+  for (const char* side : {"send", "recv"}) {
+    SCOPED_TRACE(side);
+    int on_gpu = 0;
+    for (auto& [key, ev] : read_timeline(dir, side).msgs) {
+      if (!ev.count("gpu_taken")) continue;
+      SCOPED_TRACE("seq " + std::to_string(key.first));
+      ++on_gpu;
+      ASSERT_TRUE(ev.count("gpu_start") && ev.count("gpu_end") && ev.count("coded"));
+      EXPECT_LE(ev[side == std::string("send") ? "post" : "wire"], ev["gpu_taken"]);
+      EXPECT_LE(ev["gpu_taken"], ev["gpu_start"]);
+      EXPECT_LE(ev["gpu_start"], ev["gpu_end"]);
+      EXPECT_LE(ev["gpu_end"], ev["coded"]);
+    }
+    EXPECT_GT(on_gpu, 0) << "no message coded by the (emulated) GPU codec";
+  }
   EXPECT_EQ(system((std::string("rm -rf ") + dir).c_str()), 0);
 }
 

@@ -2,7 +2,9 @@
 """scripts/timeline.py on made-up NCCL_ZIP_TIMELINE files: a send comm whose second message waited
 for its clear-to-send (a defer event, then its post) and a receive comm; the stages' medians and
 counts, the wait counted once per deferred message, the warm-up skipped with --skip-ms; then
---collectives on two collectives of another process."""
+--collectives on two collectives of another process; then a third process's GPU-coded messages,
+their job times on a clock 1 s ahead of the host's: the stages they split the coding into, and the
+first job's times in its collective's fill."""
 import os
 import subprocess
 import sys
@@ -94,7 +96,42 @@ with tempfile.TemporaryDirectory() as top:
            "span 1100, wire 1000, fill 12 (a send ready 10, taken 10, coded nan), tail 600, idle 100; "
            "ratio 1.000, 0% coded, 0 receives decoding at the last arrival")
 
+with tempfile.TemporaryDirectory() as top:
+    K, G = 65536, 1000000  # G: the GPU clock's lead in us
+    # After the shift by the least (taken - posted), 5 us (send 0 and receive 1): send 0 taken at
+    # its post (20), first tile 30, result 45, coded 60; send 1 posted 30, taken 40, tile 50,
+    # result 70, coded 81; receive 0 lands 700, taken 715; receive 1 lands 800, taken 805.
+    write(top, "zipccl-3-send-0.csv", "send", [
+        (20, "post", 0, 0, K), (G + 25, "gpu_taken", 0, 0, K // 2), (G + 35, "gpu_start", 0, 0, K // 2),
+        (G + 50, "gpu_end", 0, 0, K // 2), (60, "coded", 0, 0, K // 2, 1), (62, "wire", 0, 0, K // 2, 1),
+        (600, "done", 0, 0, K),
+        (30, "post", 1, 0, K), (G + 45, "gpu_taken", 1, 0, K // 2), (G + 55, "gpu_start", 1, 0, K // 2),
+        (G + 75, "gpu_end", 1, 0, K // 2), (81, "coded", 1, 0, K // 2, 1), (83, "wire", 1, 0, K // 2, 1),
+        (1500, "done", 1, 0, K),
+    ], pid=3)
+    write(top, "zipccl-3-recv-1.csv", "recv", [
+        (0, "post", 0, 0, K), (700, "wire", 0, 0, K // 2, 1), (G + 720, "gpu_taken", 0, 0, K),
+        (G + 730, "gpu_start", 0, 0, K), (G + 760, "gpu_end", 0, 0, K), (770, "coded", 0, 0, K, 1),
+        (775, "done", 0, 0, K),
+        (5, "post", 1, 0, K), (800, "wire", 1, 0, K // 2, 1), (G + 810, "gpu_taken", 1, 0, K),
+        (G + 815, "gpu_start", 1, 0, K), (G + 835, "gpu_end", 1, 0, K), (840, "coded", 1, 0, K, 1),
+        (845, "done", 1, 0, K),
+    ], pid=3)
+    out = subprocess.run([sys.executable, SCRIPT, top], capture_output=True, text=True, check=True).stdout
+    send, recv = "zipccl-3-send-0.csv", "zipccl-3-recv-1.csv"
+    expect("send post->taken", stage(out, send, "post->taken"), "10 / 10 / 5 (2)")
+    expect("send taken->start", stage(out, send, "taken->start"), "10 / 10 / 10 (2)")
+    expect("send start->end", stage(out, send, "start->end"), "20 / 20 / 18 (2)")
+    expect("send end->coded", stage(out, send, "end->coded"), "15 / 15 / 13 (2)")
+    expect("recv wire->taken", stage(out, recv, "wire->taken"), "15 / 15 / 10 (2)")
+    out = subprocess.run([sys.executable, SCRIPT, top, "--collectives", "0.065536"], capture_output=True,
+                         text=True, check=True).stdout
+    expect("GPU collective", [line.split(": ", 1)[-1] for line in out.splitlines() if line.startswith("pid 3,")],
+           ["span 1500, wire 1000, fill 62 (a send ready 20, taken 20, GPU took it 20, first tile 30, "
+            "result 45, coded 60), tail 700, idle 500; ratio 0.500, 100% coded, 1 receives decoding at the "
+            "last arrival"])
+
 if failures:
     print("\n".join(failures))
     sys.exit(1)
-print("timeline.py: stages, the deferred isends' waits, --skip-ms and --collectives as expected")
+print("timeline.py: stages, the deferred isends' waits, --skip-ms, --collectives and GPU job times as expected")

@@ -15,6 +15,9 @@
 //    what the codec's capacity is measured by (bytes coded over that time, shared among the CTAs),
 //    since the time from post to result also counts waits and queues, which read as the load
 //    offered, not the rate the kernel could sustain;
+//  - each job's times on the GPU's clock (%globaltimer, ns) are in times: for a timeline of
+//    where a job waits (the doorbell, the tickets of the jobs before it, its tiles); cleared by
+//    service_post, each written before the job's done flag;
 //  - to stop the kernel: service_stop() with the jobs posted (none may be posted after it); the
 //    kernel finishes every job, then exits, and the last CTA out stores the launch's generation
 //    in `exited`. A new launch (the next generation) starts from the same ServiceHost and device
@@ -54,6 +57,12 @@ struct ServiceJob {
 };
 static_assert(sizeof(ServiceJob) == 64, "a job is 64 bytes");
 
+// A job's times on the GPU's clock, 0 where not known: when a look took it from the ring, when
+// its first tile started, when its result was written.
+struct JobTimes {
+  uint64_t taken, start, end;
+};
+
 // Mapped pinned host memory (cudaHostAlloc with cudaHostAllocMapped), zeroed before first use.
 struct ServiceHost {
   // The doorbell: read by the kernel in one 16-byte load.
@@ -64,6 +73,7 @@ struct ServiceHost {
   uint32_t reserved[2];
   ServiceJob jobs[kServiceRing];
   Result results[kServiceRing];
+  JobTimes times[kServiceRing];
   // CTA c's nanoseconds coding tiles of encodes [c][0] and decodes [c][1] (its thread 0 stores
   // the running sum after each tile, starting from the value a launch finds).
   uint64_t tile_ns[kServiceMaxCtas][2];
@@ -75,6 +85,7 @@ struct ServiceHost {
 // order they are posted, across launches.
 inline void service_post(ServiceHost* h, uint64_t index, const ServiceJob& job) {
   h->jobs[index % kServiceRing] = job;
+  h->times[index % kServiceRing] = JobTimes{};
   __atomic_store_n(&h->results[index % kServiceRing].done, uint8_t(0), __ATOMIC_RELAXED);
   __atomic_store_n(&h->tail, index + 1, __ATOMIC_RELEASE);
 }
@@ -106,10 +117,11 @@ inline int service_sms(const ServiceHost* h, int ctas) {
   }
   return n;
 }
-// True once job `index` is done, its result in *r.
-inline bool service_poll(const ServiceHost* h, uint64_t index, Result* r) {
+// True once job `index` is done, its result in *r and, where t is given, its times in *t.
+inline bool service_poll(const ServiceHost* h, uint64_t index, Result* r, JobTimes* t = nullptr) {
   if (!__atomic_load_n(&h->results[index % kServiceRing].done, __ATOMIC_ACQUIRE)) return false;
   *r = h->results[index % kServiceRing];
+  if (t) *t = h->times[index % kServiceRing];
   return true;
 }
 
