@@ -18,9 +18,11 @@
 // after each CTA count) are that row's.
 // --beside-d2h=MiB: the latency of one 1 MiB job in pinned host memory alone and while a copy
 // engine moves MiB from device to pinned host memory without pause, as NCCL copies a
-// collective's first chunks to its host buffers while the plugin codes the first message.
+// collective's first chunks to its host buffers while the plugin codes the first message;
+// with --beside-stores=N, N CTAs of a kernel move them with SM stores, as NCCL's kernels do.
 // Usage: gpu_service_bench [--quick] [--per-sm=1|2] [--only=OP:MEM] [--inflight=N] [--job-kib=K]
-//                          [--beside-d2h=MiB] [CTAS...]   (default CTA counts: 8 16 32)
+//                          [--beside-d2h=MiB [--beside-stores=N]] [CTAS...]
+//                          (default CTA counts: 8 16 32)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,6 +38,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "host_store_load.h"
 #include "service_data.h"
 #include "sm_partition.h"
 #include "zipccl/codec.h"
@@ -82,10 +85,10 @@ class Service {
     gpu::service_post(h_, tail_, j);
     return tail_++;
   }
-  gpu::Result wait(uint64_t i) const {
+  gpu::Result wait(uint64_t i, gpu::JobTimes* times = nullptr) const {
     gpu::Result r;
     const auto end = Clock::now() + std::chrono::seconds(10);
-    while (!gpu::service_poll(h_, i, &r))
+    while (!gpu::service_poll(h_, i, &r, times))
       if (Clock::now() > end) {
         fprintf(stderr, "job %llu never completed\n", static_cast<unsigned long long>(i));
         exit(1);
@@ -112,18 +115,25 @@ const char* const kOpName[] = {"floor (Raw)", "encode bf16", "decode bf16"};  //
 
 using DataSet = std::vector<std::unique_ptr<Data>>;
 
-// One job at a time on an idle kernel: j's median and p90 us from the doorbell to its result.
-std::pair<double, double> job_latency(Service& sv, const gpu::ServiceJob& j, int reps) {
-  std::vector<double> t;
+// One job at a time on an idle kernel: j's median and p90 us from the doorbell to its result, and
+// the median from its first tile's start to its result on the GPU's clock.
+struct Latency {
+  double median, p90, tiles;
+};
+Latency job_latency(Service& sv, const gpu::ServiceJob& j, int reps) {
+  std::vector<double> t, tiles;
   for (int r = 0; r < reps + 10; ++r) {
     const auto idle = Clock::now() + std::chrono::microseconds(20);  // the kernel back to polling
     while (Clock::now() < idle) {
     }
     const auto t0 = Clock::now();
-    sv.wait(sv.post(j));
-    if (r >= 10) t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    gpu::JobTimes times;
+    sv.wait(sv.post(j), &times);
+    if (r < 10) continue;
+    t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+    tiles.push_back(double(times.end - times.start) / 1e3);
   }
-  return {median(t), pct(t, 0.9)};
+  return {median(t), pct(t, 0.9), median(tiles)};
 }
 
 void latency(Service& sv, DataSet& ds, int reps) {
@@ -132,31 +142,46 @@ void latency(Service& sv, DataSet& ds, int reps) {
     const size_t n = d->n;
     double floor_us = 0;
     for (Op op : {kFloor, kEncode, kDecode}) {
-      const auto [m, p90] = job_latency(sv, d->for_op(op), reps);
-      if (op == kFloor) floor_us = m;
-      printf("| %zu KiB | %s | %.2f | %.2f | %+.2f |\n", n >> 10, kOpName[op], m, p90, m - floor_us);
+      const Latency l = job_latency(sv, d->for_op(op), reps);
+      if (op == kFloor) floor_us = l.median;
+      printf("| %zu KiB | %s | %.2f | %.2f | %+.2f |\n", n >> 10, kOpName[op], l.median, l.p90, l.median - floor_us);
     }
   }
 }
 
-// Device-to-host copies on a stream of their own, back to back from start() to stop(). Its
-// buffers come and go while no resident kernel runs (cudaFree would wait for it).
+// Device-to-host traffic on a stream of its own from start() to stop(): back-to-back copies by a
+// copy engine, or (store_ctas > 0) a kernel of that many CTAs storing into mapped host memory,
+// as NCCL's kernels fill their host buffers. Its buffers come and go while no resident kernel
+// runs (cudaFree would wait for it).
 class D2hLoad {
  public:
-  explicit D2hLoad(size_t bytes) : n_(bytes) {
+  D2hLoad(size_t bytes, int store_ctas) : n_(bytes), ctas_(store_ctas) {
     CK(cudaMalloc(&dev_, n_));
-    CK(cudaHostAlloc(&host_, n_, cudaHostAllocDefault));
+    CK(cudaHostAlloc(&host_, n_, cudaHostAllocMapped));
+    CK(cudaHostAlloc(reinterpret_cast<void**>(&ctl_), sizeof(uint64_t) * (1 + std::max(ctas_, 1)), cudaHostAllocMapped));
     CK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+    if (ctas_) CK(load_host_store_kernel());
   }
   ~D2hLoad() {
     CK(cudaStreamDestroy(s_));
+    CK(cudaFreeHost(ctl_));
     CK(cudaFreeHost(host_));
     CK(cudaFree(dev_));
   }
+  const char* what() const { return ctas_ ? "SM stores" : "copies"; }
   void start() {
+    t0_ = Clock::now();
+    if (ctas_) {
+      memset(ctl_, 0, sizeof(uint64_t) * (1 + ctas_));
+      void *dhost = nullptr, *dctl = nullptr;
+      CK(cudaHostGetDevicePointer(&dhost, host_, 0));
+      CK(cudaHostGetDevicePointer(&dctl, ctl_, 0));
+      CK(launch_host_store_load(dev_, dhost, n_, ctas_, static_cast<const uint32_t*>(dctl),
+                                static_cast<unsigned long long*>(dctl) + 1, s_));
+      return;
+    }
     stop_ = false;
     copies_ = 0;
-    t0_ = Clock::now();
     thread_ = std::thread([this] {
       while (!stop_.load()) {
         CK(cudaMemcpyAsync(host_, dev_, n_, cudaMemcpyDeviceToHost, s_));
@@ -165,16 +190,26 @@ class D2hLoad {
       }
     });
   }
-  double stop() {  // GB/s copied
-    stop_ = true;
-    thread_.join();
-    return double(copies_.load()) * double(n_) / std::chrono::duration<double>(Clock::now() - t0_).count() / 1e9;
+  double stop() {  // GB/s moved
+    double bytes = 0;
+    if (ctas_) {
+      __atomic_store_n(reinterpret_cast<uint32_t*>(ctl_), 1u, __ATOMIC_RELEASE);
+      CK(cudaStreamSynchronize(s_));
+      for (int c = 0; c < ctas_; ++c) bytes += double(ctl_[1 + c]);
+    } else {
+      stop_ = true;
+      thread_.join();
+      bytes = double(copies_.load()) * double(n_);
+    }
+    return bytes / std::chrono::duration<double>(Clock::now() - t0_).count() / 1e9;
   }
 
  private:
   size_t n_;
+  int ctas_;
   void* dev_ = nullptr;
   void* host_ = nullptr;
+  uint64_t* ctl_ = nullptr;  // the stop flag, then each CTA's bytes
   cudaStream_t s_ = nullptr;
   std::thread thread_;
   std::atomic<bool> stop_{false};
@@ -183,16 +218,16 @@ class D2hLoad {
 };
 
 void latency_beside_d2h(Service& sv, Data& d, D2hLoad& load, int reps) {
-  printf("| %zu KiB, pinned host | op | alone median / p90 us | beside the copies median / p90 us | copies GB/s |\n"
-         "|---|---|---|---|---|\n", size_t(d.n >> 10));
+  printf("| %zu KiB, pinned host | op | alone median / p90 us (tiles) | beside the %s median / p90 us (tiles) | "
+         "%s GB/s |\n|---|---|---|---|---|\n", size_t(d.n >> 10), load.what(), load.what());
   for (Op op : {kFloor, kEncode, kDecode}) {
     const gpu::ServiceJob j = d.for_op(op);
-    const auto alone = job_latency(sv, j, reps);
+    const Latency alone = job_latency(sv, j, reps);
     load.start();
-    const auto beside = job_latency(sv, j, reps);
+    const Latency beside = job_latency(sv, j, reps);
     const double gbs = load.stop();
-    printf("| | %s | %.2f / %.2f | %.2f / %.2f | %.1f |\n", kOpName[op], alone.first, alone.second, beside.first,
-           beside.second, gbs);
+    printf("| | %s | %.2f / %.2f (%.2f) | %.2f / %.2f (%.2f) | %.1f |\n", kOpName[op], alone.median, alone.p90,
+           alone.tiles, beside.median, beside.p90, beside.tiles, gbs);
   }
 }
 
@@ -266,7 +301,7 @@ void print_trace(int ctas) {
 int main(int argc, char** argv) {
   if (!have_cuda_device("gpu_service_bench")) return 0;
   bool quick = false;
-  int per_sm = 2, only_op = -1, only_host = -1, beside_mib = 0;
+  int per_sm = 2, only_op = -1, only_host = -1, beside_mib = 0, beside_stores = 0;
   Load load;
   std::vector<int> ctas;
   for (int i = 1; i < argc; ++i) {
@@ -280,6 +315,8 @@ int main(int argc, char** argv) {
       load.job = size_t(atoi(argv[i] + 10)) << 10;
     } else if (!strncmp(argv[i], "--beside-d2h=", 13)) {
       beside_mib = atoi(argv[i] + 13);
+    } else if (!strncmp(argv[i], "--beside-stores=", 16)) {
+      beside_stores = atoi(argv[i] + 16);
     } else if (!strncmp(argv[i], "--only=", 7)) {
       const std::string v = argv[i] + 7;
       const size_t colon = v.find(':');
@@ -296,8 +333,9 @@ int main(int argc, char** argv) {
   }
   if (ctas.empty()) ctas = {8, 16, 32};
   if (load.inflight < 1 || load.inflight > int(gpu::kServiceRing) || load.job < 1024 || load.job > gpu::kServiceMaxJob ||
-      beside_mib < 0 || beside_mib > 4096) {
-    fprintf(stderr, "--inflight: 1..%u; --job-kib: 1..%llu; --beside-d2h: 0..4096\n", gpu::kServiceRing,
+      beside_mib < 0 || beside_mib > 4096 || beside_stores < 0 || beside_stores > 1024) {
+    fprintf(stderr, "--inflight: 1..%u; --job-kib: 1..%llu; --beside-d2h: 0..4096; --beside-stores: 0..1024\n",
+            gpu::kServiceRing,
             static_cast<unsigned long long>(gpu::kServiceMaxJob >> 10));
     return 2;
   }
@@ -318,7 +356,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<D2hLoad> d2h;
   if (beside_mib > 0) {
     beside_data = std::make_unique<Data>(x.data(), size_t(1) << 20, true);
-    d2h = std::make_unique<D2hLoad>(size_t(beside_mib) << 20);
+    d2h = std::make_unique<D2hLoad>(size_t(beside_mib) << 20, beside_stores);
   }
   Service sv;
   for (int c : ctas) {
