@@ -25,7 +25,8 @@
 #                                              per-stage times, scripts/timeline.py, to
 #                                              $OUT/timeline.txt (paced runs: also each
 #                                              collective's span, fill and tail against
-#                                              its wire time, --collectives); ROUNDS=1;
+#                                              its wire time, --collectives; TIMELINE=keep:
+#                                              and the CSV files in timeline.tar.gz); ROUNDS=1;
 #                                              DATA=a .safetensors file of bf16 tensors,
 #                                              e.g. ../shared/data/
 #                                              grads_bf16.safetensors: its values, not Gaussian;
@@ -131,6 +132,8 @@ if [ -n "${TIMELINE:-}" ]; then
     [[ $l =~ ^p([0-9]+)_ ]] && python3 scripts/timeline.py "$OUT/timeline/$l" --collectives \
       "$(awk -v m="${BASH_REMATCH[1]}" 'BEGIN { print m / 8000 }')"
   done >"$OUT/timeline.txt" 2>&1
+  # TIMELINE=keep: the CSV files too, for another look (a device call returns 8 files at most).
+  [ "$TIMELINE" = keep ] && tar czf "$OUT/timeline.tar.gz" -C "$OUT" timeline
   rm -rf "$OUT/timeline"
 fi
 python3 bench/nccl/bench_table.py "$OUT" "$PACES" "${LABELS[@]}"
