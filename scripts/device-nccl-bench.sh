@@ -77,7 +77,7 @@ run() {  # label (p<Mb/s>_* or lo_*), env assignments...
     tl=(NCCL_ZIP_TIMELINE="$OUT/timeline/$label")
   fi
   env "$@" "${tl[@]}" timeout -k 10 150 "${BENCH[@]}" --label "$label" >"$log" 2>&1
-  echo "$label (round $ROUND): rc=$? $(grep -c '^BENCH' "$log") timings, $(grep -o 'CHECK[^C]*ok=1' "$log" | wc -l)/2 checks ok"
+  echo "$label (round $ROUND): rc=$? $(grep -o 'BENCH label=[^ ]* coll=' "$log" | wc -l) timings, $(grep -o 'CHECK[^C]*ok=1' "$log" | wc -l)/2 checks ok"
   grep -hE "WARN|Traceback|Error" "$log" | head -3
 }
 add() { QUEUE+=("$*"); }  # label, env assignments (no spaces in either): a run of this round
