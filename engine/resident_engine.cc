@@ -1,5 +1,7 @@
 #include "resident_engine.h"
 
+#include <algorithm>
+
 #include "clock.h"
 #include "log.h"
 
@@ -42,13 +44,17 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
   std::lock_guard<std::mutex> lk(mu_);
   // Rates count an encode's input and a decode's output; the output's size is known when it is
   // done, and its room stands in until then.
-  InFlight f{job, 0, now_ns(), encode ? job->src_bytes : job->dst_cap};
+  // A burst's first job: the first a launch of the kernel takes (between collectives it exits).
+  const uint32_t launch = gpu_->launches();
+  const bool first = inflight_.empty() && launch != measured_launch_;
+  InFlight f{job, 0, now_ns(), encode ? job->src_bytes : job->dst_cap, first};
   const bool posted = gpu_->post(j, &f.index);
   gpu_->release();  // a posted job is finished whether or not a lease is held
   if (posted) {
     job->on_gpu = true;  // before poll() may complete it, under the same lock
     gpu_jobs_.fetch_add(1, std::memory_order_relaxed);
     queued_[encode ? 0 : 1].fetch_add(f.queued, std::memory_order_relaxed);
+    if (first) measured_launch_ = launch;
     inflight_.push_back(f);
   }
   return posted;
@@ -94,9 +100,21 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r, const gpu
   queued_[op].fetch_sub(f.queued, std::memory_order_relaxed);
   // Tiles of jobs still running count now and their bytes later: over a window it evens out.
   const uint64_t t = gpu_->tile_ns(op);
-  rate_[op].add(double(op == 0 ? job->src_bytes : job->out_bytes),
-                double(t - tile_ns_seen_[op]) / double(gpu_->ctas()));
+  const double bytes = double(op == 0 ? job->src_bytes : job->out_bytes);
+  rate_[op].add(bytes, double(t - tile_ns_seen_[op]) / double(gpu_->ctas()));
   tile_ns_seen_[op] = t;
+  // A job's own time: from its first tile to its result on the GPU's clock. A burst's first job
+  // is measured against the others' (its own tiles may be the slow ones).
+  const bool timed = times.start != 0 && times.end >= times.start && bytes > 0;
+  if (timed && !f.first) {
+    const double spb = double(times.end - times.start) * 1e-9 / bytes;
+    own_spb_[op] = own_spb_[op] == 0 ? spb : own_spb_[op] + (spb - own_spb_[op]) / kOwnWeight;
+  }
+  if (f.first && own_spb_[op] > 0) {
+    const double extra = std::max(0.0, job->seconds - bytes * own_spb_[op]), s = start_s_.load(std::memory_order_relaxed);
+    start_s_.store(s == 0 ? extra : s + (extra - s) / kStartWeight, std::memory_order_relaxed);
+    bursts_.fetch_add(1, std::memory_order_relaxed);
+  }
   job->state.store(CodecJob::kDone, std::memory_order_release);
 }
 
@@ -148,7 +166,24 @@ double ResidentEngine::queued_seconds() const {
     const double rate = rate_[op].bytes_per_s();
     if (rate > 0) s += double(queued_[op].load(std::memory_order_relaxed)) / rate;
   }
-  return s;
+  return s + burst_left();
+}
+
+double ResidentEngine::burst_left() const {
+  if (gpu_->state() != ResidentCodec::kRunning) return 0;
+  // A launch's burst begins the first time its link asks, whether that message is coded or not
+  // (NCCL's copies start with the collective): its start then runs down with the clock.
+  const uint32_t launch = gpu_->launches();
+  const int64_t now = now_ns();
+  if (burst_launch_.load(std::memory_order_acquire) != launch) {
+    std::lock_guard<std::mutex> g(burst_mu_);
+    if (burst_launch_.load(std::memory_order_relaxed) != launch) {
+      burst_ns_.store(now, std::memory_order_relaxed);
+      burst_launch_.store(launch, std::memory_order_release);
+    }
+  }
+  return std::max(0.0, start_s_.load(std::memory_order_relaxed) -
+                           double(now - burst_ns_.load(std::memory_order_relaxed)) * 1e-9);
 }
 
 bool ResidentEngine::throughput_settled(CodecJob::Op op) const {

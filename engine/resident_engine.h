@@ -39,8 +39,17 @@ class ResidentEngine final : public CodecEngine {
   double throughput(CodecJob::Op op) const override;
   bool throughput_settled(CodecJob::Op op) const override;
   // The kernel takes its jobs' tiles in the order they were posted (resident.cu), so a job posted
-  // now waits for every posted one: their bytes over the kernel's capacity for each kind.
+  // now waits for every posted one: their bytes over the kernel's capacity for each kind. And a
+  // burst's first job (the first a launch of the kernel takes, with nothing else in flight: the
+  // kernel exits between collectives, idle) may take longer than its bytes at the other jobs' own
+  // time per byte (start_s_, averaged over bursts): what is left of that since the burst began
+  // (burst_left()) is waited for too. At a
+  // collective's start NCCL's kernels copy its first chunks to host memory, and their stores
+  // starve the kernel's reads over the same PCIe link (docs/benchmarks.md): two ranks on one
+  // H100, the first 1 MiB encode took 0.3 ms longer than the next ones, the link idle meanwhile.
   double queued_seconds() const override;
+  double start_seconds() const { return start_s_.load(std::memory_order_relaxed); }
+  uint64_t bursts() const { return bursts_.load(std::memory_order_relaxed); }  // measured in start_s_
   // A lease of the kernel (ResidentCodec::acquire): it runs and stays until unlease().
   bool lease() override { return gpu_->acquire(); }
   void unlease() override { gpu_->release(); }
@@ -55,11 +64,13 @@ class ResidentEngine final : public CodecEngine {
     uint64_t index;
     int64_t t0_ns;
     uint64_t queued;  // its bytes in queued_: an encode's input, a decode's room for output
+    bool first;       // the first of a burst
   };
   static bool fits_gpu(const CodecJob& job);  // memory and size the kernel takes
   bool try_gpu(CodecJob* job);
   void post_waiting();  // posts waiting_ jobs in order while the ring takes them
   void complete(const InFlight& f, const gpu::Result& r, const gpu::JobTimes& times);
+  double burst_left() const;  // start_s_ less the running launch's burst's age; begins it
 
   std::shared_ptr<ResidentCodec> gpu_;
   CodecEngine* cpu_;
@@ -70,10 +81,18 @@ class ResidentEngine final : public CodecEngine {
   std::deque<CodecJob*> waiting_;  // gpu_only decodes the ring had no room for, in order; under waiting_mu_
   std::atomic<size_t> waiting_n_{0};  // waiting_.size(), read without the lock
   static constexpr double kWindowBytes = 4 << 20;
+  static constexpr double kStartWeight = 4;  // start_s_ moves 1/4 of the way to each burst's
+  static constexpr double kOwnWeight = 16;   // own_spb_ 1/16 of the way to each job's
   WindowedRate rate_[2] = {{kWindowBytes, true}, {kWindowBytes, true}};  // encode, decode; under mu_
   uint64_t tile_ns_seen_[2] = {0, 0};  // ResidentCodec::tile_ns at the last sample; under mu_
   std::atomic<uint64_t> queued_[2] = {0, 0};  // bytes of the jobs in inflight_, as rate_ counts them
-  std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0}, skipped_jobs_{0};
+  uint32_t measured_launch_ = 0;  // the launch whose first job was measured; under mu_
+  mutable std::mutex burst_mu_;   // begins a launch's burst once
+  mutable std::atomic<uint32_t> burst_launch_{0};  // the launch whose burst has begun,
+  mutable std::atomic<int64_t> burst_ns_{0};       // and when
+  double own_spb_[2] = {0, 0};  // a job's own seconds (first tile to result) per byte, by op; under mu_
+  std::atomic<double> start_s_{0};  // a burst's first job's time beyond its bytes at own_spb_, averaged
+  std::atomic<uint64_t> gpu_jobs_{0}, cpu_jobs_{0}, skipped_jobs_{0}, bursts_{0};
 };
 
 }  // namespace zipccl

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -314,7 +315,8 @@ TEST_F(ResidentEngineTest, ThroughputIsTheKernelsCapacityNotItsLatency) {
 
 // A job posted to the kernel waits for those posted before it: their bytes at the kernel's
 // measured capacity, each kind at its own (a decode counted by the room for its output). Nothing
-// queued once they are done, and nothing before a rate is measured.
+// queued once they are done, and nothing before a rate is measured. (No job here ran behind
+// another before: no job's own time is known, so no burst's start is counted.)
 TEST_F(ResidentEngineTest, QueuedSecondsAreThePostedJobsAtTheKernelsRate) {
   const Bytes x = bf16_data(1 << 20, 9);
   Bytes msg(max_compressed_bytes(x.size())), back(x.size());
@@ -329,6 +331,7 @@ TEST_F(ResidentEngineTest, QueuedSecondsAreThePostedJobsAtTheKernelsRate) {
   set_job(&probe, CodecJob::kDecode, msg.data(), first.out_bytes, back.data(), back.size(), true);
   ASSERT_NO_FATAL_FAILURE(run(&probe));
   ASSERT_TRUE(probe.on_gpu);
+  ASSERT_EQ(engine_->start_seconds(), 0);
   ASSERT_EQ(engine_->queued_seconds(), 0) << "all done";
 
   ctl_->job_wait_us = 200000;  // held in the queue while the test looks
@@ -343,7 +346,99 @@ TEST_F(ResidentEngineTest, QueuedSecondsAreThePostedJobsAtTheKernelsRate) {
   EXPECT_DOUBLE_EQ(queued, 2 * double(x.size()) / enc + double(back.size()) / dec);
   for (CodecJob& j : e) ASSERT_NO_FATAL_FAILURE(run_to_done(&j));
   ASSERT_NO_FATAL_FAILURE(run_to_done(&d));
+  EXPECT_EQ(engine_->queued_seconds(), engine_->start_seconds());
+}
+
+// A burst's start: its first job (the first a launch of the kernel takes) measured against the
+// own time per byte (first tile to result, on the kernel's clock) of jobs that ran behind another,
+// each burst moving the average a quarter of the way. A launch's burst begins when the link first
+// asks (queued_seconds(), as the policy does for each message); until that average has passed
+// since, what is left of it is queued too.
+TEST_F(ResidentEngineTest, ABurstsStartIsItsFirstJobsExtraTime) {
+  make(20000);  // the kernel exits 20 ms after a burst, as between collectives
+  const Bytes x = bf16_data(256 << 10, 3);
+  Bytes msg(max_compressed_bytes(x.size()));
+  auto stopped = [&] {
+    const auto end = Clock::now() + std::chrono::seconds(5);
+    while (gpu_->state() != ResidentCodec::kStopped) {
+      ASSERT_LT(Clock::now(), end) << "the kernel did not exit";
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  };
+  // A burst of n jobs on a kernel started for it, each asked about first; their seconds from post
+  // to result.
+  auto burst = [&](int n, std::vector<double>* seconds) {
+    ASSERT_NO_FATAL_FAILURE(stopped());
+    ASSERT_NO_FATAL_FAILURE(warm());
+    std::vector<CodecJob> jobs(n);
+    for (CodecJob& j : jobs) {
+      set_job(&j, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
+      engine_->queued_seconds();
+      engine_->submit(&j);
+    }
+    seconds->clear();
+    for (CodecJob& j : jobs) {
+      ASSERT_NO_FATAL_FAILURE(run_to_done(&j));
+      ASSERT_TRUE(j.on_gpu);
+      seconds->push_back(j.seconds);
+    }
+  };
+  std::vector<double> s;
+  ASSERT_NO_FATAL_FAILURE(burst(2, &s));  // the second job's own time: the measure
+  EXPECT_EQ(engine_->start_seconds(), 0) << "the first burst had no measure yet";
+  EXPECT_EQ(engine_->queued_seconds(), 0) << "nothing to wait for";
+
+  ctl_->job_wait_us = 50000;  // time a job spends before the kernel takes it, not its own
+  ASSERT_NO_FATAL_FAILURE(burst(1, &s));
+  const double first = engine_->start_seconds();
+  EXPECT_GE(first, 0.045) << "the first sample is taken as it is";
+  EXPECT_LE(first, s[0]);
+  ASSERT_TRUE(gpu_->acquire()) << "the kernel exited within 20 ms";  // the same launch from here
+  CodecJob more;  // this launch's burst is over: nothing but its queue waited for
+  set_job(&more, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
   EXPECT_EQ(engine_->queued_seconds(), 0);
+  ASSERT_NO_FATAL_FAILURE(run(&more));
+  gpu_->release();
+  EXPECT_EQ(engine_->start_seconds(), first) << "a job that began no burst is not measured";
+
+  ASSERT_NO_FATAL_FAILURE(burst(2, &s));  // the second's wait is not its own time
+  ASSERT_GE(s[1], 0.095) << "the second waited for the first and its own wait";
+  EXPECT_NEAR(engine_->start_seconds(), first + (s[0] - first) / 4, 0.005);
+
+  ASSERT_NO_FATAL_FAILURE(stopped());
+  EXPECT_EQ(engine_->queued_seconds(), 0) << "a stopped kernel: its start is waited for first";
+  ASSERT_NO_FATAL_FAILURE(warm());
+  const double start = engine_->start_seconds();
+  CodecJob held;  // the burst begins at the first question; the job behind it waits what is left
+  set_job(&held, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
+  ctl_->job_wait_us = 200000;
+  const auto t0 = Clock::now();
+  const double asked = engine_->queued_seconds();
+  engine_->submit(&held);
+  const double at = engine_->queued_seconds();
+  const double since = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double bytes_s = double(x.size()) / engine_->throughput(CodecJob::kEncode);
+  EXPECT_LE(asked, start);
+  EXPECT_GE(asked, start - since);
+  EXPECT_LE(at, bytes_s + start);
+  EXPECT_GE(at, bytes_s + start - since);
+  std::this_thread::sleep_for(std::chrono::duration<double>(start + 0.002));
+  ASSERT_FALSE(held.done()) << "the test was too slow to look";
+  EXPECT_DOUBLE_EQ(engine_->queued_seconds(), bytes_s) << "the burst's start is behind it";
+  ASSERT_NO_FATAL_FAILURE(run_to_done(&held));
+
+  ctl_->job_wait_us = 0;
+  ASSERT_NO_FATAL_FAILURE(stopped());
+  ASSERT_NO_FATAL_FAILURE(warm());
+  ASSERT_TRUE(gpu_->acquire()) << "the kernel exited within 20 ms";  // held while nothing is coded
+  EXPECT_GT(engine_->queued_seconds(), 0) << "a new launch's burst begins";
+  std::this_thread::sleep_for(std::chrono::duration<double>(engine_->start_seconds() + 0.002));
+  EXPECT_EQ(engine_->queued_seconds(), 0) << "and runs down though nothing was coded (its messages went raw)";
+  gpu_->release();
+
+  const double before = engine_->start_seconds();  // bursts that start at once bring it down
+  for (int k = 0; k < 8; ++k) ASSERT_NO_FATAL_FAILURE(burst(1, &s));
+  EXPECT_LT(engine_->start_seconds(), before * 0.75 * 0.75) << "eight bursts without a wait";
 }
 
 }  // namespace
