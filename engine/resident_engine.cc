@@ -111,7 +111,8 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r, const gpu
     own_spb_[op] = own_spb_[op] == 0 ? spb : own_spb_[op] + (spb - own_spb_[op]) / kOwnWeight;
   }
   if (f.first && own_spb_[op] > 0) {
-    const double extra = std::max(0.0, job->seconds - bytes * own_spb_[op]), s = start_s_.load(std::memory_order_relaxed);
+    const double extra = std::max(0.0, job->seconds - bytes * own_spb_[op]);
+    const double s = start_s_.load(std::memory_order_relaxed);
     start_s_.store(s == 0 ? extra : s + (extra - s) / kStartWeight, std::memory_order_relaxed);
     bursts_.fetch_add(1, std::memory_order_relaxed);
   }

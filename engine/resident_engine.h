@@ -40,10 +40,9 @@ class ResidentEngine final : public CodecEngine {
   bool throughput_settled(CodecJob::Op op) const override;
   // The kernel takes its jobs' tiles in the order they were posted (resident.cu), so a job posted
   // now waits for every posted one: their bytes over the kernel's capacity for each kind. And a
-  // burst's first job (the first a launch of the kernel takes, with nothing else in flight: the
-  // kernel exits between collectives, idle) may take longer than its bytes at the other jobs' own
-  // time per byte (start_s_, averaged over bursts): what is left of that since the burst began
-  // (burst_left()) is waited for too. At a
+  // burst's first job (the first a launch of the kernel takes; it exits between collectives) may
+  // take longer than its bytes at the other jobs' own time per byte (start_s_, averaged over
+  // bursts): what is left of that since the burst began (burst_left()) is waited for too. At a
   // collective's start NCCL's kernels copy its first chunks to host memory, and their stores
   // starve the kernel's reads over the same PCIe link (docs/benchmarks.md): two ranks on one
   // H100, the first 1 MiB encode took 0.3 ms longer than the next ones, the link idle meanwhile.

@@ -168,9 +168,10 @@ void release_resident(int device) {
     g_gpus.erase(it);
   }
   if (const uint64_t bursts = gone->engine->bursts())
-    ZIP_INFO(NCCL_NET, "GPU codec on GPU %d: a burst's first job took %.0f us beyond its own time (moving average of %llu "
-             "bursts), counted as queued while a burst is that young", device, gone->engine->start_seconds() * 1e6,
-             (unsigned long long)bursts);
+    ZIP_INFO(NCCL_NET,
+             "GPU codec on GPU %d: a burst's first job took %.0f us beyond its own time (moving average of %llu "
+             "bursts), counted as queued while a burst is that young",
+             device, gone->engine->start_seconds() * 1e6, (unsigned long long)bursts);
   gone->engine.reset();  // waits for the jobs the kernel still codes
   release_cpu_codec();
   if (gone->device_arena_fd >= 0) close(gone->device_arena_fd);  // registrations hold the DMA-BUF itself
