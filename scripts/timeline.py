@@ -24,10 +24,10 @@ NCCL's progress thread saw the result).
 collective (a timing loop's barriers and syncs part them). Per size sent, medians over its
 collectives, in us: span (first post to last done), wire (its sent wire bytes at GBPS), fill (first
 post to the first send handed to the link; before it, from the first post, the first isend NCCL
-tried, the first it took, where the GPU codes: the first job the kernel took, the first tile
-started and the first result written, and the first encode's end), tail (the last receive's arrival to the last
-done: the decodes still to run then, counted, and NCCL's next test), idle (span - wire: what the
-link did not carry)."""
+tried, the first it took, where the GPU codes: the first job the kernel took, the first tile started
+and the first result written, and the first encode's end), tail (the last receive's arrival to the
+last done: the decodes still to run then, counted, and NCCL's next test), idle (span - wire: what
+the link did not carry)."""
 import csv, glob, math, os, statistics, sys
 
 
