@@ -20,6 +20,7 @@
 #include "zipccl/codec.h"
 #include "zipccl/gpu_codec.h"
 #include "bench_util.h"
+#include "clock.cuh"
 #include "ordering.cuh"  // the codec's completion orderings, for the chain floor
 
 using namespace zipccl;
@@ -39,11 +40,9 @@ struct Ctx {
 // queued when the next event is recorded: the event pair then times the GPU's work alone, not
 // the host's launch calls.
 __global__ void gate_kernel(long long ns) {
-  long long t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  } while (t - t0 < ns);
+  const unsigned long long t0 = zipccl::gpu::detail::globaltimer_ns();
+  while (zipccl::gpu::detail::globaltimer_ns() - t0 < static_cast<unsigned long long>(ns)) {
+  }
 }
 constexpr long long kGateNs = 40000;
 

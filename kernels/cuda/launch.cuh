@@ -9,6 +9,7 @@
 #include "zipccl/format.h"
 #include "zipccl/gpu_codec.h"
 #include "zipccl/service_protocol.h"
+#include "clock.cuh"
 #include "ordering.cuh"
 #include "tiling.cuh"
 
@@ -184,12 +185,6 @@ __device__ __forceinline__ bool finish_tile(const Launch& P, int item, int* sh_f
   }
   __syncthreads();
   return *sh_flag;
-}
-
-__device__ __forceinline__ unsigned long long globaltimer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 // Publish the item's result, system-wide visible: the done flag last, by a release store at

@@ -7,6 +7,7 @@
 #pragma once
 
 #ifdef ZIPCCL_GPU_TRACE
+#include "clock.cuh"
 #include "zipccl/gpu_codec.h"
 
 namespace zipccl::gpu::detail {
@@ -15,12 +16,7 @@ static __device__ unsigned long long g_trace[kTraceTiles][kTraceSlots];
 
 __device__ __forceinline__ void trace_mark(int slot, bool wall) {
   if (threadIdx.x != 0 || blockIdx.x >= kTraceTiles) return;
-  unsigned long long t;
-  if (wall)
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  else
-    t = clock64();
-  g_trace[blockIdx.x][slot] = t;
+  g_trace[blockIdx.x][slot] = wall ? globaltimer_ns() : clock64();
 }
 
 }  // namespace zipccl::gpu::detail
