@@ -6,6 +6,12 @@
 #include "log.h"
 
 namespace zipccl {
+namespace {
+
+// A moving average: 1/weight of the way from avg to v; the first sample (avg 0) taken whole.
+double moved_toward(double avg, double v, double weight) { return avg == 0 ? v : avg + (v - avg) / weight; }
+
+}  // namespace
 
 ResidentEngine::~ResidentEngine() {
   // The kernel finishes every job posted; until then it may write the jobs' buffers.
@@ -108,12 +114,12 @@ void ResidentEngine::complete(const InFlight& f, const gpu::Result& r, const gpu
   const bool timed = times.start != 0 && times.end >= times.start && bytes > 0;
   if (timed && !f.first) {
     const double spb = double(times.end - times.start) * 1e-9 / bytes;
-    own_spb_[op] = own_spb_[op] == 0 ? spb : own_spb_[op] + (spb - own_spb_[op]) / kOwnWeight;
+    own_spb_[op] = moved_toward(own_spb_[op], spb, kOwnWeight);
   }
   if (f.first && own_spb_[op] > 0) {
     const double extra = std::max(0.0, job->seconds - bytes * own_spb_[op]);
-    const double s = start_s_.load(std::memory_order_relaxed);
-    start_s_.store(s == 0 ? extra : s + (extra - s) / kStartWeight, std::memory_order_relaxed);
+    start_s_.store(moved_toward(start_s_.load(std::memory_order_relaxed), extra, kStartWeight),
+                   std::memory_order_relaxed);
     bursts_.fetch_add(1, std::memory_order_relaxed);
   }
   job->state.store(CodecJob::kDone, std::memory_order_release);
