@@ -203,7 +203,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
   // ahead: the CTA's next ticket, claimed while the current tile runs so that the claim's round
   // trip to L2 overlaps the tile. A CTA runs its tickets in increasing order, so the lowest
   // unfinished ticket always runs (tiles only wait on lower tickets). tile_ns: the running sums
-  // of this CTA's tile time (ServiceHost::tile_ns), from the last launch's; t0: the tile's start.
+  // of this CTA's tile time (ServiceHost::tile_ns), from the last launch's; tile_t0: the tile's start.
   __shared__ unsigned long long ahead, tile_ns[2], tile_t0;
   if (threadIdx.x == 0) {
     ahead = atomicAdd(&b.next, 1ull);
