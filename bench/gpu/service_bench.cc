@@ -3,7 +3,8 @@
 // floor: a Raw encode, the same kernel, tiles and completion moving the same bytes without
 // coding.
 //  - latency: one job at a time on an idle kernel, from the doorbell store until the result is
-//    visible to the host (median and p90), bf16 Gaussian data in device memory;
+//    visible to the host (median and p90), and where that time goes, bf16 Gaussian data in
+//    device memory;
 //  - sustained: 512 KiB jobs (--job-kib), 32 in flight (--inflight, at most kServiceRing; past 32
 //    in-flight jobs share the 32 buffer sets, writing the same bytes), input GB/s from device
 //    buffers and from pinned host buffers (output in the same kind of memory, as the plugin's
@@ -115,13 +116,16 @@ const char* const kOpName[] = {"floor (Raw)", "encode bf16", "decode bf16"};  //
 
 using DataSet = std::vector<std::unique_ptr<Data>>;
 
-// One job at a time on an idle kernel: j's median and p90 us from the doorbell to its result, and
-// the median from its first tile's start to its result on the GPU's clock.
+// One job at a time on an idle kernel: j's median and p90 us from the doorbell to its result; on
+// the GPU's clock, the medians from the job's take to its first tile's start (posting it, and
+// the CTAs finding its tickets) and from there to its result (tiles); and the rest of the
+// doorbell-to-result time (the poll finding the doorbell, reading the job, the host seeing the
+// result).
 struct Latency {
-  double median, p90, tiles;
+  double median, p90, tiles, dispatch, rest;
 };
 Latency job_latency(Service& sv, const gpu::ServiceJob& j, int reps) {
-  std::vector<double> t, tiles;
+  std::vector<double> t, tiles, dispatch, rest;
   for (int r = 0; r < reps + 10; ++r) {
     const auto idle = Clock::now() + std::chrono::microseconds(20);  // the kernel back to polling
     while (Clock::now() < idle) {
@@ -132,19 +136,23 @@ Latency job_latency(Service& sv, const gpu::ServiceJob& j, int reps) {
     if (r < 10) continue;
     t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     tiles.push_back(double(times.end - times.start) / 1e3);
+    dispatch.push_back(double(times.start - times.taken) / 1e3);
+    rest.push_back(t.back() - double(times.end - times.taken) / 1e3);
   }
-  return {median(t), pct(t, 0.9), median(tiles)};
+  return {median(t), pct(t, 0.9), median(tiles), median(dispatch), median(rest)};
 }
 
 void latency(Service& sv, DataSet& ds, int reps) {
-  printf("| bytes | op | median us | p90 us | median - floor us |\n|---|---|---|---|---|\n");
+  printf("| bytes | op | median us | p90 us | median - floor us | take -> tile / tiles / rest us |\n"
+         "|---|---|---|---|---|---|\n");
   for (auto& d : ds) {
     const size_t n = d->n;
     double floor_us = 0;
     for (Op op : {kFloor, kEncode, kDecode}) {
       const Latency l = job_latency(sv, d->for_op(op), reps);
       if (op == kFloor) floor_us = l.median;
-      printf("| %zu KiB | %s | %.2f | %.2f | %+.2f |\n", n >> 10, kOpName[op], l.median, l.p90, l.median - floor_us);
+      printf("| %zu KiB | %s | %.2f | %.2f | %+.2f | %.2f / %.2f / %.2f |\n", n >> 10, kOpName[op], l.median, l.p90,
+             l.median - floor_us, l.dispatch, l.tiles, l.rest);
     }
   }
 }
