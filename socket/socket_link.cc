@@ -19,7 +19,10 @@
 namespace zipccl::tcp {
 namespace {
 
-constexpr size_t kMinChunk = 64 << 10;  // smaller pieces cost more in syscalls than they gain
+// A message gets a chunk per kChunkSpan bytes begun, at most one per data socket. Each chunk costs
+// a helper thread's wake-up at each end, so below ~128 KiB a second chunk costs more than the
+// parallel copy gains (docs/benchmarks.md, Small messages).
+constexpr size_t kChunkSpan = 128 << 10;
 // Control bytes read ahead, in one recv(). Bounded, so a peer that floods the control socket fills
 // its own socket buffers, not this process's memory; an inline message's bytes past them are
 // received straight into their buffer, not copied (a copy of what one read brings costs less than
@@ -250,7 +253,7 @@ void SocketLink::post_bytes(char* buf, size_t n, Xfer* x, bool send) {
   if (n == 0) return;
   size_t* next = send ? &next_send_sock_ : &next_recv_sock_;
   const size_t nsocks = data_fds_.size();
-  size_t chunks = std::min(nsocks, (n + kMinChunk - 1) / kMinChunk);
+  size_t chunks = std::min(nsocks, (n + kChunkSpan - 1) / kChunkSpan);
   const size_t chunk = ((n + chunks - 1) / chunks + kLine - 1) / kLine * kLine;
   chunks = (n + chunk - 1) / chunk;
   x->pending.fetch_add(int(chunks), std::memory_order_relaxed);

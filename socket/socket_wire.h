@@ -23,7 +23,7 @@ namespace zipccl::tcp {
 
 constexpr uint32_t kHandleMagic = 0x5A495053u;  // "SPIZ"
 constexpr uint32_t kHelloMagic = 0x5A49484Cu;
-constexpr uint16_t kVersion = 6;
+constexpr uint16_t kVersion = 7;
 
 struct Hello {
   uint32_t magic;

@@ -33,7 +33,7 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x5A49484Cu, kHandleMagic = 0x5A495053u, kCts = 0x5A435453u,
                    kHeader = 0x5A444154u, kPush = 0x5A485350u;
-constexpr uint16_t kVersion = 6;
+constexpr uint16_t kVersion = 7;
 constexpr size_t kGuard = 64;
 constexpr char kGuardByte = 0x5A;
 

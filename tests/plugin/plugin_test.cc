@@ -1061,7 +1061,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
       uint16_t version, index, nsocks, r0;
       uint32_t r1;
       uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 6, i, 2, 0, 0, nonce, 77};
+    } hello{0x5A49484Cu, 7, i, 2, 0, 0, nonce, 77};
     fds[i] = stranger(addr, &hello, sizeof hello);
   }
   const double end = now_s() + 5;
