@@ -200,10 +200,11 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&host->started), "r"(generation) : "memory");
   // Thread 0's state from tile to tile lives in shared memory: in registers it was live through
   // every tile's code, which spilled more (in shared memory: large pinned-host decodes 4% faster).
-  // ahead: the CTA's next ticket, claimed while the current tile runs so that the claim's round
-  // trip to L2 overlaps the tile. A CTA runs its tickets in increasing order, so the lowest
-  // unfinished ticket always runs (tiles only wait on lower tickets). tile_ns: the running sums
-  // of this CTA's tile time (ServiceHost::tile_ns), from the last launch's; tile_t0: the tile's start.
+  // ahead: the CTA's next ticket, claimed as soon as the current one is found. Stored here, the
+  // claim's round trip to L2 is waited for before the tile starts (in a register it overlapped
+  // the tile). A CTA runs its tickets in increasing order, so the lowest unfinished ticket always
+  // runs (tiles only wait on lower tickets). tile_ns: the running sums of this CTA's tile time
+  // (ServiceHost::tile_ns), from the last launch's; tile_t0: the tile's start.
   __shared__ unsigned long long ahead, tile_ns[2], tile_t0;
   if (threadIdx.x == 0) {
     ahead = atomicAdd(&b.next, 1ull);
