@@ -1,5 +1,5 @@
 // The control path against a hostile peer, driven through the plugin's ABI: a fake peer speaks
-// the socket transport's wire format (socket/socket_wire.h) with random, mostly plausible records
+// the socket transport's wire format (spelled_wire.h) with random, mostly plausible records
 // (headers for receives that exist and do not, sizes around the capacities, flags, truncated and
 // corrupt payloads, compressed messages the codec made, garbage, early closes) to a receiving
 // plugin, and random clear-to-sends to a sending one. Whatever arrives, the plugin must answer with
@@ -24,40 +24,17 @@
 
 #include "net_client.h"
 #include "pair.h"
+#include "spelled_wire.h"
 #include "zipccl/codec.h"
 
 using namespace zipccl::client;
 using namespace zipccl::test;
+using namespace zipccl::test::wire;
 
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x5A49484Cu, kHandleMagic = 0x5A495053u, kCts = 0x5A435453u,
-                   kHeader = 0x5A444154u, kPush = 0x5A485350u;
-constexpr uint16_t kVersion = 7;
 constexpr size_t kGuard = 64;
 constexpr char kGuardByte = 0x5A;
-
-#pragma pack(push, 1)
-struct Hello {
-  uint32_t magic;
-  uint16_t version, index, nsocks, reserved;
-  uint32_t reserved2;
-  uint64_t nonce, conn_id;
-};
-struct HeaderRecord {
-  uint32_t type, seq, sub, flags;
-  uint64_t orig_bytes, wire_bytes;
-};
-struct CtsEntry {
-  int32_t tag;
-  uint32_t flags;
-  uint64_t capacity, target_addr, target_key, staging_addr, staging_key, staging_bytes;
-};
-struct CtsRecord {
-  uint32_t type, seq, n, first;
-  CtsEntry e[8];
-};
-#pragma pack(pop)
 
 int iterations() {
   const char* s = getenv("ZIP_FUZZ_ITERATIONS");

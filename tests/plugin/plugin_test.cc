@@ -29,6 +29,7 @@
 #include "pair.h"
 #include "sanitizers.h"
 #include "spawn.h"
+#include "spelled_wire.h"
 #include "traffic.h"
 
 using namespace zipccl::client;
@@ -623,12 +624,7 @@ TEST(Strangers, RejectedAndLoggedWhileTheRealConnectionWorks) {
     char garbage[64];
     for (size_t i = 0; i < sizeof garbage; ++i) garbage[i] = char(i * 37 + 11);
     fds.push_back(stranger(a, garbage, sizeof garbage));          // not a handshake
-    struct {
-      uint32_t magic;
-      uint16_t version, index, nsocks, r0;
-      uint32_t r1;
-      uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 3, 0, 2, 0, 0, 0xDEADBEEFull, 42};
+    const wire::Hello hello{wire::kHelloMagic, wire::kVersion, 0, 2, 0, 0, 0xDEADBEEFull, 42};
     fds.push_back(stranger(a, &hello, sizeof hello));             // right format, wrong nonce
     fds.push_back(stranger(a, nullptr, 0));                       // silent: times out
     close(stranger(a, "zi", 2));                                  // closes mid-handshake
@@ -1030,7 +1026,7 @@ TEST(InProcess, ConnectCloseCycles) {
 // A peer that passed the handshake (it has the nonce) but then breaks the protocol: the
 // receiver must fail the receive with an error and a WARN, never write a wrong byte or crash.
 // The test speaks the wire format itself: the handle's nonce (after magic, version, padding and
-// a sockaddr_in6), the 32-byte hello, length-prefixed control records (socket/socket_wire.h).
+// a sockaddr_in6), the 32-byte hello, length-prefixed control records (spelled_wire.h).
 struct EvilCase {
   const char* name;
   bool ll_hint;        // the receive is flag-polled: compressed bytes are not allowed
@@ -1056,12 +1052,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   const auto [addr, nonce] = handle_info(handle);
   int fds[2];
   for (uint16_t i = 0; i < 2; ++i) {
-    struct {
-      uint32_t magic;
-      uint16_t version, index, nsocks, r0;
-      uint32_t r1;
-      uint64_t nonce, conn_id;
-    } hello{0x5A49484Cu, 7, i, 2, 0, 0, nonce, 77};
+    const wire::Hello hello{wire::kHelloMagic, wire::kVersion, i, 2, 0, 0, nonce, 77};
     fds[i] = stranger(addr, &hello, sizeof hello);
   }
   const double end = now_s() + 5;
@@ -1078,10 +1069,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
   void* req = nullptr;
   ASSERT_EQ(net.irecv(rc, 1, &data, &size, &tag, &mh, c.ll_hint, &req), ncclSuccess);
   ASSERT_NE(req, nullptr);
-  struct {
-    uint32_t len, type, seq, sub, flags;
-    uint64_t orig, wire;
-  } __attribute__((packed)) rec{32, 0x5A444154u, c.seq, 0, c.flags, c.orig, c.wire};
+  wire::FramedHeader rec{sizeof(wire::HeaderRecord), {wire::kHeader, c.seq, 0, c.flags, c.orig, c.wire}};
   std::vector<char> garbage(c.empty_record ? 0 : c.wire);
   for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = char(i * 7 + 3);
   if (c.trailing) {  // a message the codec made, with bytes after its end
@@ -1092,7 +1080,7 @@ TEST_P(EvilPeer, ProtocolViolationFailsTheReceive) {
     ASSERT_EQ(zipccl::encode(zipccl::Codec::BF16, data.data(), data.size(), garbage.data(), garbage.size(), &len),
               zipccl::Status::kOk);
     garbage.resize(len + c.trailing, 0x11);
-    rec.wire = garbage.size();
+    rec.h.wire_bytes = garbage.size();
   }
   if (c.empty_record) {
     const uint32_t zero = 0;
