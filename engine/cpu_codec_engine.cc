@@ -12,6 +12,7 @@
 #include "codec_engine.h"
 #include "log.h"
 #include "engine_params.h"
+#include "moving_average.h"
 
 namespace zipccl {
 namespace {
@@ -97,7 +98,7 @@ class CpuCodecEngine : public CodecEngine {
     if (coded && job->status == zipccl::Status::kOk && bytes >= 64 * 1024 && job->seconds > 0) {
       const double v = bytes / job->seconds;
       const double old = bps_[job->op].load(std::memory_order_relaxed);
-      bps_[job->op].store(old == 0 ? v : 0.8 * old + 0.2 * v, std::memory_order_relaxed);
+      bps_[job->op].store(moved_toward(old, v, 5), std::memory_order_relaxed);
     }
   }
 

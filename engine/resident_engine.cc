@@ -4,14 +4,9 @@
 
 #include "clock.h"
 #include "log.h"
+#include "moving_average.h"
 
 namespace zipccl {
-namespace {
-
-// A moving average: 1/weight of the way from avg to v; the first sample (avg 0) taken whole.
-double moved_toward(double avg, double v, double weight) { return avg == 0 ? v : avg + (v - avg) / weight; }
-
-}  // namespace
 
 ResidentEngine::~ResidentEngine() {
   // The kernel finishes every job posted; until then it may write the jobs' buffers.
