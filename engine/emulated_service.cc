@@ -62,7 +62,7 @@ void EmulatedServiceDevice::kernel(uint32_t generation) {
 // the same bytes), its time the tile time of every CTA. raw_header_only is not emulated.
 void EmulatedServiceDevice::run_job(uint64_t index) {
   std::this_thread::sleep_for(std::chrono::microseconds(c_->job_wait_us.load()));
-  const gpu::ServiceJob j = host_->jobs[index % gpu::kServiceRing];
+  const gpu::ServiceJob j = gpu::unposted(host_->jobs[index % gpu::kServiceRing]);
   const int64_t t0 = now_ns();
   gpu::JobTimes& times = host_->times[index % gpu::kServiceRing];  // the host's clock stands for the GPU's
   times.taken = times.start = uint64_t(t0);

@@ -7,8 +7,8 @@
 // auto item's classification) is on a lower ticket that a running CTA holds.
 //
 // The CTA holding the lowest waiting ticket reads the host's doorbell (one 16-byte load of
-// mapped memory) and posts what it finds, a job per lane of its first warp; the others wait on
-// device memory. When the host asks it to stop, the kernel finishes what it has taken and exits,
+// mapped memory, the next job's words beside it) and posts what it finds, a job per lane of its
+// first warp; the others wait on device memory. When the host asks it to stop, the kernel finishes what it has taken and exits,
 // the last CTA out resetting the board for the next launch and telling the host.
 #include <cstring>
 
@@ -85,21 +85,27 @@ __device__ void refuse(Result* r, JobTimes* t, Status s) {
 }
 
 // Warp 0 of the CTA holding the lowest waiting ticket (the one CTA that polls): takes the jobs the
-// host has published since the last look, up to one per slot, and posts their tiles with one
-// store; or raises `stopping` once the host asked for it and every job is taken. Lane i reads
-// the look's i-th job and fills its slot, so a look costs one round trip over PCIe however many
-// jobs it takes (the tiles wait for it once their posted tickets run out). A job whose slot's
-// last job still has tiles running, held by CTAs with lower tickets, is left with those after
-// it for a later look.
+// host has published since the last look, up to one per slot, and posts their tiles with one store;
+// or raises `stopping` once the host asked for it and every job is taken. Lanes 1-4 read the next
+// job's tagged words with the doorbell, so a look that finds that job whole costs no round trip
+// over PCIe beyond the doorbell's (a lone job on an idle kernel: ~2 us sooner); otherwise lane i
+// reads the look's i-th job after the doorbell and fills its slot, one round trip however many jobs
+// a look takes (the tiles wait for it once their posted tickets run out). A job whose slot's last
+// job still has tiles running, held by CTAs with lower tickets, is left with those after it for a
+// later look.
 __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   Board& b = s->board;
   __threadfence();  // after the tickets this CTA saw: the last poller's head
   unsigned long long head = 0, posted = 0;
-  uint4 bell = {};
-  if (lane == 0) {
+  uint4 bell = {}, next = {};
+  if (lane <= kPostedWords / 2) {
     head = load_volatile(b.head);
-    posted = load_volatile(b.posted);
-    bell = load_volatile16(&host->tail);
+    if (lane == 0) {
+      posted = load_volatile(b.posted);
+      bell = load_volatile16(&host->tail);
+    } else {  // the next job's words, in the doorbell's round trip (PostedJob)
+      next = load_volatile16(&host->jobs[head % kServiceRing].word[2 * (lane - 1)]);
+    }
   }
   head = __shfl_sync(~0u, head, 0);
   posted = __shfl_sync(~0u, posted, 0);
@@ -109,10 +115,20 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     if (lane == 0 && (stop & kServiceStop) && head >= (stop & ~kServiceStop)) store_volatile(b.stopping, 1u);
     return;
   }
-  // The jobs the doorbell covers, after it: lane 0's fence makes its read of the doorbell an
-  // acquire, and the warp barrier (a shuffle orders no memory) hands that order to every lane.
+  // Lanes 1-4 hold the next job's words in order: the job is whole where all carry its tag.
+  const uint32_t tag = service_tag(head);
+  const uint32_t fresh = __ballot_sync(~0u, next.y == tag && next.w == tag);
+  // The jobs the doorbell covers, after it: each lane's fence makes its reads of the doorbell and
+  // the words an acquire, and the warp barrier (a shuffle orders no memory) hands that order to
+  // every lane.
   __threadfence_system();
   __syncwarp();
+  PostedJob first;
+#pragma unroll
+  for (int i = 0; i < kPostedWords / 2; ++i) {
+    first.word[2 * i] = __shfl_sync(~0u, next.x, i + 1) | uint64_t(__shfl_sync(~0u, next.y, i + 1)) << 32;
+    first.word[2 * i + 1] = __shfl_sync(~0u, next.z, i + 1) | uint64_t(__shfl_sync(~0u, next.w, i + 1)) << 32;
+  }
   const uint64_t j = head + lane;
   const uint32_t slot = uint32_t(j % kServiceSlots);
   const bool seen = j < tail;  // kServiceSlots lanes: at most one job per slot
@@ -124,10 +140,16 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   ServiceJob job;
   uint32_t tiles = 0;
   if (lane < take) {
-    uint4 w[4];
+    PostedJob p = first;
+    if (lane != 0 || (fresh & 0x1Eu) != 0x1Eu) {  // read again, after the doorbell
 #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = load_volatile16(reinterpret_cast<const char*>(&host->jobs[j % kServiceRing]) + 16 * i);
-    memcpy(&job, w, sizeof job);
+      for (int i = 0; i < kPostedWords / 2; ++i) {
+        const uint4 w = load_volatile16(&host->jobs[j % kServiceRing].word[2 * i]);
+        p.word[2 * i] = w.x | uint64_t(w.y) << 32;
+        p.word[2 * i + 1] = w.z | uint64_t(w.w) << 32;
+      }
+    }
+    job = unposted(p);
     times->taken = globaltimer_ns();
     const bool encode = job.op == kServiceEncode;
     if (!encode && job.op != kServiceDecode)

@@ -5,8 +5,9 @@
 // decode_batch's, job by job, with the same checks of untrusted input.
 //
 // Protocol (host side):
-//  - fill jobs[j % kServiceRing], clear results[j % kServiceRing].done, then publish the job by
-//    a release store of tail = j + 1 (the doorbell); jobs are taken in order;
+//  - fill jobs[j % kServiceRing] (PostedJob: tagged 8-byte words), clear
+//    results[j % kServiceRing].done, then publish the job by a release store of tail = j + 1 (the
+//    doorbell); jobs are taken in order;
 //  - poll results[j % kServiceRing].done (the device sets it last, by a release store at system
 //    scope); a ring slot is reused only after its result has been read;
 //  - the kernel says it runs by storing its launch's generation in `started` (a launch may wait
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 
+#include "zipccl/format.h"
 #include "zipccl/gpu_result.h"
 
 namespace zipccl::gpu {
@@ -57,6 +59,53 @@ struct ServiceJob {
 };
 static_assert(sizeof(ServiceJob) == 64, "a job is 64 bytes");
 
+// A job as it lies in the ring: eight 8-byte words, each 32 bits of the job above its tag (the
+// job's index + 1, low 32 bits), written by one store each. The kernel reads the next job in the
+// same round trip over PCIe as the doorbell, and uses it only if every word carries the job's
+// tag: reads over PCIe are not ordered with each other, and only 8-byte accesses are single-copy
+// atomic (NCCL's LL protocol puts a flag in every 8 bytes for the same reason). A word read
+// before the host rewrote it carries the tag of the slot's job before. Sizes are saturated to 32
+// bits (anything past kServiceMaxJob is refused either way).
+struct PostedJob {
+  uint64_t word[8];
+};
+enum PostedWord { kInLow, kInHigh, kOutLow, kOutHigh, kInBytes, kOutCap, kLimit, kFlags, kPostedWords };
+
+ZIPCCL_HD constexpr uint32_t service_tag(uint64_t index) { return uint32_t(index + 1); }
+ZIPCCL_HD constexpr uint32_t saturated32(uint64_t v) { return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : uint32_t(v); }
+ZIPCCL_HD bool tagged(const PostedJob& p, uint32_t tag) {
+  bool all = true;
+  for (int i = 0; i < kPostedWords; ++i) all &= uint32_t(p.word[i] >> 32) == tag;
+  return all;
+}
+ZIPCCL_HD PostedJob posted(const ServiceJob& j, uint32_t tag) {
+  const uint64_t in = reinterpret_cast<uintptr_t>(j.in), out = reinterpret_cast<uintptr_t>(j.out);
+  const uint32_t data[kPostedWords] = {
+      uint32_t(in),       uint32_t(in >> 32),        uint32_t(out),          uint32_t(out >> 32),
+      saturated32(j.in_bytes), saturated32(j.out_cap), saturated32(j.limit),
+      uint32_t(j.op) | uint32_t(j.codec) << 8 | uint32_t(j.auto_codec != 0) << 16 | uint32_t(j.checksum != 0) << 17 |
+          uint32_t(j.raw_header_only != 0) << 18};
+  PostedJob p;
+  for (int i = 0; i < kPostedWords; ++i) p.word[i] = uint64_t(tag) << 32 | data[i];
+  return p;
+}
+ZIPCCL_HD ServiceJob unposted(const PostedJob& p) {
+  const auto low = [&p](int i) { return uint32_t(p.word[i]); };
+  ServiceJob j{};
+  j.in = reinterpret_cast<const void*>(uintptr_t(low(kInLow) | uint64_t(low(kInHigh)) << 32));
+  j.out = reinterpret_cast<void*>(uintptr_t(low(kOutLow) | uint64_t(low(kOutHigh)) << 32));
+  j.in_bytes = low(kInBytes);
+  j.out_cap = low(kOutCap);
+  j.limit = low(kLimit);
+  const uint32_t f = low(kFlags);
+  j.op = uint8_t(f);
+  j.codec = uint8_t(f >> 8);
+  j.auto_codec = (f >> 16) & 1;
+  j.checksum = (f >> 17) & 1;
+  j.raw_header_only = (f >> 18) & 1;
+  return j;
+}
+
 // A job's times on the GPU's clock, 0 where not known: when a look took it from the ring, when
 // its first tile started, when its result was written.
 struct JobTimes {
@@ -71,7 +120,7 @@ struct ServiceHost {
   alignas(16) uint32_t started;  // the generation of the last launch that has started running
   uint32_t exited;               // the generation of the last launch that has exited
   uint32_t reserved[2];
-  ServiceJob jobs[kServiceRing];
+  PostedJob jobs[kServiceRing];
   Result results[kServiceRing];
   JobTimes times[kServiceRing];
   // CTA c's nanoseconds coding tiles of encodes [c][0] and decodes [c][1] (its thread 0 stores
@@ -84,7 +133,8 @@ struct ServiceHost {
 // The host's two steps of the protocol, plain memory accesses. Jobs are numbered from 0 in the
 // order they are posted, across launches.
 inline void service_post(ServiceHost* h, uint64_t index, const ServiceJob& job) {
-  h->jobs[index % kServiceRing] = job;
+  const PostedJob p = posted(job, service_tag(index));
+  for (int i = 0; i < kPostedWords; ++i) __atomic_store_n(&h->jobs[index % kServiceRing].word[i], p.word[i], __ATOMIC_RELEASE);
   h->times[index % kServiceRing] = JobTimes{};
   __atomic_store_n(&h->results[index % kServiceRing].done, uint8_t(0), __ATOMIC_RELAXED);
   __atomic_store_n(&h->tail, index + 1, __ATOMIC_RELEASE);
