@@ -66,10 +66,11 @@ static_assert(sizeof(ServiceJob) == 64, "a job is 64 bytes");
 // atomic (NCCL's LL protocol puts a flag in every 8 bytes for the same reason). A word read
 // before the host rewrote it carries the tag of the slot's job before. Sizes are saturated to 32
 // bits (anything past kServiceMaxJob is refused either way).
-struct PostedJob {
-  uint64_t word[8];
-};
 enum PostedWord { kInLow, kInHigh, kOutLow, kOutHigh, kInBytes, kOutCap, kLimit, kFlags, kPostedWords };
+struct alignas(16) PostedJob {  // the kernel reads it 16 bytes at a time
+  uint64_t word[kPostedWords];
+};
+static_assert(sizeof(PostedJob) == 64, "a posted job is 64 bytes");
 
 ZIPCCL_HD constexpr uint32_t service_tag(uint64_t index) { return uint32_t(index + 1); }
 ZIPCCL_HD constexpr uint32_t saturated32(uint64_t v) { return v > 0xFFFFFFFFull ? 0xFFFFFFFFu : uint32_t(v); }
@@ -80,11 +81,10 @@ ZIPCCL_HD bool tagged(const PostedJob& p, uint32_t tag) {
 }
 ZIPCCL_HD PostedJob posted(const ServiceJob& j, uint32_t tag) {
   const uint64_t in = reinterpret_cast<uintptr_t>(j.in), out = reinterpret_cast<uintptr_t>(j.out);
-  const uint32_t data[kPostedWords] = {
-      uint32_t(in),       uint32_t(in >> 32),        uint32_t(out),          uint32_t(out >> 32),
-      saturated32(j.in_bytes), saturated32(j.out_cap), saturated32(j.limit),
-      uint32_t(j.op) | uint32_t(j.codec) << 8 | uint32_t(j.auto_codec != 0) << 16 | uint32_t(j.checksum != 0) << 17 |
-          uint32_t(j.raw_header_only != 0) << 18};
+  const uint32_t flags = uint32_t(j.op) | uint32_t(j.codec) << 8 | uint32_t(j.auto_codec != 0) << 16 |
+                         uint32_t(j.checksum != 0) << 17 | uint32_t(j.raw_header_only != 0) << 18;
+  const uint32_t data[kPostedWords] = {uint32_t(in), uint32_t(in >> 32), uint32_t(out), uint32_t(out >> 32),
+                                       saturated32(j.in_bytes), saturated32(j.out_cap), saturated32(j.limit), flags};
   PostedJob p;
   for (int i = 0; i < kPostedWords; ++i) p.word[i] = uint64_t(tag) << 32 | data[i];
   return p;
@@ -134,7 +134,8 @@ struct ServiceHost {
 // order they are posted, across launches.
 inline void service_post(ServiceHost* h, uint64_t index, const ServiceJob& job) {
   const PostedJob p = posted(job, service_tag(index));
-  for (int i = 0; i < kPostedWords; ++i) __atomic_store_n(&h->jobs[index % kServiceRing].word[i], p.word[i], __ATOMIC_RELEASE);
+  for (int i = 0; i < kPostedWords; ++i)
+    __atomic_store_n(&h->jobs[index % kServiceRing].word[i], p.word[i], __ATOMIC_RELEASE);
   h->times[index % kServiceRing] = JobTimes{};
   __atomic_store_n(&h->results[index % kServiceRing].done, uint8_t(0), __ATOMIC_RELAXED);
   __atomic_store_n(&h->tail, index + 1, __ATOMIC_RELEASE);
