@@ -106,6 +106,10 @@ TEST(ResidentCodec, HostBuffersEveryByteChecked) {
     env["NCCL_ZIP_GPU"] = "1";
     env["NCCL_ZIP_GPU_EMULATE"] = "1";
     env["NCCL_ZIP_GPU_IDLE_US"] = idle;
+    // A start of the emulated kernel (a thread) on busy cores can take longer than the default
+    // wait, and a receive that waited in vain backs off: no GPU job at all on a loaded machine.
+    // Messages come tens of milliseconds apart here, so the kernel still exits between them.
+    env["NCCL_ZIP_GPU_WAIT_US"] = "5000";
     const std::vector<std::string> args = {"--msgs=100", "--max=1048576", "--group=2", "--kind=mix", "--seed=9"};
     Pair p = run_pair(11, env, args, args);
     SCOPED_TRACE(std::string("idle ") + idle);
