@@ -6,10 +6,11 @@
 // result. Tickets are claimed in increasing order, so every wait inside a tile (look-back, an
 // auto item's classification) is on a lower ticket that a running CTA holds.
 //
-// The CTA holding the lowest waiting ticket reads the host's doorbell (one 16-byte load of
-// mapped memory, the next job's words beside it) and posts what it finds, a job per lane of its
-// first warp; the others wait on device memory. When the host asks it to stop, the kernel finishes what it has taken and exits,
-// the last CTA out resetting the board for the next launch and telling the host.
+// The CTA holding the lowest waiting ticket reads the host's doorbell (one 16-byte load of mapped
+// memory, the next job's words beside it) and posts what it finds, a job per lane of its first
+// warp; the others wait on device memory. When the host asks it to stop, the kernel finishes what
+// it has taken and exits, the last CTA out resetting the board for the next launch and telling the
+// host.
 #include <cstring>
 
 #include "decode_body.cuh"
