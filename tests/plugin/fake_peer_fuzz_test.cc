@@ -319,13 +319,10 @@ TEST_F(FakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
     ASSERT_EQ(listen(lfd, 16), 0);
     socklen_t alen = sizeof a;
     ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &alen), 0);
+    HandleHead head{kHandleMagic, kVersion, 0, {}, 0, 0x1234 + uint64_t(it)};
+    std::memcpy(head.addr, &a, sizeof a);
     unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
-    const uint32_t magic = kHandleMagic;
-    std::memcpy(handle, &magic, 4);
-    std::memcpy(handle + 4, &kVersion, 2);
-    std::memcpy(handle + 8, &a, sizeof a);
-    const uint64_t nonce = 0x1234 + uint64_t(it);
-    std::memcpy(handle + 40, &nonce, 8);
+    std::memcpy(handle, &head, sizeof head);
     void* sc = nullptr;
     std::vector<int> fds;
     std::atomic<bool> stop{false};

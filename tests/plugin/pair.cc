@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "spelled_wire.h"
+
 namespace zipccl::test {
 
 double now_s() {
@@ -21,9 +23,11 @@ long field(const std::string& line, const std::string& key) {
 }
 
 HandleInfo handle_info(const unsigned char* handle) {
+  wire::HandleHead head;
+  std::memcpy(&head, handle, sizeof head);
   HandleInfo h;
-  std::memcpy(&h.addr, handle + 8, sizeof h.addr);
-  std::memcpy(&h.nonce, handle + 40, sizeof h.nonce);
+  std::memcpy(&h.addr, head.addr, sizeof h.addr);
+  h.nonce = head.nonce;
   return h;
 }
 

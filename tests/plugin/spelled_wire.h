@@ -12,6 +12,15 @@ constexpr uint32_t kHelloMagic = 0x5A49484Cu, kHandleMagic = 0x5A495053u, kCts =
 constexpr uint16_t kVersion = 7;
 
 #pragma pack(push, 1)
+// How both transports' handles begin (common/tcp_bootstrap.h): the listener's address (a
+// sockaddr_in or sockaddr_in6) at byte 8, its nonce at byte 40.
+struct HandleHead {
+  uint32_t magic;
+  uint16_t version, reserved;
+  uint8_t addr[28];
+  uint32_t pad;
+  uint64_t nonce;
+};
 struct Hello {
   uint32_t magic;
   uint16_t version, index, nsocks, reserved;
@@ -37,6 +46,6 @@ struct CtsRecord {
   CtsEntry e[8];
 };
 #pragma pack(pop)
-static_assert(sizeof(Hello) == 32 && sizeof(FramedHeader) == 36, "the wire's sizes");
+static_assert(sizeof(HandleHead) == 48 && sizeof(Hello) == 32 && sizeof(FramedHeader) == 36, "the wire's sizes");
 
 }  // namespace zipccl::test::wire
