@@ -65,6 +65,12 @@ __device__ __forceinline__ uint4 load_volatile16(const void* p) {
                : "l"(p));
   return v;
 }
+
+// Words 2i and 2i + 1 of a PostedJob from one 16-byte read of them.
+__device__ __forceinline__ void put_words(PostedJob& p, int i, uint4 v) {
+  p.word[2 * i] = v.x | uint64_t(v.y) << 32;
+  p.word[2 * i + 1] = v.z | uint64_t(v.w) << 32;
+}
 template <typename T>
 __device__ __forceinline__ T load_volatile(const T& x) {
   return *reinterpret_cast<const volatile T*>(&x);
@@ -126,10 +132,9 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   __syncwarp();
   PostedJob first;
 #pragma unroll
-  for (int i = 0; i < kPostedWords / 2; ++i) {
-    first.word[2 * i] = __shfl_sync(~0u, next.x, i + 1) | uint64_t(__shfl_sync(~0u, next.y, i + 1)) << 32;
-    first.word[2 * i + 1] = __shfl_sync(~0u, next.z, i + 1) | uint64_t(__shfl_sync(~0u, next.w, i + 1)) << 32;
-  }
+  for (int i = 0; i < kPostedWords / 2; ++i)
+    put_words(first, i, make_uint4(__shfl_sync(~0u, next.x, i + 1), __shfl_sync(~0u, next.y, i + 1),
+                                   __shfl_sync(~0u, next.z, i + 1), __shfl_sync(~0u, next.w, i + 1)));
   const uint64_t j = head + lane;
   const uint32_t slot = uint32_t(j % kServiceSlots);
   const bool seen = j < tail;  // kServiceSlots lanes: at most one job per slot
@@ -144,11 +149,8 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     PostedJob p = first;
     if (lane != 0 || (fresh & 0x1Eu) != 0x1Eu) {  // read again, after the doorbell
 #pragma unroll
-      for (int i = 0; i < kPostedWords / 2; ++i) {
-        const uint4 w = load_volatile16(&host->jobs[j % kServiceRing].word[2 * i]);
-        p.word[2 * i] = w.x | uint64_t(w.y) << 32;
-        p.word[2 * i + 1] = w.z | uint64_t(w.w) << 32;
-      }
+      for (int i = 0; i < kPostedWords / 2; ++i)
+        put_words(p, i, load_volatile16(&host->jobs[j % kServiceRing].word[2 * i]));
     }
     job = unposted(p);
     times->taken = globaltimer_ns();
