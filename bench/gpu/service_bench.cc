@@ -301,6 +301,15 @@ void print_trace(int ctas) {
          sum[0], sum[1] / sum[0], sum[2] / sum[0], sum[3] / sum[0], sum[4] / sum[0]);
   printf("trace: last tile per CTA, mean cycles: start->plan %.0f, plan->coded %.0f, coded->counted %.0f, "
          "counted->end %.0f\n", last[0], last[1], last[2], last[3]);
+  // plan->coded split at the encode tile's marks (encode_tile.cuh: slots 2-7 of the last tile,
+  // then 8, coded), each from the mark before it: encode rows only.
+  printf("trace: last tile per CTA, mean cycles from the mark before:");
+  for (int m = 2; m <= 8; ++m) {
+    double d = 0;
+    for (int c = 0; c < ctas; ++c) d += double(int64_t(tr[c][m] - tr[c][m - 1])) / ctas;
+    printf(" %d %.0f", m, d);
+  }
+  printf("\n");
 }
 #endif
 
