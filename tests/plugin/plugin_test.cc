@@ -351,22 +351,26 @@ TEST(ExchangeData, OffersResumeWhenTheDataBecomesCompressible) {
   for (const char* engine : {"cpu", "resident"}) {
     SCOPED_TRACE(engine);
     Env env = base_env("1");
-    env["NCCL_ZIP_LINK_MBPS"] = "10";  // as in ReceiverStopsOfferingWhatTheSenderDeclines
+    // A link slow enough that no codec on a starved machine is too slow or too busy for it (at
+    // 10 Mb/s ten copies of this test on 2 cores sent a third of the bf16 messages raw).
+    env["NCCL_ZIP_LINK_MBPS"] = "1";
     if (std::string(engine) == "resident") {
       env["NCCL_ZIP_GPU"] = "1";
       env["NCCL_ZIP_GPU_EMULATE"] = "1";
       // Messages come milliseconds apart here: the kernel stays between them but not between a
-      // quiet receiver's probes; a start of the emulated kernel (a thread) on 2 busy cores.
+      // quiet receiver's probes; a start of the emulated kernel (a thread) on 2 busy cores can
+      // take tens of milliseconds, and a wait in vain backs the offers off.
       env["NCCL_ZIP_GPU_IDLE_US"] = "20000";
-      env["NCCL_ZIP_GPU_WAIT_US"] = "20000";
+      env["NCCL_ZIP_GPU_WAIT_US"] = "100000";
     }
     const std::vector<std::string> args = {"--msgs=1500", "--max=262144", "--kind=shift", "--seed=6"};
     Pair p = run_pair(11, env, args, args);
     expect_ok(p);
     const long offered = field(p.recv_result, "offered"), receives = field(p.recv_result, "receives");
-    // Of 988 bf16 messages ~620 are large enough (568-581 compressed): resumed within a few
-    // hundred messages.
-    EXPECT_GT(field(p.recv_result, "compressed"), 400) << p.recv_result;
+    // Of 988 bf16 messages ~620 are large enough (560-591 compressed on an idle machine): resumed
+    // within a few hundred messages. On a starved one the quiet gate's probes land later (40 runs
+    // beside nine others and a busy loop on 2 cores: 347 the lowest, 470 the next).
+    EXPECT_GT(field(p.recv_result, "compressed"), 300) << p.recv_result;
     EXPECT_LT(offered, receives - 200) << "quiet for a while: " << p.recv_result;
   }
 }
