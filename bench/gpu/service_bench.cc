@@ -287,8 +287,9 @@ void sustained(Service& sv, DataSet (&sets)[2], const Load& load, int jobs, int 
 
 #ifdef ZIPCCL_GPU_TRACE
 // Where a CTA's time went over the launch (per tile, thread 0's cycles), and the phases of each
-// CTA's last tile (zipccl/gpu_service.h's read_service_trace()).
-void print_trace(int ctas) {
+// CTA's last tile (zipccl/gpu_service.h's read_service_trace()); encode: a run of encodes alone,
+// whose last tiles also hold the encode tile's own marks.
+void print_trace(int ctas, bool encode) {
   static unsigned long long tr[gpu::kTraceTiles][gpu::kTraceSlots];
   CK(gpu::read_service_trace(tr));
   double sum[5] = {}, last[4] = {};
@@ -301,8 +302,9 @@ void print_trace(int ctas) {
          sum[0], sum[1] / sum[0], sum[2] / sum[0], sum[3] / sum[0], sum[4] / sum[0]);
   printf("trace: last tile per CTA, mean cycles: start->plan %.0f, plan->coded %.0f, coded->counted %.0f, "
          "counted->end %.0f\n", last[0], last[1], last[2], last[3]);
+  if (!encode) return;
   // plan->coded split at the encode tile's marks (encode_tile.cuh: slots 2-7 of the last tile,
-  // then 8, coded), each from the mark before it: encode rows only.
+  // then 8, coded), each from the mark before it.
   printf("trace: last tile per CTA, mean cycles from the mark before:");
   for (int m = 2; m <= 8; ++m) {
     double d = 0;
@@ -399,7 +401,7 @@ int main(int argc, char** argv) {
     sv.stop();
     printf("\n(the CTAs ran on %d SMs)\n", sv.sms(c));
 #ifdef ZIPCCL_GPU_TRACE
-    print_trace(c);
+    print_trace(c, only_op == kEncode);
 #endif
   }
   return 0;
