@@ -89,8 +89,10 @@ void ResidentEngine::submit(CodecJob* job) {
   cpu_->submit(job);
 }
 
-void ResidentEngine::complete(const InFlight& f, const gpu::Result& r, const gpu::JobTimes& times) {
+void ResidentEngine::complete(const InFlight& f) {
   CodecJob* job = f.job;
+  const gpu::Result& r = f.r;
+  const gpu::JobTimes& times = f.t;
   job->gpu_times = times;
   job->status = static_cast<Status>(r.status);
   job->out_bytes = r.bytes;
@@ -144,11 +146,15 @@ void ResidentEngine::poll() {
   post_waiting();
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // Newest first, then completed in post order: where the kernel finishes jobs in order, a
+    // finished job's elders are seen finished too, so a burst's first job is measured against the
+    // own times of jobs before it, never of those behind it that finished while poll looked.
+    for (auto it = inflight_.rbegin(); it != inflight_.rend(); ++it) {
+      it->done = gpu_->poll(it->index, &it->r, &it->t);
+    }
     for (auto it = inflight_.begin(); it != inflight_.end();) {
-      gpu::Result r;
-      gpu::JobTimes t;
-      if (gpu_->poll(it->index, &r, &t)) {
-        complete(*it, r, t);
+      if (it->done) {
+        complete(*it);
         it = inflight_.erase(it);
       } else {
         ++it;

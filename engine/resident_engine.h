@@ -64,11 +64,14 @@ class ResidentEngine final : public CodecEngine {
     int64_t t0_ns;
     uint64_t queued;  // its bytes in queued_: an encode's input, a decode's room for output
     bool first;       // the first of a burst
+    bool done = false;  // seen finished by poll(), with r and t
+    gpu::Result r{};
+    gpu::JobTimes t{};
   };
   static bool fits_gpu(const CodecJob& job);  // memory and size the kernel takes
   bool try_gpu(CodecJob* job);
   void post_waiting();  // posts waiting_ jobs in order while the ring takes them
-  void complete(const InFlight& f, const gpu::Result& r, const gpu::JobTimes& times);
+  void complete(const InFlight& f);
   double burst_left() const;  // start_s_ less the running launch's burst's age; begins it
 
   std::shared_ptr<ResidentCodec> gpu_;
