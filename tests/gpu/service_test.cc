@@ -265,6 +265,68 @@ TEST_F(Service, MessagesAreTheCpuCodecsAndDecodeExactly) {
   }
 }
 
+// Encodes and decodes queued together, inputs at every alignment, in device and pinned host
+// memory: a CTA's shared memory serves tile after tile of jobs of either kind, a job's last tile
+// beside the next job's first. Every message the CPU encoder's, every decode exact.
+TEST_F(Service, QueuedMixedJobsAtAnyAlignmentAreExact) {
+  constexpr int kJobs = 30;
+  std::mt19937 g(5);
+  const Codec codecs[] = {Codec::BF16, Codec::FP16, Codec::FP32};
+  struct Job {
+    Bytes data, ref;  // input; encode: the CPU's message; decode: the message is the input
+    Codec codec;
+    bool encode, auto_codec;
+    Buf *in, *out;
+    size_t off;
+  };
+  std::vector<Job> jobs(kJobs);
+  for (int i = 0; i < kJobs; ++i) {
+    Job& j = jobs[size_t(i)];
+    j.codec = codecs[g() % 3];
+    const size_t n = 1 + g() % (300u << 10);
+    j.data = g() % 5 ? gaussian(j.codec, n, uint32_t(100 + i)) : random_bytes(n, uint32_t(100 + i));
+    j.encode = g() % 3 != 0;
+    j.auto_codec = g() % 4 == 0;
+    const Codec c = j.auto_codec ? classify(j.data.data(), n) : j.codec;
+    j.off = i % 8 == 7 ? 16 : size_t(i % 8);  // 0-6 bytes off a 16-byte boundary, or on it
+    Bytes msg(max_compressed_bytes(n));
+    size_t len = 0;
+    ASSERT_EQ(zipccl::encode(c, j.data.data(), n, msg.data(), msg.size(), &len), Status::kOk);
+    msg.resize(len);
+    const bool host = g() % 2;
+    if (j.encode) {
+      j.ref = msg;
+      j.in = &buf(j.off + n, host);
+      j.out = &buf(max_compressed_bytes(n), !host);
+    } else {
+      j.ref = j.data;
+      j.data = msg;
+      j.in = &buf(j.off + msg.size(), host);
+      j.out = &buf(n + 4096, !host);
+    }
+    Bytes staged(j.off, 0xA5);
+    staged.insert(staged.end(), j.data.begin(), j.data.end());
+    j.in->put(staged);
+  }
+  ASSERT_NO_FATAL_FAILURE(launch(4));
+  std::vector<uint64_t> idx;
+  for (Job& j : jobs) {
+    gpu::ServiceJob sj = j.encode ? encode_job(*j.in, j.data.size(), *j.out, j.codec, j.auto_codec, false)
+                                  : decode_job(*j.in, j.data.size(), *j.out);
+    sj.in = j.in->p + j.off;
+    idx.push_back(submit(sj));
+  }
+  std::vector<gpu::Result> rs;
+  for (uint64_t x : idx) rs.push_back(wait(x));
+  ASSERT_NO_FATAL_FAILURE(stop());
+  for (int i = 0; i < kJobs; ++i) {
+    const Job& j = jobs[size_t(i)];
+    ASSERT_EQ(rs[size_t(i)].status, int(Status::kOk)) << "job " << i;
+    ASSERT_EQ(rs[size_t(i)].bytes, j.ref.size()) << "job " << i << (j.encode ? " (encode)" : " (decode)");
+    ASSERT_EQ(j.out->get(j.ref.size()), j.ref) << "job " << i << (j.encode ? " (encode)" : " (decode)");
+  }
+}
+
 // Each CTA's time coding tiles (ServiceHost::tile_ns, what the engine measures the codec's
 // capacity by): counted by op, at most the wall time the jobs took per CTA, only for the CTAs
 // launched, and carried on by the next launch.
