@@ -44,7 +44,7 @@ class CudaServiceDevice final : public ServiceDevice {
       return *err = cuda_error("cudaMalloc", e), false;
     // Loaded now, and launched once in its stream's context below: a lazy load at the first
     // launch would wait for any running kernel.
-    if ((e = gpu::service_load()) != cudaSuccess) return *err = cuda_error("loading the kernel", e), false;
+    if ((e = gpu::service_load(&staging_)) != cudaSuccess) return *err = cuda_error("loading the kernel", e), false;
     int lo = 0, hi = 0;  // highest priority: not queued behind the training step's kernels
     cudaDeviceGetStreamPriorityRange(&lo, &hi);
     std::string why = "NCCL_ZIP_GPU_CTAS_PER_SM=1";
@@ -72,7 +72,8 @@ class CudaServiceDevice final : public ServiceDevice {
     const int sms = gpu::service_sms(host_, launch_ctas(ctas_));
     placement_ = "on " + std::to_string(sms) + " SMs" +
                  (partition_ ? " (an SM partition of " + std::to_string(partition_->sms()) + ")"
-                             : " (no SM partition: " + why + ")");
+                             : " (no SM partition: " + why + ")") +
+                 (staging_ ? "" : ", one tile buffer a CTA (two CTAs with two do not fit on an SM)");
     return true;
   }
 
@@ -84,7 +85,7 @@ class CudaServiceDevice final : public ServiceDevice {
 
   bool launch(uint32_t generation, int ctas, std::string* err) override {
     CudaScope scope(device_);
-    const cudaError_t e = gpu::service_launch(dhost_, state_, ctas, generation, stream_);
+    const cudaError_t e = gpu::service_launch(dhost_, state_, ctas, generation, staging_, stream_);
     if (e != cudaSuccess) *err = cuda_error("launch", e);
     return e == cudaSuccess;
   }
@@ -104,7 +105,7 @@ class CudaServiceDevice final : public ServiceDevice {
     if ((e = gpu::service_init(state_, s)) != cudaSuccess || (e = cudaStreamSynchronize(s)) != cudaSuccess)
       return *err = cuda_error("zeroing the device state", e), false;
     __atomic_store_n(&host_->stop, gpu::kServiceStop, __ATOMIC_RELEASE);
-    if ((e = gpu::service_launch(dhost_, state_, ctas, kTrialGeneration, s)) != cudaSuccess ||
+    if ((e = gpu::service_launch(dhost_, state_, ctas, kTrialGeneration, staging_, s)) != cudaSuccess ||
         (e = cudaStreamSynchronize(s)) != cudaSuccess)
       return *err = cuda_error("a trial launch of the kernel", e), false;
     if (!gpu::service_exited(host_, kTrialGeneration)) return *err = "a trial launch of the kernel did not run", false;
@@ -118,6 +119,7 @@ class CudaServiceDevice final : public ServiceDevice {
   const int device_, ctas_;  // CTAs asked for
   std::unique_ptr<SmPartition> partition_;
   std::string placement_;
+  bool staging_ = false;  // a CTA stages its next encode tile (gpu::service_load())
   gpu::ServiceHost* host_ = nullptr;
   gpu::ServiceHost* dhost_ = nullptr;
   void* state_ = nullptr;

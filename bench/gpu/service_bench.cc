@@ -21,8 +21,10 @@
 // engine moves MiB from device to pinned host memory without pause, as NCCL copies a
 // collective's first chunks to its host buffers while the plugin codes the first message;
 // with --beside-stores=N, N CTAs of a kernel move them with SM stores, as NCCL's kernels do.
+// --one-buffer: launches give each CTA one tile buffer where they could give two (a CTA stages
+// its next encode tile in the second while it codes one; gpu::service_load()), as on sm_86/89.
 // Usage: gpu_service_bench [--quick] [--per-sm=1|2] [--only=OP:MEM] [--inflight=N] [--job-kib=K]
-//                          [--beside-d2h=MiB [--beside-stores=N]] [CTAS...]
+//                          [--beside-d2h=MiB [--beside-stores=N]] [--one-buffer] [CTAS...]
 //                          (default CTA counts: 8 16 32)
 #include <cuda_runtime.h>
 
@@ -62,14 +64,16 @@ class Service {
     CK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     CK(gpu::service_init(dev_, s_));
     CK(cudaStreamSynchronize(s_));
-    CK(gpu::service_load());
+    CK(gpu::service_load(&staging_));
   }
+  bool staging() const { return staging_; }
+  void one_buffer() { staging_ = false; }
   // On `stream`, or the service's own where null; us from the launch call to the kernel running.
   double start(int ctas, cudaStream_t stream) {
     h_->stop = 0;
     launched_on_ = stream ? stream : s_;
     const auto t0 = Clock::now();
-    CK(gpu::service_launch(dh_, dev_, ctas, ++gen_, launched_on_));
+    CK(gpu::service_launch(dh_, dev_, ctas, ++gen_, staging_, launched_on_));
     while (!gpu::service_started(h_, gen_)) {
     }
     return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
@@ -110,6 +114,7 @@ class Service {
   cudaStream_t s_ = nullptr, launched_on_ = nullptr;
   uint32_t gen_ = 0;
   uint64_t tail_ = 0;
+  bool staging_ = false;
 };
 
 const char* const kOpName[] = {"floor (Raw)", "encode bf16", "decode bf16"};  // by Op
@@ -319,13 +324,15 @@ void print_trace(int ctas, bool encode) {
 
 int main(int argc, char** argv) {
   if (!have_cuda_device("gpu_service_bench")) return 0;
-  bool quick = false;
+  bool quick = false, one_buffer = false;
   int per_sm = 2, only_op = -1, only_host = -1, beside_mib = 0, beside_stores = 0;
   Load load;
   std::vector<int> ctas;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--quick")) {
       quick = true;
+    } else if (!strcmp(argv[i], "--one-buffer")) {
+      one_buffer = true;
     } else if (!strncmp(argv[i], "--per-sm=", 9)) {
       per_sm = atoi(argv[i] + 9);
     } else if (!strncmp(argv[i], "--inflight=", 11)) {
@@ -378,6 +385,8 @@ int main(int argc, char** argv) {
     d2h = std::make_unique<D2hLoad>(size_t(beside_mib) << 20, beside_stores);
   }
   Service sv;
+  if (one_buffer) sv.one_buffer();
+  printf("# each CTA stages its next encode tile: %s\n", sv.staging() ? "yes (two tile buffers)" : "no (one tile buffer)");
   for (int c : ctas) {
     std::unique_ptr<SmPartition> part;
     std::string why = "--per-sm=1";

@@ -19,14 +19,15 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
-// Wait until at most `pending` (0..3) of this thread's committed groups are in flight. The
+// Wait until at most `pending` (0..4) of this thread's committed groups are in flight. The
 // instruction takes an immediate, hence the switch (the encoder's block loop is not unrolled).
 __device__ __forceinline__ void cp_async_wait(int pending) {
   switch (pending) {
     case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
     case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
     case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
   }
 }
 
@@ -98,18 +99,19 @@ __device__ __forceinline__ void stage_rounds(uint4* dst, uint32_t first_chunk, c
 }
 
 // Stage len bytes from src into 16-byte chunks at swizzled slots of dst, zero-filling the
-// last chunk; asynchronous 16-byte copies when src is 16-byte aligned, by a CTA of NT threads.
+// last chunk; asynchronous 16-byte copies when src is 16-byte aligned, by NT threads (t the
+// caller's index among them).
 // Reads nothing past len. (Its whole-round loop is stage_rounds()'s, kept inline: calling that
 // raised the bulk decoder's spill loads from 28 to 356 bytes, ptxas -v.)
 template <int NT = kThreads>
 __device__ __forceinline__ void stage(uint4* dst, uint32_t first_chunk, const uint8_t* src, uint32_t len,
-                                      bool vec) {
+                                      bool vec, uint32_t t = threadIdx.x) {
   if (vec && len % (16 * NT) == 0) {  // whole rounds: no per-chunk checks
-    for (uint32_t c = threadIdx.x; c < len / 16; c += NT) cp_async16(dst + swz(first_chunk + c), src + 16 * c);
+    for (uint32_t c = t; c < len / 16; c += NT) cp_async16(dst + swz(first_chunk + c), src + 16 * c);
     return;
   }
   const uint32_t chunks = (len + 15) / 16;
-  for (uint32_t c = threadIdx.x; c < chunks; c += NT) {
+  for (uint32_t c = t; c < chunks; c += NT) {
     uint8_t* d = reinterpret_cast<uint8_t*>(dst + swz(first_chunk + c));
     if (vec && 16 * c + 16 <= len) {
       cp_async16(d, src + 16 * c);

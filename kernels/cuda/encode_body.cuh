@@ -39,10 +39,11 @@ extern __shared__ __align__(128) uint4 g_staged[];
 // inlined, their paths shared the kernel's register allocation with the bf16 path, which
 // spilled. Apart: bf16 auto +7%, fp16 auto -5%, fp32 auto -1% (bulk), bf16 being the common
 // case of the plugin; apart fp32 alone lost on all three.
-template <Codec C, int MU>
+template <Codec C, int MU, typename Next>
 __device__ __noinline__ void encode_unit_apart(const LaunchItem& it, unsigned long long* st, uint8_t* scratch,
-                                               uint32_t* group, uint32_t u, bool staged, bool header) {
-  encode_unit<C, MU, 16>(it, st, scratch, group, g_sh.plan.L, u, g_sh, g_staged, staged, header);
+                                               uint32_t* group, uint32_t u, uint32_t buf, bool staged, bool header,
+                                               Next next) {
+  encode_unit<C, MU, 16>(it, st, scratch, group, g_sh.plan.L, u, g_sh, g_staged + buf, staged, header, next);
 }
 
 // FIXED: the codec of every item of the launch when the host knows it (all items coded with one
@@ -61,12 +62,17 @@ constexpr int encode_threads(int MU, int fixed) { return kBlockElems / encode_pt
 // One tile (CTA) of item `item`: tile b of it. What encode_kernel runs per CTA, and the
 // resident codec per tile it claims (resident.cu). FINISH: the item's last tile completes it
 // (small launches and the resident codec; bulk launches leave it to encode_finish_kernel).
-template <int MU, int FIXED, bool FINISH = MU == 1>
-__device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t b) {
+// buf: the chunk of g_staged where the tile is staged, already (`prestaged`, its copy groups the
+// only ones in flight) or here; next: the tile to stage after it (encode_tile.cuh's NoNext).
+template <int MU, int FIXED, bool FINISH = MU == 1, typename Next = NoNext>
+__device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t b, uint32_t buf = 0,
+                                            bool prestaged = false, Next next = {}) {
   constexpr int PT = encode_pt(MU, FIXED), NT = kBlockElems / PT;
   static_assert(FIXED != kAnyCodec || NT == kThreads, "the classifier and encode_unit_apart() use 256 threads");
+  // Every codec's tile is staged alike, so a tile staged before its codec is known never restages.
+  static_assert(!Next::kStages || unit_blocks<Codec::FP32, MU>() * 2 == MU, "no restaging");
   EncShared& sh = g_sh;
-  uint4* const staged = g_staged;
+  uint4* const staged = g_staged + buf;
   const LaunchItem& it = P.items[item];
   unsigned long long* st = P.state + it.tile0;
   // The tile's input is requested first, so that the codec choice and the plan overlap with
@@ -77,7 +83,7 @@ __device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t 
   constexpr bool fixed = FIXED != kAnyCodec;
   {
     const Codec guess = fixed ? static_cast<Codec>(FIXED) : it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-    if (guess != Codec::Raw) stage_tile<MU, NT>(it, guess, b, staged);
+    if (guess != Codec::Raw && !prestaged) stage_tile<MU, NT>(it, guess, b, staged);
     const Codec c = !fixed && it.auto_codec ? item_codec(P, item, b, sh) : guess;
     if (threadIdx.x == 0) sh.plan = make_plan(it, c);
   }
@@ -103,9 +109,9 @@ __device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t 
     const auto unit = [&](auto codec) {
       constexpr Codec C = decltype(codec)::value;
       if constexpr (fixed || C == Codec::BF16)
-        encode_unit<C, MU, PT>(it, st, P.scratch, group, p.L, b, sh, staged, as_staged, !P.checksum);
+        encode_unit<C, MU, PT>(it, st, P.scratch, group, p.L, b, sh, staged, as_staged, !P.checksum, next);
       else
-        encode_unit_apart<C, MU>(it, st, P.scratch, group, b, as_staged, !P.checksum);
+        encode_unit_apart<C, MU>(it, st, P.scratch, group, b, buf, as_staged, !P.checksum, next);
     };
     if constexpr (fixed) {
       unit(std::integral_constant<Codec, static_cast<Codec>(FIXED)>());
@@ -117,7 +123,8 @@ __device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t 
       }
     }
   }
-  cp_async_wait(0);  // no copy may land in shared memory after the CTA has left
+  // No copy of this tile may land in shared memory after it; the next tile's may (warp 1's).
+  cp_async_wait(Next::kStages && threadIdx.x / 32 == 1 && next.staged() ? MU : 0);
   ZIPCCL_MARK(8);
   // Slot 9 follows slot 8 at once where a finish kernel completes the item.
   bool last = false;

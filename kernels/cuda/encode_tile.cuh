@@ -24,14 +24,16 @@ namespace {
 
 // Stage tile u's input (as codec c tiles it) in shared memory, one copy group per 8 KiB: a
 // group per bf16/fp16 block, two per fp32 block (waited for together). Bytes past the last
-// whole element are staged too and never read as elements.
+// whole element are staged too and never read as elements. By NT threads, t the caller's index
+// among them (a multiple of 32).
 template <int MU, int NT>
-__device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32_t u, uint4* data) {
+__device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32_t u, uint4* data,
+                                           uint32_t t = threadIdx.x) {
   const uint32_t unit = unit_bytes<MU>(c);
   const bool vec = (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
   if (vec && uint64_t(u + 1) * unit <= it.bytes) {  // a whole tile: no bounds checks
-    const uint8_t* src = it.in + uint64_t(u) * unit + 16 * threadIdx.x;
-    uint4* dst = data + swz(threadIdx.x);  // swz(32k + c) == 32k + swz(c)
+    const uint8_t* src = it.in + uint64_t(u) * unit + 16 * t;
+    uint4* dst = data + swz(t);  // swz(32k + c) == 32k + swz(c)
     auto group = [&](uint32_t g) {
 #pragma unroll
       for (int i = 0; i < 512 / NT; ++i) cp_async16(dst + g * 512 + i * NT, src + g * 8192 + 16 * i * NT);
@@ -51,7 +53,7 @@ __device__ __forceinline__ void stage_tile(const LaunchItem& it, Codec c, uint32
   for (uint32_t g = 0; g < unit / 8192; ++g) {
     const uint64_t begin = uint64_t(u) * unit + g * 8192;
     if (begin < it.bytes)
-      stage<NT>(data, g * 512, it.in + begin, static_cast<uint32_t>(min(uint64_t(8192), it.bytes - begin)), vec);
+      stage<NT>(data, g * 512, it.in + begin, static_cast<uint32_t>(min(uint64_t(8192), it.bytes - begin)), vec, t);
     cp_async_commit();
   }
 }
@@ -126,6 +128,16 @@ __device__ __forceinline__ uint32_t own_elem(const uint4* data, int m, uint32_t 
   return EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
 }
 
+// The tile a CTA codes after this one, which its warp 1 stages (stage_tile() by 32 threads) while
+// warp 0 looks back: the resident codec's next ticket (resident.cu) when that is an encode
+// already posted. stage(dst) returns whether it staged; staged(), read by every thread after the
+// look-back's barrier, says the same. Launched kernels have none.
+struct NoNext {
+  static constexpr bool kStages = false;
+  __device__ bool stage() const { return false; }
+  __device__ bool staged() const { return false; }
+};
+
 // Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
 // memory with asynchronous copies (by the caller when `staged`, else here), all in flight at
 // once, block m's group(s) waited for before block m is coded; every pass reads shared memory.
@@ -133,10 +145,10 @@ __device__ __forceinline__ uint32_t own_elem(const uint4* data, int m, uint32_t 
 // registers, at 40 per thread, ptxas moved it through local memory in every iteration of the
 // bf16 kernel's block loop), so registers do not grow with the tile. A thread codes PT (16 or
 // 32) consecutive elements of each block: NT = 4096 / PT threads.
-template <Codec C, int MU, int PT>
+template <Codec C, int MU, int PT, typename Next>
 __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long long* st, uint8_t* scratch,
                                             uint32_t* group, const Layout& L, uint32_t u, EncShared& sh, uint4* data,
-                                            bool staged, bool header) {
+                                            bool staged, bool header, const Next& next) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks, "shared arrays and copy-group waits hold 4 blocks");
@@ -334,8 +346,10 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
 
   // Small launches: the tile with the last block zeroes the sections' padding while warp 0 looks
   // back and, with `header`, writes the header once it knows the escape section's length, so
-  // that the item's last CTA has only the result to publish (-1 us for 512 KiB).
+  // that the item's last CTA has only the result to publish (-1 us for 512 KiB). Warp 1 stages
+  // the next tile meanwhile, if any (the look-back mostly waits).
   const bool last_tile = MU == 1 && b0 + M >= L.n_blocks;
+  constexpr uint32_t kFree = Next::kStages ? 64 : 32;  // threads before the free ones
   if (!deferred) {
     if (threadIdx.x < 32) {
       const uint64_t excl = u == 0 ? 0 : look_back(st, u);
@@ -343,8 +357,10 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
         if (u != 0) *reinterpret_cast<volatile unsigned long long*>(st + u) = kInclusive | own | (excl + unit_chunk);
         sh.bcast = excl;
       }
+    } else if (Next::kStages && threadIdx.x < 64) {
+      next.stage();
     } else if (last_tile) {
-      zero_padding(L, out, threadIdx.x - 32, NT - 32);
+      zero_padding(L, out, threadIdx.x - kFree, NT - kFree);
     }
     __syncthreads();
   }
@@ -353,7 +369,7 @@ __device__ __forceinline__ void encode_unit(const LaunchItem& it, unsigned long 
   // A message that overflows its limit becomes Raw at the end: skip what would be discarded,
   // and never write past the capacity.
   if (!deferred && L.off_esc + esc_off + unit_chunk > min(it.limit, it.cap)) return;
-  if (last_tile && header && threadIdx.x >= 32 && threadIdx.x < 64)
+  if (last_tile && header && threadIdx.x >= kFree && threadIdx.x < kFree + 32)
     warp_put_header(out, sh, L, esc_off + unit_chunk, it.in + L.n_elems * L.g.elem_bytes, false, 0);
   // The blocks' escape chunks follow each other from the tile's first (in temp when deferred).
   uint8_t* dst = deferred ? scratch + uint64_t(it.tile0 + u) * kEscScratch : out + L.off_esc + esc_off;

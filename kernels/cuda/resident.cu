@@ -35,8 +35,19 @@ static_assert(encode_threads(kEncodeMU, kAnyCodec) == kThreads, "one CTA shape f
 // Tiles of the largest job: a decode's output tiles and its header checker.
 constexpr uint32_t kMaxJobTiles = uint32_t(kServiceMaxJob / (kEncodeTile < kDecodeTile ? kEncodeTile : kDecodeTile)) + 1;
 constexpr size_t kSlotTemp = (kTempHead + size_t(kMaxJobTiles) * 8 + 255) & ~size_t(255);
-constexpr size_t kSharedBytes =
+// Dynamic shared memory: a tile's (either way), then a second encode tile's, so that a CTA stages
+// its next encode tile while it codes this one (NextTile). Where two CTAs of that size do not fit
+// on an SM (100 KiB: sm_86, sm_89), the launch gives the first buffer only and nothing is staged.
+constexpr size_t kTileBytes =
     kEncodeTile > decode_stage_bytes<kDecodeMU>() ? kEncodeTile : decode_stage_bytes<kDecodeMU>();
+constexpr uint32_t kSecondBuf = uint32_t((kTileBytes + 127) / 128 * 128 / 16);  // in 16-byte chunks
+constexpr size_t kSharedBytes = size_t(kSecondBuf) * 16 + kEncodeTile;
+
+__device__ __forceinline__ uint32_t dynamic_shared_bytes() {
+  uint32_t r;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+  return r;
+}
 
 struct Board {
   unsigned long long head;    // host jobs taken (kept across launches)
@@ -78,6 +89,19 @@ __device__ __forceinline__ T load_volatile(const T& x) {
 template <typename T>
 __device__ __forceinline__ void store_volatile(T& x, T v) {
   *reinterpret_cast<volatile T*>(&x) = v;
+}
+
+// The slot and tile of ticket t if it is posted, by one warp: every lane tests one slot's range.
+__device__ __forceinline__ bool find_ticket(Board& b, unsigned long long t, uint32_t lane, uint32_t* slot,
+                                            uint32_t* tile) {
+  unsigned long long posted;  // acquires what the poller published before it
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(posted) : "l"(&b.posted) : "memory");
+  const unsigned long long r = load_volatile(b.range[lane]);
+  const uint32_t u = uint32_t(t) - uint32_t(r);
+  const uint32_t hit = __ballot_sync(~0u, posted > t && u < uint32_t(r >> 32));
+  *slot = hit ? __ffs(int(hit)) - 1 : 0;  // one slot covers a posted ticket
+  *tile = __shfl_sync(~0u, u, *slot);
+  return hit != 0;
 }
 
 // A job the kernel refuses (an unknown op, a size beyond kServiceMaxJob) completes at once.
@@ -206,6 +230,40 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   }
 }
 
+// Thread 0's state from tile to tile, in shared memory: in registers it was live through every
+// tile's code, which spilled more (in shared memory: large pinned-host decodes 4% faster).
+// ahead: the CTA's next ticket, claimed as soon as the current one is found. Stored here, the
+// claim's round trip to L2 is waited for before the tile starts (in a register it overlapped
+// the tile). A CTA runs its tickets in increasing order, so the lowest unfinished ticket always
+// runs (tiles only wait on lower tickets). buf_s: the dynamic shared buffer (0 or 1) of the
+// tile that comes next; prestaged_s: whether it is staged there; next_s: whether the running
+// tile staged the next one. g_state: the kernel's DeviceState.
+__shared__ unsigned long long ahead;
+__shared__ uint32_t buf_s, prestaged_s, next_s;
+__shared__ DeviceState* g_state;
+
+// The CTA's next ticket, staged by warp 1 into the other buffer while warp 0 looks back
+// (encode_tile.cuh's NoNext): when it is posted and is an encode that codes, its input 16-byte
+// aligned (a misaligned one is staged a byte at a time, too slow for one warp). Stateless, so
+// that it holds no register through the tile.
+struct NextTile {
+  static constexpr bool kStages = true;
+  __device__ bool stage() const {
+    const uint32_t lane = threadIdx.x & 31;
+    DeviceState* const s = g_state;
+    uint32_t slot, tile;
+    bool ok = dynamic_shared_bytes() >= kSharedBytes && find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) &&
+              s->board.op[slot] == kServiceEncode;
+    const LaunchItem& it = s->launch[slot].items[0];
+    const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
+    ok = ok && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
+    if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, g_staged + (buf_s ? 0 : kSecondBuf), lane);
+    if (lane == 0) next_s = ok;
+    return ok;
+  }
+  __device__ bool staged() const { return next_s != 0; }
+};
+
 // Two CTAs fit on an SM (at most 128 registers a thread), so that two tiles' chains of round
 // trips overlap where the launch packs them (a stream of an SM partition, engine/sm_partition.h).
 __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host, DeviceState* s, uint32_t generation) {
@@ -223,15 +281,12 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
   }
   if (blockIdx.x == 0 && threadIdx.x == 0)
     asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(&host->started), "r"(generation) : "memory");
-  // Thread 0's state from tile to tile lives in shared memory: in registers it was live through
-  // every tile's code, which spilled more (in shared memory: large pinned-host decodes 4% faster).
-  // ahead: the CTA's next ticket, claimed as soon as the current one is found. Stored here, the
-  // claim's round trip to L2 is waited for before the tile starts (in a register it overlapped
-  // the tile). A CTA runs its tickets in increasing order, so the lowest unfinished ticket always
-  // runs (tiles only wait on lower tickets). tile_ns: the running sums of this CTA's tile time
-  // (ServiceHost::tile_ns), from the last launch's; tile_t0: the tile's start.
-  __shared__ unsigned long long ahead, tile_ns[2], tile_t0;
+  // tile_ns: the running sums of this CTA's tile time (ServiceHost::tile_ns), from the last
+  // launch's; tile_t0: the tile's start. (ahead and the staging state: above NextTile.)
+  __shared__ unsigned long long tile_ns[2], tile_t0;
   if (threadIdx.x == 0) {
+    g_state = s;
+    buf_s = prestaged_s = next_s = 0;
     ahead = atomicAdd(&b.next, 1ull);
     tile_ns[0] = load_volatile(host->tile_ns[blockIdx.x][0]);
     tile_ns[1] = load_volatile(host->tile_ns[blockIdx.x][1]);
@@ -270,17 +325,10 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
       }
       if (lane == 0) ZIPCCL_PHASE(1);
       if (!stop) {
-        // Acquire what the poller published before `posted` (>= t now), then find t's slot:
-        // every lane tests one slot's range.
-        unsigned long long posted;
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(posted) : "l"(&b.posted) : "memory");
-        const unsigned long long r = load_volatile(b.range[lane]);
-        const uint32_t u = uint32_t(t) - uint32_t(r);
-        const uint32_t hit = __ballot_sync(~0u, posted > t && u < uint32_t(r >> 32));
-        const int slot = hit ? __ffs(int(hit)) - 1 : 0;  // one slot covers a posted ticket
-        const uint32_t tile = __shfl_sync(~0u, u, slot);
+        uint32_t slot, tile;
+        find_ticket(b, t, lane, &slot, &tile);  // posted: t < posted
         if (lane == 0) {
-          slot_s = uint32_t(slot);
+          slot_s = slot;
           tile_s = tile;
           ahead = atomicAdd(&b.next, 1ull);
         }
@@ -299,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
         if (tile == 0) P.times->start = tile_t0;
       }
       if (b.op[slot] == kServiceEncode)
-        encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile);
+        encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile, buf_s ? kSecondBuf : 0, prestaged_s != 0, NextTile{});
       else
         decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
     }
@@ -313,6 +361,9 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
       store_volatile(host->tile_ns[blockIdx.x][op], static_cast<uint64_t>(tile_ns[op]));
       __threadfence();
       atomicSub(&b.remaining[slot], 1u);
+      prestaged_s = next_s;  // in the other buffer
+      buf_s ^= next_s;
+      next_s = 0;
       ZIPCCL_PHASE(4);
 #ifdef ZIPCCL_GPU_TRACE
       ++acc[0];
@@ -347,18 +398,25 @@ cudaError_t service_init(void* device_mem, cudaStream_t stream) {
   return cudaMemsetAsync(device_mem, 0, sizeof(detail::DeviceState), stream);
 }
 
-cudaError_t service_load() {
+cudaError_t service_load(bool* staging) {
   cudaFuncAttributes a;
+  int dev = 0, per_sm = 0, reserved = 0;
   cudaError_t e = cudaFuncGetAttributes(&a, detail::resident_kernel);
   if (e == cudaSuccess)
     e = cudaFuncSetAttribute(detail::resident_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(detail::kSharedBytes));
+  if (e == cudaSuccess) e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev);
+  if (e == cudaSuccess && staging)
+    *staging = 2 * (a.sharedSizeBytes + size_t(reserved) + detail::kSharedBytes) <= size_t(per_sm);
   return e;
 }
 
-cudaError_t service_launch(ServiceHost* host, void* device_mem, int ctas, uint32_t generation, cudaStream_t stream) {
+cudaError_t service_launch(ServiceHost* host, void* device_mem, int ctas, uint32_t generation, bool staging,
+                           cudaStream_t stream) {
   if (!host || !device_mem || ctas < 1 || ctas > kServiceMaxCtas || generation == 0) return cudaErrorInvalidValue;
-  detail::resident_kernel<<<ctas, detail::kThreads, detail::kSharedBytes, stream>>>(
+  detail::resident_kernel<<<ctas, detail::kThreads, staging ? detail::kSharedBytes : detail::kTileBytes, stream>>>(
       host, static_cast<detail::DeviceState*>(device_mem), generation);
   return cudaGetLastError();
 }

@@ -97,7 +97,7 @@ class Service : public ::testing::Test {
     CUDA_OK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CUDA_OK(gpu::service_init(dev_, stream_));
     CUDA_OK(cudaStreamSynchronize(stream_));
-    CUDA_OK(gpu::service_load());
+    CUDA_OK(gpu::service_load(&staging_));
   }
   void TearDown() override {
     if (running_) stop();
@@ -111,9 +111,10 @@ class Service : public ::testing::Test {
     cudaFreeHost(host_);
   }
 
-  void launch(int ctas = 8) {
+  // staging: as service_load() allows, or one tile buffer a CTA (false).
+  void launch(int ctas = 8, bool staging = true) {
     host_->stop = 0;
-    CUDA_OK(gpu::service_launch(dhost_, dev_, ctas, ++generation_, stream_));
+    CUDA_OK(gpu::service_launch(dhost_, dev_, ctas, ++generation_, staging && staging_, stream_));
     running_ = true;
   }
   // Waits (in memory) until the kernel says it runs.
@@ -190,6 +191,7 @@ class Service : public ::testing::Test {
   void* dev_ = nullptr;
   cudaStream_t stream_ = nullptr;
   uint32_t generation_ = 0;
+  bool staging_ = false;  // service_load()'s
   uint64_t tail_ = 0;
   bool running_ = false;
 };
@@ -267,8 +269,11 @@ TEST_F(Service, MessagesAreTheCpuCodecsAndDecodeExactly) {
 
 // Encodes and decodes queued together, inputs at every alignment, in device and pinned host
 // memory: a CTA's shared memory serves tile after tile of jobs of either kind, a job's last tile
-// beside the next job's first. Every message the CPU encoder's, every decode exact.
-TEST_F(Service, QueuedMixedJobsAtAnyAlignmentAreExact) {
+// beside the next job's first, staging its next encode tile in its second buffer while it codes
+// one (resident.cu, NextTile), none before a decode, or with one buffer (`staging` false: sm_86
+// and sm_89 always). Every message the CPU encoder's, every decode exact.
+class QueuedMixedJobs : public Service, public ::testing::WithParamInterface<bool> {};
+TEST_P(QueuedMixedJobs, AtAnyAlignmentAreExact) {
   constexpr int kJobs = 30;
   std::mt19937 g(5);
   const Codec codecs[] = {Codec::BF16, Codec::FP16, Codec::FP32};
@@ -308,7 +313,7 @@ TEST_F(Service, QueuedMixedJobsAtAnyAlignmentAreExact) {
     staged.insert(staged.end(), j.data.begin(), j.data.end());
     j.in->put(staged);
   }
-  ASSERT_NO_FATAL_FAILURE(launch(4));
+  ASSERT_NO_FATAL_FAILURE(launch(4, GetParam()));
   std::vector<uint64_t> idx;
   for (Job& j : jobs) {
     gpu::ServiceJob sj = j.encode ? encode_job(*j.in, j.data.size(), *j.out, j.codec, j.auto_codec, false)
@@ -325,6 +330,17 @@ TEST_F(Service, QueuedMixedJobsAtAnyAlignmentAreExact) {
     ASSERT_EQ(rs[size_t(i)].bytes, j.ref.size()) << "job " << i << (j.encode ? " (encode)" : " (decode)");
     ASSERT_EQ(j.out->get(j.ref.size()), j.ref) << "job " << i << (j.encode ? " (encode)" : " (decode)");
   }
+}
+INSTANTIATE_TEST_SUITE_P(Staging, QueuedMixedJobs, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "AsAllowed" : "OneBuffer"; });
+
+// Two CTAs with two tile buffers fit on an SM of 164 KiB (sm_80) or 228 KiB (sm_90), not of
+// 100 KiB (sm_86, sm_89): there launches stage nothing.
+TEST_F(Service, StagesWhereTwoCtasWithTwoBuffersFit) {
+  int dev = 0, per_sm = 0;
+  CUDA_OK(cudaGetDevice(&dev));
+  CUDA_OK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+  EXPECT_EQ(staging_, per_sm >= 164 * 1024) << per_sm << " bytes of shared memory an SM";
 }
 
 // Each CTA's time coding tiles (ServiceHost::tile_ns, what the engine measures the codec's
