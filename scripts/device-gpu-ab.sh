@@ -47,7 +47,8 @@ for i in "${!names[@]}"; do
   echo "${names[$i]}: ${dirs[$i]}$([ "${dirs[$i]}" = . ] && echo ' (the working tree)')"
   # The resident kernel's spills first: a path added to it can cost the others (docs/gpu-codec.md).
   log=/tmp/build-ab-${names[$i]}.log
-  grep -h -A1 "Function properties for .*resident_kernel" "$log" | grep spill | sed 's/^ */  resident_kernel: /' | head -1
+  grep -h -A1 "Function properties for .*resident_kernel" "$log" | awk '/Function properties/ {
+    n = /ILb1E/ ? " (staging)" : /ILb0E/ ? " (one buffer)" : "" } /spill/ { sub(/^ */, ""); print "  resident_kernel" n ": " $0 }' | sort -u
   echo "  ptxas: $(grep -c -E ' [1-9][0-9]* bytes spill stores' "$log") functions spill"
 done
 export ZIPCCL_DATA_DIR=${ZIPCCL_DATA_DIR:-$([ -d .zdata ] && echo "$PWD/.zdata" || echo "$PWD/../shared/data")}

@@ -35,19 +35,13 @@ static_assert(encode_threads(kEncodeMU, kAnyCodec) == kThreads, "one CTA shape f
 // Tiles of the largest job: a decode's output tiles and its header checker.
 constexpr uint32_t kMaxJobTiles = uint32_t(kServiceMaxJob / (kEncodeTile < kDecodeTile ? kEncodeTile : kDecodeTile)) + 1;
 constexpr size_t kSlotTemp = (kTempHead + size_t(kMaxJobTiles) * 8 + 255) & ~size_t(255);
-// Dynamic shared memory: a tile's (either way), then a second encode tile's, so that a CTA stages
-// its next encode tile while it codes this one (NextTile). Where two CTAs of that size do not fit
-// on an SM (100 KiB: sm_86, sm_89), the launch gives the first buffer only and nothing is staged.
+// Dynamic shared memory: a tile's (either way), then, for the kernel that stages, a second encode
+// tile's, so that a CTA stages its next encode tile while it codes this one (NextTile). Where two
+// CTAs of that size do not fit on an SM (100 KiB: sm_86, sm_89), the kernel that does not runs.
 constexpr size_t kTileBytes =
     kEncodeTile > decode_stage_bytes<kDecodeMU>() ? kEncodeTile : decode_stage_bytes<kDecodeMU>();
 constexpr uint32_t kSecondBuf = uint32_t((kTileBytes + 127) / 128 * 128 / 16);  // in 16-byte chunks
 constexpr size_t kSharedBytes = size_t(kSecondBuf) * 16 + kEncodeTile;
-
-__device__ __forceinline__ uint32_t dynamic_shared_bytes() {
-  uint32_t r;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
-  return r;
-}
 
 struct Board {
   unsigned long long head;    // host jobs taken (kept across launches)
@@ -252,8 +246,7 @@ struct NextTile {
     const uint32_t lane = threadIdx.x & 31;
     DeviceState* const s = g_state;
     uint32_t slot, tile;
-    bool ok = dynamic_shared_bytes() >= kSharedBytes && find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) &&
-              s->board.op[slot] == kServiceEncode;
+    bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) && s->board.op[slot] == kServiceEncode;
     const LaunchItem& it = s->launch[slot].items[0];
     const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
     ok = ok && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
@@ -266,6 +259,9 @@ struct NextTile {
 
 // Two CTAs fit on an SM (at most 128 registers a thread), so that two tiles' chains of round
 // trips overlap where the launch packs them (a stream of an SM partition, engine/sm_partition.h).
+// STAGING: each CTA stages its next encode tile in a second buffer (NextTile); without, the
+// staging state is unused and the kernel is what it was before staging, spills included.
+template <bool STAGING>
 __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host, DeviceState* s, uint32_t generation) {
   static_assert(kServiceSlots == 32, "warp 0 looks a ticket up in every slot at once, a slot per lane");
   __shared__ DecShared dsh;
@@ -285,8 +281,10 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
   // launch's; tile_t0: the tile's start. (ahead and the staging state: above NextTile.)
   __shared__ unsigned long long tile_ns[2], tile_t0;
   if (threadIdx.x == 0) {
-    g_state = s;
-    buf_s = prestaged_s = next_s = 0;
+    if constexpr (STAGING) {
+      g_state = s;
+      buf_s = prestaged_s = next_s = 0;
+    }
     ahead = atomicAdd(&b.next, 1ull);
     tile_ns[0] = load_volatile(host->tile_ns[blockIdx.x][0]);
     tile_ns[1] = load_volatile(host->tile_ns[blockIdx.x][1]);
@@ -346,10 +344,12 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
         tile_t0 = globaltimer_ns();
         if (tile == 0) P.times->start = tile_t0;
       }
-      if (b.op[slot] == kServiceEncode)
+      if (b.op[slot] != kServiceEncode)
+        decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
+      else if constexpr (STAGING)
         encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile, buf_s ? kSecondBuf : 0, prestaged_s != 0, NextTile{});
       else
-        decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
+        encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile);
     }
     __syncthreads();  // the tile's writes, and the CTA's use of shared memory, are over
     ZIPCCL_MARK(10);
@@ -361,9 +361,11 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
       store_volatile(host->tile_ns[blockIdx.x][op], static_cast<uint64_t>(tile_ns[op]));
       __threadfence();
       atomicSub(&b.remaining[slot], 1u);
-      prestaged_s = next_s;  // in the other buffer
-      buf_s ^= next_s;
-      next_s = 0;
+      if constexpr (STAGING) {
+        prestaged_s = next_s;  // in the other buffer
+        buf_s ^= next_s;
+        next_s = 0;
+      }
       ZIPCCL_PHASE(4);
 #ifdef ZIPCCL_GPU_TRACE
       ++acc[0];
@@ -401,10 +403,13 @@ cudaError_t service_init(void* device_mem, cudaStream_t stream) {
 cudaError_t service_load(bool* staging) {
   cudaFuncAttributes a;
   int dev = 0, per_sm = 0, reserved = 0;
-  cudaError_t e = cudaFuncGetAttributes(&a, detail::resident_kernel);
+  // Both kernels load now, whichever runs.
+  cudaError_t e = cudaFuncSetAttribute(detail::resident_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(detail::kTileBytes));
   if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(detail::resident_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    e = cudaFuncSetAttribute(detail::resident_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(detail::kSharedBytes));
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&a, detail::resident_kernel<true>);
   if (e == cudaSuccess) e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, dev);
@@ -416,8 +421,11 @@ cudaError_t service_load(bool* staging) {
 cudaError_t service_launch(ServiceHost* host, void* device_mem, int ctas, uint32_t generation, bool staging,
                            cudaStream_t stream) {
   if (!host || !device_mem || ctas < 1 || ctas > kServiceMaxCtas || generation == 0) return cudaErrorInvalidValue;
-  detail::resident_kernel<<<ctas, detail::kThreads, staging ? detail::kSharedBytes : detail::kTileBytes, stream>>>(
-      host, static_cast<detail::DeviceState*>(device_mem), generation);
+  auto* const state = static_cast<detail::DeviceState*>(device_mem);
+  if (staging)
+    detail::resident_kernel<true><<<ctas, detail::kThreads, detail::kSharedBytes, stream>>>(host, state, generation);
+  else
+    detail::resident_kernel<false><<<ctas, detail::kThreads, detail::kTileBytes, stream>>>(host, state, generation);
   return cudaGetLastError();
 }
 
