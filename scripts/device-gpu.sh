@@ -3,6 +3,9 @@
 #   scripts/device-gpu.sh [steps...]   steps: test bench memcheck memcheck-bulk racecheck (the
 #                                      default), service (the resident codec's benchmark, CTAs
 #                                      packed and spread; SERVICE_CTAS="8 16" its CTA counts),
+#                                      staging (that benchmark with each CTA staging its next
+#                                      encode tile and with one tile buffer, --one-buffer, in
+#                                      turn twice: an A/B in one build; SERVICE_CTAS, default 16),
 #                                      beside (cuBLAS GEMMs beside its paced stream, packed and
 #                                      spread; BESIDE_CTAS="10 16", BESIDE_DIMS="8192 4096"),
 #                                      profile, trace (phase clocks: a second build with
@@ -65,6 +68,16 @@ for s in "${steps[@]}"; do
       r=$?
       timeout 120 "$BUILD/bench/gpu/gpu_service_bench" --per-sm=1 ${SERVICE_CTAS:-} >>"$OUT/service.log" 2>&1 || r=1
       cat "$OUT/service.log";;
+    staging)
+      : >"$OUT/staging.log"
+      r=0
+      for _ in 1 2; do
+        for flag in --one-buffer ""; do
+          # shellcheck disable=SC2086  # CTA counts
+          timeout 120 "$BUILD/bench/gpu/gpu_service_bench" $flag ${SERVICE_CTAS:-16} >>"$OUT/staging.log" 2>&1 || r=1
+        done
+      done
+      grep -E "stages|^\| [0-9a-z]" "$OUT/staging.log" | grep -v -e "---|" -e "^| bytes" -e "^| buffers";;
     beside)  # cuBLAS GEMMs beside the resident codec's paced stream: packed, then spread
       : >"$OUT/beside.log"
       r=0
