@@ -6,9 +6,10 @@
 #   3. a real NCCL job (bench/nccl/allreduce_check.py, 2 processes, PyTorch's NCCL) through the
 #      plugin, the ranks forced onto the network (on one GPU: each rank its own NCCL_HOSTID, under
 #      MPS, which this script starts and stops), checked exactly: NCCL's own socket transport,
-#      then the plugin (host buffers: NCCL stages through host memory) for NCCL_ZIP_ENABLE=0,1,2,
-#      and with the resident GPU codec on those host buffers (NCCL_ZIP_GPU=1; the job copies each
-#      result to the host while collectives run, which hangs a plugin that blocks in CUDA);
+#      then the plugin (host buffers: NCCL stages through host memory) off (NCCL_ZIP_ENABLE=0),
+#      auto and forced (1, 2) on the CPU codec (NCCL_ZIP_GPU=0, set: the GPU codec is the default
+#      where a GPU is) and on the resident GPU codec (NCCL_ZIP_GPU=1; the job copies each result to
+#      the host while collectives run, which hangs a plugin that blocks in CUDA);
 #   4. all_reduce 64 MiB bf16 timing: Socket vs plugin off vs plugin auto (CPU, and GPU codec);
 #   5. the same job over the verbs transport on the emulated HCA (tests/verbs/emu): host buffers
 #      compressed (NCCL_ZIP_ENABLE=2), then device buffers by GPUDirect RDMA (NCCL_ZIP_GDR=1, the
@@ -90,8 +91,8 @@ zip=(env NCCL_NET=Zip NCCL_NET_PLUGIN="$PLUGIN")
 
 step nccl_socket 75 "${socket_env[@]}" "${JOB[@]}" --label socket --bench 10
 step nccl_zip0 75 "${zip[@]}" NCCL_ZIP_ENABLE=0 "${JOB[@]}" --label zip0 --bench 10
-step nccl_zip1 75 "${zip[@]}" NCCL_ZIP_ENABLE=1 "${JOB[@]}" --label zip1 --bench 10
-step nccl_zip2 60 "${zip[@]}" NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label zip2
+step nccl_zip1 75 "${zip[@]}" NCCL_ZIP_GPU=0 NCCL_ZIP_ENABLE=1 "${JOB[@]}" --label zip1 --bench 10
+step nccl_zip2 60 "${zip[@]}" NCCL_ZIP_GPU=0 NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label zip2
 step nccl_gpu2 75 "${zip[@]}" NCCL_ZIP_GPU=1 NCCL_ZIP_ENABLE=2 "${JOB[@]}" --label gpu2
 step nccl_gpu1 75 "${zip[@]}" NCCL_ZIP_GPU=1 NCCL_ZIP_ENABLE=1 "${JOB[@]}" --label gpu1 --bench 10
 
