@@ -53,7 +53,7 @@ step() {  # step NAME SECONDS CMD...
 # No NVLink SHARP / multicast anywhere (the machine's fabric state is not ours to touch).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
-say "device-plugin.sh at $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+say "device-plugin.sh at $(date -u +%FT%TZ), commit $(git describe --always --dirty 2>/dev/null || echo '?') (-dirty: the tree differs from it)"
 nvidia-smi -L 2>&1 | tee -a "$SUMMARY"
 
 # 1. Build: only what the plugin tests and the NCCL job need.
