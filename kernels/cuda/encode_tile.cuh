@@ -130,11 +130,11 @@ __device__ __forceinline__ uint32_t own_elem(const uint4* data, int m, uint32_t 
 
 // The tile a CTA codes after this one, which its warp 1 stages (stage_tile() by 32 threads) while
 // warp 0 looks back: the resident codec's next ticket (resident.cu) when that is an encode
-// already posted. stage(dst) returns whether it staged; staged(), read by every thread after the
-// look-back's barrier, says the same. Launched kernels have none.
+// already posted. staged(), read by every thread after the look-back's barrier, says whether
+// stage() staged it. Launched kernels have none.
 struct NoNext {
   static constexpr bool kStages = false;
-  __device__ bool stage() const { return false; }
+  __device__ void stage() const {}
   __device__ bool staged() const { return false; }
 };
 

@@ -242,7 +242,7 @@ __shared__ DeviceState* g_state;
 // that it holds no register through the tile.
 struct NextTile {
   static constexpr bool kStages = true;
-  __device__ bool stage() const {
+  __device__ void stage() const {
     const uint32_t lane = threadIdx.x & 31;
     DeviceState* const s = g_state;
     uint32_t slot, tile;
@@ -252,7 +252,6 @@ struct NextTile {
     ok = ok && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
     if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, g_staged + (buf_s ? 0 : kSecondBuf), lane);
     if (lane == 0) next_s = ok;
-    return ok;
   }
   __device__ bool staged() const { return next_s != 0; }
 };
