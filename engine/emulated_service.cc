@@ -85,6 +85,7 @@ void EmulatedServiceDevice::run_job(uint64_t index) {
     s = Status::kNoSpace;
   } else {
     s = decode(j.in, j.in_bytes, j.out, j.out_cap, &len);
+    if (j.in_host) c_->host_decodes++;
   }
   if (s == Status::kOk) {  // the message's codec, from its header
     Header h;

@@ -27,6 +27,7 @@ class EmulatedServiceDevice final : public ServiceDevice {
     std::atomic<int> running{0};  // kernels between start and exit
     std::atomic<int> max_running{0};
     std::atomic<uint64_t> jobs{0};
+    std::atomic<uint64_t> host_decodes{0};  // decodes posted with ServiceJob::in_host
     std::atomic<EmulatedServiceDevice*> device{nullptr};  // for a test to free a leaked one
   };
   explicit EmulatedServiceDevice(std::shared_ptr<Control> control);

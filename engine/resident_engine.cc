@@ -41,6 +41,7 @@ bool ResidentEngine::try_gpu(CodecJob* job) {
     j.checksum = job->checksum;
   } else {
     j.op = gpu::kServiceDecode;
+    j.in_host = !job->gpu_only;
   }
   std::lock_guard<std::mutex> lk(mu_);
   // Rates count an encode's input and a decode's output; the output's size is known when it is

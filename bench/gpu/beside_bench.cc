@@ -76,8 +76,8 @@ class Feeder {
       const double now_s = std::chrono::duration<double>(Clock::now() - t0).count();
       if (!stop_ && rate_ > 0 && out.size() < kInflight && now_s >= double(posted) * gap_s) {
         uint8_t* const dst = staging_.p + size_t(posted % kInflight) * max_compressed_bytes(kJob);
-        const gpu::ServiceJob j = posted % 2 == 0 ? job(kEncode, data_.src.p, kJob, dst, kJob)
-                                                  : job(kDecode, data_.msg.p, data_.msg_bytes, dst, kJob);
+        const gpu::ServiceJob j = posted % 2 == 0 ? job(kEncode, data_.src.p, kJob, dst, kJob, data_.src.host)
+                                                  : job(kDecode, data_.msg.p, data_.msg_bytes, dst, kJob, data_.msg.host);
         uint64_t i = 0;
         if (codec_->post(j, &i)) {
           out.push_back(i);

@@ -30,7 +30,7 @@ struct Buf {
 
 enum Op { kFloor, kEncode, kDecode };
 
-inline gpu::ServiceJob job(Op op, const void* in, uint64_t in_bytes, void* out, uint64_t n) {
+inline gpu::ServiceJob job(Op op, const void* in, uint64_t in_bytes, void* out, uint64_t n, bool in_host) {
   gpu::ServiceJob j{};
   j.in = in;
   j.in_bytes = in_bytes;
@@ -38,6 +38,7 @@ inline gpu::ServiceJob job(Op op, const void* in, uint64_t in_bytes, void* out, 
   if (op == kDecode) {
     j.op = gpu::kServiceDecode;
     j.out_cap = n;
+    j.in_host = in_host;
   } else {
     j.op = gpu::kServiceEncode;
     j.out_cap = max_compressed_bytes(n);
@@ -63,7 +64,7 @@ struct Data {
     CK(cudaStreamSynchronize(nullptr));  // pageable copies may return before their DMA lands
   }
   gpu::ServiceJob for_op(Op op) {
-    return op == kDecode ? job(op, msg.p, msg_bytes, out.p, n) : job(op, src.p, n, out.p, n);
+    return op == kDecode ? job(op, msg.p, msg_bytes, out.p, n, msg.host) : job(op, src.p, n, out.p, n, src.host);
   }
 };
 

@@ -38,17 +38,31 @@ __device__ void finalize(const Launch& P, int item, DecShared& sh) {
 // One tile (CTA) of item `item`: tile b of it. What decode_kernel runs per CTA, and the
 // resident codec per tile it claims (resident.cu). sh and staged: the CTA's shared memory.
 // FINISH: the item's last tile publishes (small launches and the resident codec; bulk launches
-// leave it to decode_finish_kernel).
-template <int MU, bool FINISH = MU == 1>
-__device__ __forceinline__ void decode_tile(const Launch& P, int item, uint32_t b, DecShared& sh, uint4* staged) {
+// leave it to decode_finish_kernel). `prestaged`: next.decode_ahead() holds the tile, staged ahead
+// (decode_tile.cuh's stage_ahead()); next: the tile to stage after it (tiling.cuh's NoNext).
+template <int MU, bool FINISH = MU == 1, typename Next = NoNext>
+__device__ __forceinline__ void decode_tile(const Launch& P, int item, uint32_t b, DecShared& sh, uint4* staged,
+                                            bool prestaged = false, Next next = {}) {
   const LaunchItem& it = P.items[item];
   const bool checker = b == it.tiles - 1;  // the item's last tile checks its header
   // The header and the block entries of this tile (and the one before it, for the tiling
   // check) in one round trip: the table of a coded message starts at byte 128 whatever its
   // codec, so the entries of both tile shapes are read before the codec is known (the same
   // blocks when MU = 1). Reads stay within the bytes received; entries past the table are
-  // never used.
-  if (threadIdx.x < kHeaderBytes) {
+  // never used. A tile staged ahead takes them from there (a bf16 tile: one shape), once its
+  // copies have landed, so that its staging area is free for reuse however the tile ends.
+  prestaged = Next::kStages && has_bulk_copy() && prestaged;
+  if (prestaged) {
+    if constexpr (Next::kStages) {
+      DecAhead& ah = next.decode_ahead();
+#pragma unroll
+      for (int m = 0; m < kMaxUnitBlocks; ++m) mbar_wait(&ah.mbar[m], (ah.tiles - 1) & 1);
+      if (threadIdx.x < kHeaderBytes)
+        reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = reinterpret_cast<const uint8_t*>(&ah.header)[threadIdx.x];
+      else if (threadIdx.x <= kHeaderBytes + MU)
+        sh.entry[0][threadIdx.x - kHeaderBytes] = ah.entry[threadIdx.x - kHeaderBytes];
+    }
+  } else if (threadIdx.x < kHeaderBytes) {
     reinterpret_cast<uint8_t*>(&sh.header)[threadIdx.x] = header_byte(it, threadIdx.x);
   } else if (threadIdx.x < kHeaderBytes + 2 * (kMaxUnitBlocks + 1)) {
     const uint32_t j = threadIdx.x - kHeaderBytes, shape = j / (kMaxUnitBlocks + 1), m = j % (kMaxUnitBlocks + 1);
@@ -73,7 +87,10 @@ __device__ __forceinline__ void decode_tile(const Launch& P, int item, uint32_t 
              b * uint64_t(M) < sh.header.n_blocks) {
     switch (claimed) {
       case Codec::BF16:
-        decode_unit<Codec::BF16, MU>(P, item, it, b, sh, staged);
+        // Warp 1 stages the next tile, if any, while warp 0 checks this one (decode_unit()).
+        if constexpr (Next::kStages && has_bulk_copy())
+          if (threadIdx.x / 32 == 1 && next.after_decode()) next.stage();
+        decode_unit<Codec::BF16, MU>(P, item, it, b, sh, staged, prestaged);
         break;
       case Codec::FP16:
         decode_unit<Codec::FP16, MU>(P, item, it, b, sh, staged);

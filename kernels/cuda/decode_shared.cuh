@@ -28,6 +28,17 @@ struct DecShared {
   uint32_t bulk_tiles;  // tiles the CTA staged in bulk: the n-th (from 0) waits for phases of parity n & 1
 };
 
+// A bf16 decode tile staged ahead by the bulk copy engine while the CTA codes the tile before it
+// (the resident codec's next ticket: resident.cu's NextTile, decode_tile.cuh's stage_ahead()): its
+// header and block entries as read then, which the tile takes instead of reading them again, and
+// the barriers of its copies, a phase per tile staged (set up by thread 0 at the CTA's start).
+struct alignas(16) DecAhead {
+  Header header;
+  BlockEntry entry[kMaxUnitBlocks + 1];  // as DecShared's entry[0]
+  uint64_t mbar[kMaxUnitBlocks];
+  uint32_t tiles;  // tiles staged ahead: the n-th (from 0) waits for phases of parity n & 1
+};
+
 // Thread 0, once at the CTA's start, before the barrier that precedes the first tile's reads.
 __device__ __forceinline__ void init_shared(DecShared& sh) {
   if constexpr (has_bulk_copy()) {

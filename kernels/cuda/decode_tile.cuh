@@ -35,27 +35,35 @@ __device__ __forceinline__ void stage_planes(uint4* data, uint32_t planes0, int 
   }
 }
 
-// Thread 0: stage the planes (bit m of `planes`) and residuals (bit m of `res`) of whole blocks m
-// of a tile by the bulk copy engine, into linear slots: copy group 0 (mbar[0]) every block's planes
-// and block 0's residuals, group m block m's residuals. Every barrier completes a phase per bulk
-// tile, those of no group at once, so that all wait for the same parity. planes0 / res0: block 0's
-// first plane and residual bytes. (Inlined: as a call, it made decode_unit()'s live values go
-// through local memory, 128 bytes of spill stores in the bulk kernel against 36, ptxas -v.)
+// Escape chunks that bulk_stage() stages too: block m's 16-byte aligned cover src[m], len[m]
+// bytes (a multiple of 16; 0: none), to dst + m * kEscStage.
+struct EscCopies {
+  const uint8_t* src[kMaxUnitBlocks];
+  uint32_t len[kMaxUnitBlocks];
+  uint8_t* dst;
+};
+
+// One thread: stage the planes (bit m of `planes`) and residuals (bit m of `res`) of whole blocks
+// m of a tile by the bulk copy engine, into linear slots: copy group 0 (mbar[0]) every block's
+// planes and block 0's residuals, group m block m's residuals (and its escape chunk, `esc`).
+// Every barrier completes a phase per bulk tile (`tiles` counts them), those of no group at once,
+// so that all wait for the same parity. planes0 / res0: block 0's first plane and residual bytes.
+// (Inlined: as a call, it made decode_unit()'s live values go through local memory, 128 bytes of
+// spill stores in the bulk kernel against 36, ptxas -v.)
 template <Codec C, int M>
 __device__ __forceinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_stride, const uint8_t* res0,
                                         uint64_t res_stride, uint32_t planes, uint32_t res, uint4* data,
-                                        DecShared& sh) {
+                                        uint64_t* mbar, uint32_t& tiles, const EscCopies* esc = nullptr) {
   using G = Geom<C>;
   constexpr uint32_t kResChunks = kBlockElems / 16, kPlaneChunks = kBlockElems / 8 / 16;
   constexpr uint32_t kPlanes0 = G::R * M * kResChunks, kPlaneBytes = kBlockElems / 8;
-  uint64_t* mbar = sh.mbar;
   fence_proxy_async_shared();
 #pragma unroll
   for (int m = 0; m < kMaxUnitBlocks; ++m)
     mbar_expect(&mbar[m], m >= M ? 0
                                  : ((res >> m) & 1) * G::R * kBlockElems +
-                                       (m == 0) * __popc(planes) * G::K * kPlaneBytes);
-  ++sh.bulk_tiles;
+                                       (m == 0) * __popc(planes) * G::K * kPlaneBytes + (esc ? esc->len[m] : 0));
+  ++tiles;
   // A plane's slices of consecutive blocks are consecutive on both sides: one copy per plane
   // when every block's are staged.
   const bool all = planes == (1u << M) - 1;
@@ -68,6 +76,7 @@ __device__ __forceinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_
     if ((res >> m) & 1)
       for (uint32_t r = 0; r < G::R; ++r)
         bulk_copy(data + (r * M + m) * kResChunks, res0 + m * kBlockElems + r * res_stride, kBlockElems, &mbar[m]);
+    if (esc && esc->len[m]) bulk_copy(esc->dst + m * kEscStage, esc->src[m], esc->len[m], &mbar[m]);
   }
 }
 
@@ -78,10 +87,11 @@ __device__ __forceinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_
 // group holds every block's planes and block 0's residuals, so that one scan gives the escape
 // counts and positions of all blocks; group m > 0 holds block m's residuals. Short escape chunks
 // are staged too (bytes within the checked chunk bounds, used only once the block's code-0
-// count equals its chunk length).
+// count equals its chunk length). `prestaged`: stage_ahead() staged the tile in data (its copies
+// have landed).
 template <Codec C, int MU>
 __device__ __forceinline__ void decode_unit(const Launch& P, int item, const LaunchItem& it, uint32_t u,
-                                            DecShared& sh, uint4* data) {
+                                            DecShared& sh, uint4* data, bool prestaged = false) {
   using G = Geom<C>;
   constexpr int M = unit_blocks<C, MU>();
   static_assert(M <= kMaxUnitBlocks && M <= MU, "shared arrays, copy-group waits and escape staging");
@@ -147,7 +157,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
       planes |= uint32_t(ok[m] && fits(planes_src(m), (G::K - 1) * L.bit_stride + kBlockElems / 8)) << m;
       res |= uint32_t(ok[m] && fits(res_src(m), (G::R - 1) * L.res_stride + kBlockElems)) << m;
     }
-    bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh);
+    bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh.mbar,
+                     sh.bulk_tiles);
   };
   // Short escape chunks are staged in shared memory, bit m of esc_slots for block m's: chunks of
   // up to kEscStage bytes, at the start of the block's slot; in tiles that warp 0 stages, the
@@ -163,7 +174,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   // are in their slots): the checks cost one warp's instructions instead of every warp's (a
   // fifth of the kernel's). Tiles it cannot stage in bulk are staged by every warp's
   // asynchronous copies. fp16 and fp32 tiles keep every warp checking: fp16 decode was 7% slower
-  // this way (64 and 256 MiB) with a fifth fewer instructions, fp32 within 1%.
+  // this way (64 and 256 MiB) with a fifth fewer instructions, fp32 within 1%. A tile staged ahead
+  // (whole blocks, aligned: a bulk tile) is checked alike and staged no more.
   constexpr bool kLead = MU > 1 && has_bulk_copy() && C == Codec::BF16;
   bool staged_by_lead = false;
   if constexpr (kLead) {
@@ -173,7 +185,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         plan();
         if (bulk) {
           word |= 2;
-          if (threadIdx.x == 0) bulk_copies();
+          if (threadIdx.x == 0 && !prestaged) bulk_copies();
           // Lane j: 16-byte piece j of the aligned covers. (Issued before the copy engine's
           // instructions, these loads made bf16 256 MiB decode 1% slower.)
           uint4 x[M];
@@ -184,11 +196,13 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
             const uint32_t cover = ((esc_off(m) & 15) + e.esc_count + 15) & ~15u;
             const bool in_slot = ok[m] && e.mode == kBlockCoded && cover <= kEscStage && fits(a, cover);
             word |= uint32_t(in_slot) << (8 + m);
-            x[m] = in_slot && 16 * threadIdx.x < cover ? reinterpret_cast<const uint4*>(msg + a)[threadIdx.x]
-                                                       : make_uint4(0, 0, 0, 0);
+            x[m] = in_slot && !prestaged && 16 * threadIdx.x < cover
+                       ? reinterpret_cast<const uint4*>(msg + a)[threadIdx.x]
+                       : make_uint4(0, 0, 0, 0);
           }
+          if (!prestaged)
 #pragma unroll
-          for (int m = 0; m < M; ++m) reinterpret_cast<uint4*>(esc_staged + m * kEscStage)[threadIdx.x] = x[m];
+            for (int m = 0; m < M; ++m) reinterpret_cast<uint4*>(esc_staged + m * kEscStage)[threadIdx.x] = x[m];
         }
 #pragma unroll
         for (int m = 0; m < M; ++m) word |= uint32_t(ok[m]) << (4 + m);
@@ -273,7 +287,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   };
 
   const uint32_t parity = (sh.bulk_tiles - 1) & 1;  // (read only in bulk tiles)
-  if (bulk) mbar_wait(&sh.mbar[0], parity);
+  if (bulk && !prestaged) mbar_wait(&sh.mbar[0], parity);
   ZIPCCL_MARK(4);
   // Each coded block's code-0 count must equal its chunk length before a chunk byte is used.
   uint32_t esc[M], escapes[M];
@@ -290,7 +304,7 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     if (m > 0 && bulk) {
-      mbar_wait(&sh.mbar[m], parity);
+      if (!prestaged) mbar_wait(&sh.mbar[m], parity);
     } else if (m > 0) {
       cp_async_wait(M - 1 - m);
       __syncthreads();
@@ -381,6 +395,62 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
         if (uint32_t(j) < valid[m])
           for (uint32_t i = 0; i < G::EB; ++i) dst[j * G::EB + i] = static_cast<uint8_t>(v[j] >> (8 * i));
     }
+  }
+}
+
+// Warp 1: stage decode tile b of `it` ahead into `data` (DecAhead), when the bulk copy engine can
+// and decode_unit() would take it as a bulk tile: a data tile (not the checker) of a 16-byte
+// aligned message whose header claims bf16 and a plausible layout, every block whole. The header
+// and the tile's entries come in one round trip; lane 0 then stages, from them as read, what
+// decode_unit()'s warp 0 would (planes, residuals, and each coded block's escape chunk cover up
+// to kEscStage bytes, all within the bytes received). Entries are not checked here: the tile
+// checks them before it uses a byte. Returns whether it staged.
+template <int MU>
+__device__ __forceinline__ bool stage_ahead(const LaunchItem& it, uint32_t b, DecAhead& ah, uint4* data,
+                                            uint32_t lane) {
+  if constexpr (!has_bulk_copy()) {
+    return false;
+  } else {
+    using G = Geom<Codec::BF16>;
+    constexpr int M = unit_blocks<Codec::BF16, MU>();
+    constexpr uint32_t kPieces = kHeaderBytes / 16;
+    const uint8_t* msg = it.in;
+    if ((reinterpret_cast<uintptr_t>(msg) & 15) != 0 || it.bytes < kHeaderBytes || b + 1 >= it.tiles) return false;
+    const uint32_t b0 = b * M;
+    if (lane < kPieces) {
+      reinterpret_cast<uint4*>(&ah.header)[lane] = reinterpret_cast<const uint4*>(msg)[lane];
+    } else if (lane <= kPieces + M) {  // entry[m]: block b0 - 1 + m's
+      const int64_t blk = int64_t(b0) - 1 + (lane - kPieces);
+      BlockEntry e{};
+      if (blk >= 0 && kHeaderBytes + uint64_t(blk + 1) * kBlockEntryBytes <= it.bytes)
+        e = load_entry(msg + kHeaderBytes + uint64_t(blk) * kBlockEntryBytes);
+      ah.entry[lane - kPieces] = e;
+    }
+    __syncwarp();
+    const Header& h = ah.header;
+    if (h.codec != static_cast<uint8_t>(Codec::BF16) || !claimed_layout_in_bounds(h, G::EB, it.bytes, it.cap) ||
+        b0 + M > h.n_blocks || uint64_t(b0 + M) * kBlockElems > h.n_elems)
+      return false;
+    if (lane == 0) {
+      const Layout L = claimed_layout<Codec::BF16>(h);
+      const uint64_t planes0 = L.off_bits + uint64_t(b0) * kBlockElems / 8, res0 = L.off_res + uint64_t(b0) * kBlockElems;
+      uint32_t planes = 0, res = 0;
+      EscCopies esc;
+      esc.dst = reinterpret_cast<uint8_t*>(data) + decode_sections_bytes<MU>();
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        planes |= uint32_t(planes0 + m * kBlockElems / 8 + (G::K - 1) * L.bit_stride + kBlockElems / 8 <= it.bytes) << m;
+        res |= uint32_t(res0 + m * kBlockElems + (G::R - 1) * L.res_stride + kBlockElems <= it.bytes) << m;
+        const BlockEntry& e = ah.entry[m + 1];
+        const uint64_t off = L.off_esc + e.esc_offset, a = off & ~uint64_t(15);
+        const uint32_t cover = ((off & 15) + e.esc_count + 15) & ~15u;
+        esc.src[m] = msg + a;
+        esc.len[m] = e.mode == kBlockCoded && cover <= kEscStage && a + cover <= it.bytes ? cover : 0;
+      }
+      bulk_stage<Codec::BF16, M>(msg + planes0, L.bit_stride, msg + res0, L.res_stride, planes, res, data, ah.mbar,
+                                 ah.tiles, &esc);
+    }
+    return true;
   }
 }
 

@@ -63,7 +63,7 @@ constexpr int encode_threads(int MU, int fixed) { return kBlockElems / encode_pt
 // resident codec per tile it claims (resident.cu). FINISH: the item's last tile completes it
 // (small launches and the resident codec; bulk launches leave it to encode_finish_kernel).
 // buf: the chunk of g_staged where the tile is staged, already (`prestaged`, its copy groups the
-// only ones in flight) or here; next: the tile to stage after it (encode_tile.cuh's NoNext).
+// only ones in flight) or here; next: the tile to stage after it (tiling.cuh's NoNext).
 template <int MU, int FIXED, bool FINISH = MU == 1, typename Next = NoNext>
 __device__ __forceinline__ void encode_tile(const Launch& P, int item, uint32_t b, uint32_t buf = 0,
                                             bool prestaged = false, Next next = {}) {

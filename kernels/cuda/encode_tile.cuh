@@ -128,16 +128,6 @@ __device__ __forceinline__ uint32_t own_elem(const uint4* data, int m, uint32_t 
   return EB == 4 ? *reinterpret_cast<const uint32_t*>(p) : *reinterpret_cast<const uint16_t*>(p);
 }
 
-// The tile a CTA codes after this one, which its warp 1 stages (stage_tile() by 32 threads) while
-// warp 0 looks back: the resident codec's next ticket (resident.cu) when that is an encode
-// already posted. staged(), read by every thread after the look-back's barrier, says whether
-// stage() staged it. Launched kernels have none.
-struct NoNext {
-  static constexpr bool kStages = false;
-  __device__ void stage() const {}
-  __device__ bool staged() const { return false; }
-};
-
 // Code one tile: blocks u*M .. u*M+M-1 of the message. The tile's input is staged in shared
 // memory with asynchronous copies (by the caller when `staged`, else here), all in flight at
 // once, block m's group(s) waited for before block m is coded; every pass reads shared memory.

@@ -55,6 +55,7 @@ struct Board {
   unsigned long long range[kServiceSlots];
   uint32_t remaining[kServiceSlots];  // tiles not finished: the slot is free at 0
   uint8_t op[kServiceSlots];
+  uint8_t in_host[kServiceSlots];  // ServiceJob::in_host
 };
 
 struct DeviceState {
@@ -212,6 +213,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     P.results = result;
     P.times = times;
     b.op[slot] = job.op;
+    b.in_host[slot] = job.in_host;
     store_volatile(b.range[slot], uint32_t(posted + upto - tiles) | static_cast<unsigned long long>(tiles) << 32);
     b.remaining[slot] = tiles;
   }
@@ -231,29 +233,41 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
 // the tile). A CTA runs its tickets in increasing order, so the lowest unfinished ticket always
 // runs (tiles only wait on lower tickets). buf_s: the dynamic shared buffer (0 or 1) of the
 // tile that comes next; prestaged_s: whether it is staged there; next_s: whether the running
-// tile staged the next one. g_state: the kernel's DeviceState.
+// tile staged the next one; host_s: whether the running tile's job reads mapped host memory (a
+// decode tile stages the next only then: in device memory the lookup delayed the tile more than
+// staging saved); g_ahead: a decode tile staged ahead. g_state: the kernel's DeviceState.
 __shared__ unsigned long long ahead;
-__shared__ uint32_t buf_s, prestaged_s, next_s;
+__shared__ uint32_t buf_s, prestaged_s, next_s, host_s;
+__shared__ DecAhead g_ahead;
 __shared__ DeviceState* g_state;
 
-// The CTA's next ticket, staged by warp 1 into the other buffer while warp 0 looks back
-// (encode_tile.cuh's NoNext): when it is posted and is an encode that codes, its input 16-byte
-// aligned (a misaligned one is staged a byte at a time, too slow for one warp). Stateless, so
-// that it holds no register through the tile.
+// The CTA's next ticket, staged by warp 1 into the other buffer while warp 0 looks back (an
+// encode tile) or checks its bf16 tile (a decode tile; tiling.cuh's NoNext), when it is posted:
+// an encode that codes, its input 16-byte aligned (a misaligned one is staged a byte at a time,
+// too slow for one warp), or a decode tile from mapped host memory that stage_ahead() stages
+// (sm_90). Stateless, so that it holds no register through the tile.
 struct NextTile {
   static constexpr bool kStages = true;
   __device__ void stage() const {
     const uint32_t lane = threadIdx.x & 31;
     DeviceState* const s = g_state;
     uint32_t slot, tile;
-    bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) && s->board.op[slot] == kServiceEncode;
+    const bool posted = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile);
     const LaunchItem& it = s->launch[slot].items[0];
-    const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-    ok = ok && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
-    if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, g_staged + (buf_s ? 0 : kSecondBuf), lane);
+    uint4* const other = g_staged + (buf_s ? 0 : kSecondBuf);
+    bool ok = false;
+    if (posted && s->board.op[slot] == kServiceEncode) {
+      const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
+      ok = guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
+      if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, other, lane);
+    } else if (posted && s->board.in_host[slot]) {
+      ok = stage_ahead<kDecodeMU>(it, tile, g_ahead, other, lane);
+    }
     if (lane == 0) next_s = ok;
   }
   __device__ bool staged() const { return next_s != 0; }
+  __device__ bool after_decode() const { return host_s != 0; }
+  __device__ DecAhead& decode_ahead() const { return g_ahead; }
 };
 
 // Two CTAs fit on an SM (at most 128 registers a thread), so that two tiles' chains of round
@@ -283,6 +297,10 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
     if constexpr (STAGING) {
       g_state = s;
       buf_s = prestaged_s = next_s = 0;
+      if constexpr (has_bulk_copy()) {
+        for (int m = 0; m < kMaxUnitBlocks; ++m) mbar_init(&g_ahead.mbar[m]);
+        g_ahead.tiles = 0;
+      }
     }
     ahead = atomicAdd(&b.next, 1ull);
     tile_ns[0] = load_volatile(host->tile_ns[blockIdx.x][0]);
@@ -327,6 +345,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
         if (lane == 0) {
           slot_s = slot;
           tile_s = tile;
+          if constexpr (STAGING) host_s = b.in_host[slot];
           ahead = atomicAdd(&b.next, 1ull);
         }
       }
@@ -343,9 +362,13 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
         tile_t0 = globaltimer_ns();
         if (tile == 0) P.times->start = tile_t0;
       }
-      if (b.op[slot] != kServiceEncode)
-        decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
-      else if constexpr (STAGING)
+      if (b.op[slot] != kServiceEncode) {
+        if constexpr (STAGING)
+          decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged + (buf_s ? kSecondBuf : 0), prestaged_s != 0,
+                                       NextTile{});
+        else
+          decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
+      } else if constexpr (STAGING)
         encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile, buf_s ? kSecondBuf : 0, prestaged_s != 0, NextTile{});
       else
         encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile);

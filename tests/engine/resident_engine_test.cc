@@ -102,6 +102,7 @@ TEST_F(ResidentEngineTest, JobsGoToTheRunningKernel) {
   EXPECT_EQ(engine_->gpu_jobs(), 20u);
   EXPECT_EQ(engine_->cpu_jobs(), 0u);
   EXPECT_EQ(ctl_->jobs.load(), 20u);
+  EXPECT_EQ(ctl_->host_decodes.load(), 10u) << "host memory is posted as such (the kernel stages it ahead)";
   EXPECT_GT(engine_->throughput(CodecJob::kEncode), 0);
   EXPECT_GT(engine_->throughput(CodecJob::kDecode), 0);
 }
@@ -224,6 +225,7 @@ TEST_F(ResidentEngineTest, GpuOnlyJobsNeverReachTheCpu) {
   EXPECT_EQ(d.status, Status::kOk);
   EXPECT_EQ(back, x);
   EXPECT_EQ(engine_->cpu_jobs(), 0u);
+  EXPECT_EQ(ctl_->host_decodes, 0u) << "device memory posted as host memory";
 }
 
 // A gpu_only decode no kernel job can hold (a peer's claim beyond kServiceMaxJob), or one

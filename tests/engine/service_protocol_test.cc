@@ -22,6 +22,7 @@ ServiceJob sample(uint64_t in_bytes, uint64_t out_cap, uint64_t limit) {
   j.auto_codec = 1;
   j.checksum = 0;
   j.raw_header_only = 1;
+  j.in_host = 1;
   return j;
 }
 
@@ -36,6 +37,7 @@ void expect_same(const ServiceJob& a, const ServiceJob& b) {
   EXPECT_EQ(a.auto_codec, b.auto_codec);
   EXPECT_EQ(a.checksum, b.checksum);
   EXPECT_EQ(a.raw_header_only, b.raw_header_only);
+  EXPECT_EQ(a.in_host, b.in_host);
 }
 
 TEST(ServiceProtocol, APostedJobReadsBackWithItsTagInEveryWord) {
@@ -49,12 +51,13 @@ TEST(ServiceProtocol, APostedJobReadsBackWithItsTagInEveryWord) {
   expect_same(unposted(p), j);
   EXPECT_EQ(host->tail, index + 1);
   ServiceJob flags = j;  // each flag alone, and a flag byte other than 1 read as set
-  for (uint8_t ServiceJob::*f : {&ServiceJob::auto_codec, &ServiceJob::checksum, &ServiceJob::raw_header_only}) {
-    flags.auto_codec = flags.checksum = flags.raw_header_only = 0;
+  for (uint8_t ServiceJob::*f :
+       {&ServiceJob::auto_codec, &ServiceJob::checksum, &ServiceJob::raw_header_only, &ServiceJob::in_host}) {
+    flags.auto_codec = flags.checksum = flags.raw_header_only = flags.in_host = 0;
     flags.*f = 7;
     const ServiceJob r = unposted(posted(flags, 1));
     EXPECT_EQ(r.*f, 1);
-    EXPECT_EQ(r.auto_codec + r.checksum + r.raw_header_only, 1);
+    EXPECT_EQ(r.auto_codec + r.checksum + r.raw_header_only + r.in_host, 1);
   }
 }
 

@@ -173,6 +173,7 @@ class Service : public ::testing::Test {
   static gpu::ServiceJob decode_job(const Buf& in, size_t n, Buf& out) {
     gpu::ServiceJob j{};
     j.op = gpu::kServiceDecode;
+    j.in_host = in.host;
     j.in = in.p;
     j.in_bytes = n;
     j.out = out.p;
@@ -405,6 +406,53 @@ TEST_F(Service, CorruptMessagesGetTheCpuDecodersStatus) {
     size_t cpu_len = 0;
     const Status s = zipccl::decode(m.data(), m.size(), cpu.data(), cpu.size(), &cpu_len);
     EXPECT_EQ(r.status, int(s)) << "corruption of a " << m.size() << "-byte message";
+  }
+}
+
+// Decode tiles staged ahead (resident.cu's NextTile, decode_tile.cuh's stage_ahead(); sm_90): with
+// two CTAs, every data tile of a long bf16 message after the first two is staged by its CTA's tile
+// before it, header and entries included. Messages corrupted in their header, entries, planes,
+// residuals or escapes, or cut short, get the CPU decoder's status and, where it decodes them,
+// its bytes; the intact message decodes exactly.
+TEST_F(Service, TilesStagedAheadAreCheckedAsTheyDecode) {
+  const Bytes x = gaussian(Codec::BF16, 2 << 20, 31, 0.5f);  // wide: blocks with escapes
+  Bytes good(max_compressed_bytes(x.size()));
+  size_t len = 0;
+  ASSERT_EQ(zipccl::encode(Codec::BF16, x.data(), x.size(), good.data(), good.size(), &len), Status::kOk);
+  good.resize(len);
+  Header h;
+  std::memcpy(&h, good.data(), sizeof h);
+  ASSERT_GT(h.esc_bytes, 1000u) << "the data should have escapes";
+  std::vector<Bytes> msgs = {good};
+  const size_t entry41 = kHeaderBytes + 41 * kBlockEntryBytes;  // block 41: tile 10's second
+  for (size_t at : {size_t(40), size_t(56), entry41, entry41 + 4, entry41 + 6, entry41 + 7,
+                    size_t(h.off_bits + 5 * h.bit_stride / 8 + 17), size_t(h.off_res + (h.res_stride * 3) / 4),
+                    size_t(h.off_esc + h.esc_bytes / 2), size_t(h.off_esc + h.esc_bytes - 1)}) {
+    Bytes m = good;
+    m[at] ^= 0x5A;
+    msgs.push_back(m);
+  }
+  msgs.push_back(Bytes(good.begin(), good.begin() + long(len * 3 / 4)));
+  std::vector<Buf*> in, out;
+  for (const Bytes& m : msgs) {
+    in.push_back(&buf(m.size(), true));  // pinned host, the socket transport's staging
+    in.back()->put(m);
+    out.push_back(&buf(x.size() + 4096, false));
+  }
+  ASSERT_NO_FATAL_FAILURE(launch(2));
+  for (size_t k = 0; k < msgs.size(); ++k) {
+    const Bytes& m = msgs[k];
+    const gpu::Result r = wait(submit(decode_job(*in[k], m.size(), *out[k])));
+    Bytes cpu(x.size() + 4096);
+    size_t cpu_len = 0;
+    const Status s = zipccl::decode(m.data(), m.size(), cpu.data(), cpu.size(), &cpu_len);
+    EXPECT_EQ(r.status, int(s)) << "message " << k;
+    if (k == 0) EXPECT_EQ(s, Status::kOk);
+    if (s == Status::kOk && r.status == int(s)) {
+      EXPECT_EQ(r.bytes, cpu_len) << "message " << k;
+      cpu.resize(cpu_len);
+      EXPECT_EQ(out[k]->get(cpu_len), cpu) << "message " << k;
+    }
   }
 }
 

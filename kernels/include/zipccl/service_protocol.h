@@ -55,7 +55,10 @@ struct ServiceJob {
   uint8_t auto_codec;
   uint8_t checksum;
   uint8_t raw_header_only;  // encode: as EncodeOptions::raw_header_only
-  uint8_t reserved[19];
+  // decode: `in` is mapped host memory, whose round trips a CTA hides by staging the job's tiles
+  // ahead (resident.cu's NextTile); in device memory that costs the tile before more than it saves.
+  uint8_t in_host;
+  uint8_t reserved[18];
 };
 static_assert(sizeof(ServiceJob) == 64, "a job is 64 bytes");
 
@@ -82,7 +85,8 @@ ZIPCCL_HD bool tagged(const PostedJob& p, uint32_t tag) {
 ZIPCCL_HD PostedJob posted(const ServiceJob& j, uint32_t tag) {
   const uint64_t in = reinterpret_cast<uintptr_t>(j.in), out = reinterpret_cast<uintptr_t>(j.out);
   const uint32_t flags = uint32_t(j.op) | uint32_t(j.codec) << 8 | uint32_t(j.auto_codec != 0) << 16 |
-                         uint32_t(j.checksum != 0) << 17 | uint32_t(j.raw_header_only != 0) << 18;
+                         uint32_t(j.checksum != 0) << 17 | uint32_t(j.raw_header_only != 0) << 18 |
+                         uint32_t(j.in_host != 0) << 19;
   const uint32_t data[kPostedWords] = {uint32_t(in), uint32_t(in >> 32), uint32_t(out), uint32_t(out >> 32),
                                        saturated32(j.in_bytes), saturated32(j.out_cap), saturated32(j.limit), flags};
   PostedJob p;
@@ -103,6 +107,7 @@ ZIPCCL_HD ServiceJob unposted(const PostedJob& p) {
   j.auto_codec = (f >> 16) & 1;
   j.checksum = (f >> 17) & 1;
   j.raw_header_only = (f >> 18) & 1;
+  j.in_host = (f >> 19) & 1;
   return j;
 }
 
