@@ -233,11 +233,10 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
 // the tile). A CTA runs its tickets in increasing order, so the lowest unfinished ticket always
 // runs (tiles only wait on lower tickets). buf_s: the dynamic shared buffer (0 or 1) of the
 // tile that comes next; prestaged_s: whether it is staged there; next_s: whether the running
-// tile staged the next one; host_s: whether the running tile's job reads mapped host memory (a
-// decode tile stages the next only then: in device memory the lookup delayed the tile more than
-// staging saved); g_ahead: a decode tile staged ahead. g_state: the kernel's DeviceState.
+// tile staged the next one; g_ahead: a decode tile staged ahead. slot_s / tile_s: the running
+// tile's. g_state: the kernel's DeviceState.
 __shared__ unsigned long long ahead;
-__shared__ uint32_t buf_s, prestaged_s, next_s, host_s;
+__shared__ uint32_t buf_s, prestaged_s, next_s, slot_s, tile_s;
 __shared__ DecAhead g_ahead;
 __shared__ DeviceState* g_state;
 
@@ -266,7 +265,9 @@ struct NextTile {
     if (lane == 0) next_s = ok;
   }
   __device__ bool staged() const { return next_s != 0; }
-  __device__ bool after_decode() const { return host_s != 0; }
+  // A decode tile stages the next only where its job reads mapped host memory: in device memory
+  // the lookup delayed the tile more than staging saved.
+  __device__ bool after_decode() const { return g_state->board.in_host[slot_s] != 0; }
   __device__ DecAhead& decode_ahead() const { return g_ahead; }
 };
 
@@ -278,7 +279,6 @@ template <bool STAGING>
 __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host, DeviceState* s, uint32_t generation) {
   static_assert(kServiceSlots == 32, "warp 0 looks a ticket up in every slot at once, a slot per lane");
   __shared__ DecShared dsh;
-  __shared__ uint32_t slot_s, tile_s;
   __shared__ int stop_s;
   Board& b = s->board;
   const uint32_t lane = threadIdx.x & 31;
@@ -345,7 +345,6 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
         if (lane == 0) {
           slot_s = slot;
           tile_s = tile;
-          if constexpr (STAGING) host_s = b.in_host[slot];
           ahead = atomicAdd(&b.next, 1ull);
         }
       }
