@@ -4,7 +4,7 @@
 #                                      default), service (the resident codec's benchmark, CTAs
 #                                      packed and spread; SERVICE_CTAS="8 16" its CTA counts),
 #                                      staging (that benchmark with each CTA staging its next
-#                                      encode tile and with one tile buffer, --one-buffer, in
+#                                      tile and with one tile buffer, --one-buffer, in
 #                                      turn twice: an A/B in one build; SERVICE_CTAS, default 16),
 #                                      beside (cuBLAS GEMMs beside its paced stream, packed and
 #                                      spread; BESIDE_CTAS="10 16", BESIDE_DIMS="8192 4096"),

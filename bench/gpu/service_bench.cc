@@ -386,7 +386,8 @@ int main(int argc, char** argv) {
   }
   Service sv;
   if (one_buffer) sv.one_buffer();
-  printf("# each CTA stages its next encode tile: %s\n", sv.staging() ? "yes (two tile buffers)" : "no (one tile buffer)");
+  printf("# each CTA stages its next tile (encodes; decodes from pinned host, sm_90): %s\n",
+         sv.staging() ? "yes (two tile buffers)" : "no (one tile buffer)");
   for (int c : ctas) {
     std::unique_ptr<SmPartition> part;
     std::string why = "--per-sm=1";
