@@ -42,14 +42,12 @@ __device__ __forceinline__ uint32_t unit_bytes(Codec c) {
 
 // The tile a CTA codes after this one, which its warp 1 stages while warp 0 looks back (an
 // encode tile) or checks its tile (a bf16 decode tile staged by the bulk copy engine): the
-// resident codec's next ticket (resident.cu) when it is posted. staged(), read by every thread
-// after that barrier, says whether stage() staged it; after_decode(), whether a decode tile
-// stages one. Launched kernels have none.
+// resident codec's next ticket (resident.cu's NextTile) when it is posted. staged(), read by
+// every thread after that barrier, says whether stage() staged it. Launched kernels have none.
 struct NoNext {
   static constexpr bool kStages = false;
   __device__ void stage() const {}
   __device__ bool staged() const { return false; }
-  __device__ bool after_decode() const { return false; }
 };
 
 // format.h's geometry() (elem_bytes, R, K, exp_max) under short names, for the kernels' array
