@@ -80,6 +80,30 @@ __device__ __forceinline__ void bulk_stage(const uint8_t* planes0, uint64_t bit_
   }
 }
 
+// Where block b0 + m's first plane and first residual bytes lie in a message of layout L, and
+// the bytes its K planes / R residual planes span from there: the bulk copy engine stages a whole
+// block's sections only where the span lies within the bytes received.
+__device__ __forceinline__ uint64_t planes_at(const Layout& L, uint32_t b0, int m) {
+  return L.off_bits + (uint64_t(b0) * kBlockElems + m * kBlockElems) / 8;
+}
+__device__ __forceinline__ uint64_t res_at(const Layout& L, uint32_t b0, int m) {
+  return L.off_res + uint64_t(b0) * kBlockElems + m * kBlockElems;
+}
+template <Codec C>
+__device__ __forceinline__ uint64_t planes_span(const Layout& L) {
+  return (Geom<C>::K - 1) * L.bit_stride + kBlockElems / 8;
+}
+template <Codec C>
+__device__ __forceinline__ uint64_t res_span(const Layout& L) {
+  return (Geom<C>::R - 1) * L.res_stride + kBlockElems;
+}
+
+// The 16-byte aligned cover of an escape chunk of `count` bytes at message offset off: its start
+// and length. A tile staged in bulk stages a coded block's cover that fits its slot and the bytes
+// received.
+__device__ __forceinline__ uint64_t cover_at(uint64_t off) { return off & ~uint64_t(15); }
+__device__ __forceinline__ uint32_t cover_len(uint64_t off, uint16_t count) { return ((off & 15) + count + 15) & ~15u; }
+
 // Decode one tile: blocks u*M .. u*M+M-1 of a message whose header claims codec C. Residual
 // and bit-plane bytes of all M blocks are staged in shared memory with asynchronous copies (or
 // the bulk copy engine, bulk_stage()), all in flight together, from the header's claimed layout
@@ -111,8 +135,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
   const auto plausible = [&] { return claimed_layout_in_bounds(sh.header, G::EB, it.bytes, it.cap); };
   // Whether [off, off + len) lies within the bytes received (off and len from plausible fields).
   auto fits = [&](uint64_t off, uint64_t len) { return off + len <= it.bytes; };
-  const auto planes_src = [&](int m) { return L.off_bits + (uint64_t(b0) * kBlockElems + m * kBlockElems) / 8; };
-  const auto res_src = [&](int m) { return L.off_res + uint64_t(b0) * kBlockElems + m * kBlockElems; };
+  const auto planes_src = [&](int m) { return planes_at(L, b0, m); };
+  const auto res_src = [&](int m) { return res_at(L, b0, m); };
 
   uint32_t nb[M], valid[M];
   bool ok[M];  // the block passed decode.cc's entry checks (plan() reports the failures)
@@ -154,8 +178,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
     uint32_t planes = 0, res = 0;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
-      planes |= uint32_t(ok[m] && fits(planes_src(m), (G::K - 1) * L.bit_stride + kBlockElems / 8)) << m;
-      res |= uint32_t(ok[m] && fits(res_src(m), (G::R - 1) * L.res_stride + kBlockElems)) << m;
+      planes |= uint32_t(ok[m] && fits(planes_src(m), planes_span<C>(L))) << m;
+      res |= uint32_t(ok[m] && fits(res_src(m), res_span<C>(L))) << m;
     }
     bulk_stage<C, M>(msg + planes_src(0), L.bit_stride, msg + res_src(0), L.res_stride, planes, res, data, sh.mbar,
                      sh.bulk_tiles);
@@ -192,8 +216,8 @@ __device__ __forceinline__ void decode_unit(const Launch& P, int item, const Lau
 #pragma unroll
           for (int m = 0; m < M; ++m) {
             const BlockEntry& e = ent[m + 1];
-            const uint64_t a = esc_off(m) & ~uint64_t(15);
-            const uint32_t cover = ((esc_off(m) & 15) + e.esc_count + 15) & ~15u;
+            const uint64_t a = cover_at(esc_off(m));
+            const uint32_t cover = cover_len(esc_off(m), e.esc_count);
             const bool in_slot = ok[m] && e.mode == kBlockCoded && cover <= kEscStage && fits(a, cover);
             word |= uint32_t(in_slot) << (8 + m);
             x[m] = in_slot && !prestaged && 16 * threadIdx.x < cover
@@ -433,17 +457,17 @@ __device__ __forceinline__ bool stage_ahead(const LaunchItem& it, uint32_t b, De
       return false;
     if (lane == 0) {
       const Layout L = claimed_layout<Codec::BF16>(h);
-      const uint64_t planes0 = L.off_bits + uint64_t(b0) * kBlockElems / 8, res0 = L.off_res + uint64_t(b0) * kBlockElems;
+      const uint64_t planes0 = planes_at(L, b0, 0), res0 = res_at(L, b0, 0);
       uint32_t planes = 0, res = 0;
       EscCopies esc;
       esc.dst = reinterpret_cast<uint8_t*>(data) + decode_sections_bytes<MU>();
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        planes |= uint32_t(planes0 + m * kBlockElems / 8 + (G::K - 1) * L.bit_stride + kBlockElems / 8 <= it.bytes) << m;
-        res |= uint32_t(res0 + m * kBlockElems + (G::R - 1) * L.res_stride + kBlockElems <= it.bytes) << m;
+        planes |= uint32_t(planes0 + m * kBlockElems / 8 + planes_span<Codec::BF16>(L) <= it.bytes) << m;
+        res |= uint32_t(res0 + m * kBlockElems + res_span<Codec::BF16>(L) <= it.bytes) << m;
         const BlockEntry& e = ah.entry[m + 1];
-        const uint64_t off = L.off_esc + e.esc_offset, a = off & ~uint64_t(15);
-        const uint32_t cover = ((off & 15) + e.esc_count + 15) & ~15u;
+        const uint64_t off = L.off_esc + e.esc_offset, a = cover_at(off);
+        const uint32_t cover = cover_len(off, e.esc_count);
         esc.src[m] = msg + a;
         esc.len[m] = e.mode == kBlockCoded && cover <= kEscStage && a + cover <= it.bytes ? cover : 0;
       }
