@@ -88,8 +88,10 @@ __device__ __forceinline__ void decode_tile(const Launch& P, int item, uint32_t 
     switch (claimed) {
       case Codec::BF16:
         // Warp 1 stages the next tile, if any, while warp 0 checks this one (decode_unit()).
-        if constexpr (Next::kStages && has_bulk_copy())
-          if (threadIdx.x / 32 == 1 && next.after_decode()) next.stage();
+        // (has_bulk_copy() in the condition, a constant either way: under if constexpr, nvcc
+        // warned NextTile::after_decode() unreferenced on sm_80.)
+        if constexpr (Next::kStages)
+          if (has_bulk_copy() && threadIdx.x / 32 == 1 && next.after_decode()) next.stage();
         decode_unit<Codec::BF16, MU>(P, item, it, b, sh, staged, prestaged);
         break;
       case Codec::FP16:
