@@ -240,28 +240,34 @@ __shared__ uint32_t buf_s, prestaged_s, next_s, slot_s, tile_s;
 __shared__ DecAhead g_ahead;
 __shared__ DeviceState* g_state;
 
-// The CTA's next ticket, staged by warp 1 into the other buffer while warp 0 looks back (an
-// encode tile) or checks its bf16 tile (a decode tile; tiling.cuh's NoNext), when it is posted:
-// an encode that codes, its input 16-byte aligned (a misaligned one is staged a byte at a time,
-// too slow for one warp), or a decode tile from mapped host memory that stage_ahead() stages
-// (sm_90). Stateless, so that it holds no register through the tile.
+// The CTA's next ticket, staged by warp 1 into the other buffer when it is posted: from an encode
+// tile (while warp 0 looks back), an encode that codes, its input 16-byte aligned (a misaligned one
+// is staged a byte at a time, too slow for one warp); from a bf16 decode tile whose job reads mapped
+// host memory (while warp 0 checks it; tiling.cuh's NoNext), a decode tile of such a job that
+// stage_ahead() stages (sm_90). Each op stages only its own kind: the other's stager inlined into a
+// tile doubled the kernel's spills (ptxas -v). Stateless, so that it holds no register through the
+// tile.
 struct NextTile {
   static constexpr bool kStages = true;
   __device__ void stage() const {
     const uint32_t lane = threadIdx.x & 31;
     DeviceState* const s = g_state;
     uint32_t slot, tile;
-    const bool posted = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile);
+    bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) && s->board.op[slot] == kServiceEncode;
     const LaunchItem& it = s->launch[slot].items[0];
-    uint4* const other = g_staged + (buf_s ? 0 : kSecondBuf);
-    bool ok = false;
-    if (posted && s->board.op[slot] == kServiceEncode) {
-      const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-      ok = guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
-      if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, other, lane);
-    } else if (posted && s->board.in_host[slot]) {
-      ok = stage_ahead<kDecodeMU>(it, tile, g_ahead, other, lane);
-    }
+    const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
+    ok = ok && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
+    if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, g_staged + (buf_s ? 0 : kSecondBuf), lane);
+    if (lane == 0) next_s = ok;
+  }
+  __device__ void stage_decode() const {
+    const uint32_t lane = threadIdx.x & 31;
+    DeviceState* const s = g_state;
+    uint32_t slot, tile;
+    const bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) &&
+                    s->board.op[slot] != kServiceEncode && s->board.in_host[slot] &&
+                    stage_ahead<kDecodeMU>(s->launch[slot].items[0], tile, g_ahead,
+                                           g_staged + (buf_s ? 0 : kSecondBuf), lane);
     if (lane == 0) next_s = ok;
   }
   __device__ bool staged() const { return next_s != 0; }

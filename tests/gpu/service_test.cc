@@ -271,9 +271,9 @@ TEST_F(Service, MessagesAreTheCpuCodecsAndDecodeExactly) {
 // Encodes and decodes queued together, inputs at every alignment, in device and pinned host
 // memory: a CTA's shared memory serves tile after tile of jobs of either kind, a job's last tile
 // beside the next job's first, staging its next tile in its second buffer while it codes one
-// (resident.cu, NextTile: an encode, or on sm_90 an aligned bf16 decode from pinned host; either
-// after either), or with one buffer (`staging` false: sm_86 and sm_89 always). Every message the
-// CPU encoder's, every decode exact.
+// (resident.cu, NextTile: an encode after an encode, or on sm_90 an aligned bf16 decode from
+// pinned host after such a decode), or with one buffer (`staging` false: sm_86 and sm_89
+// always). Every message the CPU encoder's, every decode exact.
 class QueuedMixedJobs : public Service, public ::testing::WithParamInterface<bool> {};
 TEST_P(QueuedMixedJobs, AtAnyAlignmentAreExact) {
   constexpr int kJobs = 30;
