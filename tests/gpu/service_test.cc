@@ -448,7 +448,9 @@ TEST_F(Service, TilesStagedAheadAreCheckedAsTheyDecode) {
     size_t cpu_len = 0;
     const Status s = zipccl::decode(m.data(), m.size(), cpu.data(), cpu.size(), &cpu_len);
     EXPECT_EQ(r.status, int(s)) << "message " << k;
-    if (k == 0) EXPECT_EQ(s, Status::kOk);
+    if (k == 0) {
+      EXPECT_EQ(s, Status::kOk);
+    }
     if (s == Status::kOk && r.status == int(s)) {
       EXPECT_EQ(r.bytes, cpu_len) << "message " << k;
       cpu.resize(cpu_len);
