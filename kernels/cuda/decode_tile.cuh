@@ -463,8 +463,8 @@ __device__ __forceinline__ bool stage_ahead(const LaunchItem& it, uint32_t b, De
       esc.dst = reinterpret_cast<uint8_t*>(data) + decode_sections_bytes<MU>();
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        planes |= uint32_t(planes0 + m * kBlockElems / 8 + planes_span<Codec::BF16>(L) <= it.bytes) << m;
-        res |= uint32_t(res0 + m * kBlockElems + res_span<Codec::BF16>(L) <= it.bytes) << m;
+        planes |= uint32_t(planes_at(L, b0, m) + planes_span<Codec::BF16>(L) <= it.bytes) << m;
+        res |= uint32_t(res_at(L, b0, m) + res_span<Codec::BF16>(L) <= it.bytes) << m;
         const BlockEntry& e = ah.entry[m + 1];
         const uint64_t off = L.off_esc + e.esc_offset, a = cover_at(off);
         const uint32_t cover = cover_len(off, e.esc_count);
