@@ -249,6 +249,8 @@ __shared__ DeviceState* g_state;
 // tile.
 struct NextTile {
   static constexpr bool kStages = true;
+  // The buffer the tile being coded does not use.
+  __device__ static uint4* other_buffer() { return g_staged + (buf_s ? 0 : kSecondBuf); }
   __device__ void stage() const {
     const uint32_t lane = threadIdx.x & 31;
     DeviceState* const s = g_state;
@@ -257,7 +259,7 @@ struct NextTile {
     const LaunchItem& it = s->launch[slot].items[0];
     const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
     ok = ok && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
-    if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, g_staged + (buf_s ? 0 : kSecondBuf), lane);
+    if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, other_buffer(), lane);
     if (lane == 0) next_s = ok;
   }
   __device__ void stage_decode() const {
@@ -266,8 +268,7 @@ struct NextTile {
     uint32_t slot, tile;
     const bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) &&
                     s->board.op[slot] != kServiceEncode && s->board.in_host[slot] &&
-                    stage_ahead<kDecodeMU>(s->launch[slot].items[0], tile, g_ahead,
-                                           g_staged + (buf_s ? 0 : kSecondBuf), lane);
+                    stage_ahead<kDecodeMU>(s->launch[slot].items[0], tile, g_ahead, other_buffer(), lane);
     if (lane == 0) next_s = ok;
   }
   __device__ bool staged() const { return next_s != 0; }
