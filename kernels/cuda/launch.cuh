@@ -34,6 +34,7 @@ struct LaunchItem {
   uint32_t tiles;
   uint8_t codec;
   uint8_t auto_codec;
+  uint8_t units;  // encode: 1 where the resident codec codes the item in 8 KiB tiles (resident.cu), else 0
 };
 
 struct Launch {

@@ -31,6 +31,11 @@ namespace {
 // per round trip. (The launched bulk decoder, 8 CTAs to an SM, is faster at half this size.)
 constexpr int kEncodeMU = kEncodeBulkMU, kDecodeMU = kMaxUnitBlocks;
 constexpr uint32_t kEncodeTile = tile_bytes<kEncodeMU>(), kDecodeTile = tile_bytes<kDecodeMU>();
+// An encode alone on an idle kernel whose 8 KiB tiles fit one per CTA (16 CTAs: up to 128 KiB), and
+// its slot's temp (kMaxJobTiles), takes those (LaunchItem::units = 1): it waits
+// for one 8 KiB tile's coding rather than one 32 KiB tile's. Among other jobs the larger tiles move
+// more per round trip.
+constexpr uint32_t kSmallTile = tile_bytes<1>();
 static_assert(encode_threads(kEncodeMU, kAnyCodec) == kThreads, "one CTA shape for both directions");
 // Tiles of the largest job: a decode's output tiles and its header checker.
 constexpr uint32_t kMaxJobTiles = uint32_t(kServiceMaxJob / (kEncodeTile < kDecodeTile ? kEncodeTile : kDecodeTile)) + 1;
@@ -118,7 +123,8 @@ __device__ void refuse(Result* r, JobTimes* t, Status s) {
 // reads the look's i-th job after the doorbell and fills its slot, one round trip however many jobs
 // a look takes (the tiles wait for it once their posted tickets run out). A job whose slot's last
 // job still has tiles running, held by CTAs with lower tickets, is left with those after it for a
-// later look.
+// later look. Where no slot has tiles running and the look takes one encode, it may take small
+// tiles (kSmallTile).
 __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   Board& b = s->board;
   __threadfence();  // after the tickets this CTA saw: the last poller's head
@@ -157,13 +163,16 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
   const uint64_t j = head + lane;
   const uint32_t slot = uint32_t(j % kServiceSlots);
   const bool seen = j < tail;  // kServiceSlots lanes: at most one job per slot
-  const uint32_t busy = __ballot_sync(~0u, seen && load_volatile(b.remaining[slot]) != 0);
+  const bool running = load_volatile(b.remaining[slot]) != 0;  // every slot, a lane each
+  const uint32_t busy = __ballot_sync(~0u, seen && running);
+  const bool idle = __ballot_sync(~0u, running) == 0;
   const uint64_t waiting = tail - head;
   const uint32_t take = busy ? uint32_t(__ffs(int(busy)) - 1) : uint32_t(waiting < kServiceSlots ? waiting : kServiceSlots);
   Result* const result = &host->results[j % kServiceRing];
   JobTimes* const times = &host->times[j % kServiceRing];
   ServiceJob job;
   uint32_t tiles = 0;
+  bool small = false;
   if (lane < take) {
     PostedJob p = first;
     if (lane != 0 || (fresh & 0x1Eu) != 0x1Eu) {  // read again, after the doorbell
@@ -178,8 +187,12 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
       refuse(result, times, Status::kBadHeader);
     else if ((encode ? job.in_bytes : job.out_cap) > kServiceMaxJob)
       refuse(result, times, encode ? Status::kTooLarge : Status::kNoSpace);
+    else if (!encode)
+      tiles = tiles_for(job.out_cap, kDecodeTile) + 1;
+    else if ((small = take == 1 && idle && tiles_for(job.in_bytes, kSmallTile) <= min(gridDim.x, kMaxJobTiles)))
+      tiles = tiles_for(job.in_bytes, kSmallTile);
     else
-      tiles = encode ? tiles_for(job.in_bytes, kEncodeTile) : tiles_for(job.out_cap, kDecodeTile) + 1;
+      tiles = tiles_for(job.in_bytes, kEncodeTile);
   }
   // Each job's first ticket: after those of the look's jobs before it.
   uint32_t upto = tiles;
@@ -201,6 +214,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     it.auto_codec = job.auto_codec;
     it.tile0 = 0;
     it.tiles = tiles;
+    it.units = small ? kSmallTile / 8192 : 0;
     P.n = 1;
     P.checksum = job.checksum;
     P.raw_header_only = job.raw_header_only;
@@ -241,12 +255,12 @@ __shared__ DecAhead g_ahead;
 __shared__ DeviceState* g_state;
 
 // The CTA's next ticket, staged by warp 1 into the other buffer when it is posted: from an encode
-// tile (while warp 0 looks back), an encode that codes, its input 16-byte aligned (a misaligned one
-// is staged a byte at a time, too slow for one warp); from a bf16 decode tile whose job reads mapped
-// host memory (while warp 0 checks it; tiling.cuh's NoNext), a decode tile of such a job that
-// stage_ahead() stages (sm_90). Each op stages only its own kind: the other's stager inlined into a
-// tile doubled the kernel's spills (ptxas -v). Stateless, so that it holds no register through the
-// tile.
+// tile (while warp 0 looks back), an encode in kEncodeMU tiles that codes, its input 16-byte
+// aligned (a misaligned one is staged a byte at a time, too slow for one warp); from a bf16 decode
+// tile whose job reads mapped host memory (while warp 0 checks it; tiling.cuh's NoNext), a decode
+// tile of such a job that stage_ahead() stages (sm_90). Each op stages only its own kind: the
+// other's stager inlined into a tile doubled the kernel's spills (ptxas -v). Stateless, so that it
+// holds no register through the tile.
 struct NextTile {
   static constexpr bool kStages = true;
   // The buffer the tile being coded does not use.
@@ -258,7 +272,7 @@ struct NextTile {
     bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) && s->board.op[slot] == kServiceEncode;
     const LaunchItem& it = s->launch[slot].items[0];
     const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-    ok = ok && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
+    ok = ok && it.units == 0 && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
     if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, other_buffer(), lane);
     if (lane == 0) next_s = ok;
   }
@@ -374,10 +388,13 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
                                        NextTile{});
         else
           decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
-      } else if constexpr (STAGING)
+      } else if (P.items[0].units) {
+        encode_tile<1, kAnyCodec, true>(P, 0, tile);
+      } else if constexpr (STAGING) {
         encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile, buf_s ? kSecondBuf : 0, prestaged_s != 0, NextTile{});
-      else
+      } else {
         encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile);
+      }
     }
     __syncthreads();  // the tile's writes, and the CTA's use of shared memory, are over
     ZIPCCL_MARK(10);

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_data.h"
@@ -335,6 +336,90 @@ TEST_P(QueuedMixedJobs, AtAnyAlignmentAreExact) {
 }
 INSTANTIATE_TEST_SUITE_P(Staging, QueuedMixedJobs, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "AsAllowed" : "OneBuffer"; });
+
+// An encode alone on an idle kernel whose 8 KiB tiles fit one per CTA takes those (resident.cu,
+// kSmallTile), a larger one 32 KiB tiles: a tile a CTA, as the CTAs' tile times show (bf16 of
+// 8 KiB and more, whose every tile codes). Each job posted alone, with and without staging, its
+// message the CPU encoder's: fixed and auto codecs, checksums, the sizes at the limit, empty and
+// 1-byte inputs, inputs off a 16-byte boundary, pinned host memory, fp32 (16 KiB blocks: the
+// latter half of its 8 KiB tiles empty; auto: restaged) and incompressible bytes (auto: Raw by
+// choice; bf16: coded, then Raw for overflowing its limit).
+TEST_F(Service, LoneSmallEncodesTakeATileACta) {
+  constexpr int kCtas = 16;
+  struct Lone {
+    size_t n;
+    Codec codec;
+    bool auto_codec, checksum, host, random;
+    size_t off;
+  };
+  const Lone cs[] = {
+      {kCtas * 8192, Codec::BF16, true, false, false, false, 0},  // 16 tiles of 8 KiB
+      {kCtas * 8192 + 2, Codec::BF16, true, false, true, false, 0},  // 5 of 32 KiB
+      {8194, Codec::BF16, false, true, true, false, 0},
+      {3 * 8192 + 100, Codec::BF16, false, false, false, false, 3},
+      {65537, Codec::FP16, false, true, true, false, 0},
+      {100000, Codec::FP32, false, false, false, false, 0},
+      {100000, Codec::FP32, false, true, true, false, 6},
+      {100000, Codec::FP32, true, true, true, false, 5},
+      {50000, Codec::BF16, true, false, false, true, 0},
+      {50000, Codec::BF16, false, true, true, true, 0},
+      {0, Codec::BF16, true, false, false, false, 0},
+      {1, Codec::BF16, true, false, true, false, 0},
+  };
+  struct Job {
+    Bytes ref;
+    Buf *in, *out;
+  };
+  std::vector<Job> jobs;
+  for (const Lone& c : cs) {
+    const Bytes data = c.random ? random_bytes(c.n, uint32_t(c.n)) : gaussian(c.codec, c.n, uint32_t(c.n));
+    EncodeOptions opt;
+    opt.checksum = c.checksum;
+    Bytes ref(max_compressed_bytes(c.n));
+    size_t len = 0;
+    ASSERT_EQ(zipccl::encode(c.auto_codec ? classify(data.data(), c.n) : c.codec, data.data(), c.n, ref.data(),
+                             ref.size(), &len, opt),
+              Status::kOk);
+    ref.resize(len);
+    Job j{ref, &buf(c.off + c.n, c.host), &buf(max_compressed_bytes(c.n), !c.host)};
+    Bytes staged(c.off, 0xA5);
+    staged.insert(staged.end(), data.begin(), data.end());
+    j.in->put(staged);
+    jobs.push_back(j);
+  }
+  const auto ran = [&](const uint64_t (&before)[kCtas]) {
+    int n = 0;
+    for (int k = 0; k < kCtas; ++k) n += __atomic_load_n(&host_->tile_ns[k][0], __ATOMIC_RELAXED) != before[k];
+    return size_t(n);
+  };
+  for (const bool staging : {true, false}) {
+    for (const Job& j : jobs) j.out->put(Bytes(j.out->n, 0xCC));  // none of the other pass's bytes
+    ASSERT_NO_FATAL_FAILURE(launch(kCtas, staging));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Lone& c = cs[i];
+      uint64_t before[kCtas];
+      for (int k = 0; k < kCtas; ++k) before[k] = __atomic_load_n(&host_->tile_ns[k][0], __ATOMIC_RELAXED);
+      gpu::ServiceJob sj = encode_job(*jobs[i].in, c.n, *jobs[i].out, c.codec, c.auto_codec, c.checksum);
+      sj.in = jobs[i].in->p + c.off;
+      const gpu::Result r = wait(submit(sj));
+      ASSERT_EQ(r.status, int(Status::kOk)) << "job " << i;
+      ASSERT_EQ(r.bytes, jobs[i].ref.size()) << "job " << i << ", " << c.n << " bytes";
+      // Tiles that may code nothing are not counted. The last tile publishes the result before
+      // its CTA counts its time and the tile done: wait for the count, then a while, so that the
+      // next job finds the kernel idle.
+      if (c.codec == Codec::BF16 && !c.random && c.n >= 8192) {
+        const size_t small = (c.n + 8191) / 8192, want = small <= kCtas ? small : (c.n + 32767) / 32768;
+        const auto end = std::chrono::steady_clock::now() + wait_limit();
+        while (ran(before) < want && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+        EXPECT_EQ(ran(before), want) << "job " << i << ", " << c.n << " bytes, staging " << staging;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_NO_FATAL_FAILURE(stop());
+    for (size_t i = 0; i < jobs.size(); ++i)
+      ASSERT_EQ(jobs[i].out->get(jobs[i].ref.size()), jobs[i].ref) << "job " << i << ", staging " << staging;
+  }
+}
 
 // Two CTAs with two tile buffers fit on an SM of 164 KiB (sm_80) or 228 KiB (sm_90), not of
 // 100 KiB (sm_86, sm_89): there launches stage nothing.
