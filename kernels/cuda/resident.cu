@@ -32,9 +32,9 @@ namespace {
 constexpr int kEncodeMU = kEncodeBulkMU, kDecodeMU = kMaxUnitBlocks;
 constexpr uint32_t kEncodeTile = tile_bytes<kEncodeMU>(), kDecodeTile = tile_bytes<kDecodeMU>();
 // An encode alone on an idle kernel whose 8 KiB tiles fit one per CTA (16 CTAs: up to 128 KiB), and
-// its slot's temp (kMaxJobTiles), takes those (LaunchItem::units = 1): it waits
-// for one 8 KiB tile's coding rather than one 32 KiB tile's. Among other jobs the larger tiles move
-// more per round trip.
+// its slot's temp (kMaxJobTiles), takes those (LaunchItem::units = 1): it waits for one 8 KiB
+// tile's coding rather than one 32 KiB tile's. Among other jobs the larger tiles move more per
+// round trip.
 constexpr uint32_t kSmallTile = tile_bytes<1>();
 static_assert(encode_threads(kEncodeMU, kAnyCodec) == kThreads, "one CTA shape for both directions");
 // Tiles of the largest job: a decode's output tiles and its header checker.
@@ -214,7 +214,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     it.auto_codec = job.auto_codec;
     it.tile0 = 0;
     it.tiles = tiles;
-    it.units = small ? kSmallTile / 8192 : 0;
+    it.units = small;
     P.n = 1;
     P.checksum = job.checksum;
     P.raw_header_only = job.raw_header_only;
