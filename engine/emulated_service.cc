@@ -48,7 +48,8 @@ void EmulatedServiceDevice::kernel(uint32_t generation) {
     const uint64_t tail = __atomic_load_n(&host_->tail, __ATOMIC_ACQUIRE);
     const uint64_t stop = __atomic_load_n(&host_->stop, __ATOMIC_ACQUIRE);
     if (head_ < tail) {
-      run_job(head_++);
+      run_job(head_, tail - head_ == 1);
+      ++head_;
       continue;
     }
     if ((stop & gpu::kServiceStop) && head_ >= (stop & ~gpu::kServiceStop) && !c_->ignore_stop.load()) break;
@@ -59,8 +60,9 @@ void EmulatedServiceDevice::kernel(uint32_t generation) {
 }
 
 // As resident.cu: refusals first, then the CPU codec in place of the GPU's (whose messages are
-// the same bytes), its time the tile time of every CTA. raw_header_only is not emulated.
-void EmulatedServiceDevice::run_job(uint64_t index) {
+// the same bytes), its time the tile time of every CTA; an encode alone whose small tiles would
+// be no more than the CTAs says it took those. raw_header_only is not emulated.
+void EmulatedServiceDevice::run_job(uint64_t index, bool alone) {
   std::this_thread::sleep_for(std::chrono::microseconds(c_->job_wait_us.load()));
   const gpu::ServiceJob j = gpu::unposted(host_->jobs[index % gpu::kServiceRing]);
   const int64_t t0 = now_ns();
@@ -104,6 +106,10 @@ void EmulatedServiceDevice::run_job(uint64_t index) {
   out.status = r.status;
   out.codec = r.codec;
   out.raw_from_input = 0;
+  out.small_tiles = j.op == gpu::kServiceEncode && s == Status::kOk && alone &&
+                    std::max<uint64_t>(1, (j.in_bytes + gpu::kServiceSmallTile - 1) / gpu::kServiceSmallTile) <=
+                        uint64_t(ctas_);
+  c_->small_tile_jobs += out.small_tiles;
   times.end = uint64_t(now_ns());
   c_->jobs++;
   __atomic_store_n(&out.done, uint8_t(1), __ATOMIC_RELEASE);

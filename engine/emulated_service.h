@@ -27,6 +27,7 @@ class EmulatedServiceDevice final : public ServiceDevice {
     std::atomic<int> running{0};  // kernels between start and exit
     std::atomic<int> max_running{0};
     std::atomic<uint64_t> jobs{0};
+    std::atomic<uint64_t> small_tile_jobs{0};  // encodes reported coded in small tiles
     std::atomic<uint64_t> host_decodes{0};  // decodes posted with ServiceJob::in_host
     std::atomic<EmulatedServiceDevice*> device{nullptr};  // for a test to free a leaked one
   };
@@ -39,7 +40,7 @@ class EmulatedServiceDevice final : public ServiceDevice {
 
  private:
   void kernel(uint32_t generation);
-  void run_job(uint64_t index);
+  void run_job(uint64_t index, bool alone);
 
   std::shared_ptr<Control> c_;
   std::unique_ptr<gpu::ServiceHost> host_;

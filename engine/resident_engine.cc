@@ -102,10 +102,13 @@ void ResidentEngine::complete(const InFlight& f) {
   job->seconds = double(now - f.t0_ns) * 1e-9;
   const int op = job->op == CodecJob::kEncode ? 0 : 1;
   queued_[op].fetch_sub(f.queued, std::memory_order_relaxed);
-  // Tiles of jobs still running count now and their bytes later: over a window it evens out.
+  // Tiles of jobs still running count now and their bytes later: over a window it evens out. A
+  // lone encode in small tiles spent more CTA time per byte than the kernel's capacity needs, on
+  // CTAs that had nothing else to do: it gives only a first rate.
   const uint64_t t = gpu_->tile_ns(op);
   const double bytes = double(op == 0 ? job->src_bytes : job->out_bytes);
-  rate_[op].add(bytes, double(t - tile_ns_seen_[op]) / double(gpu_->ctas()));
+  if (!r.small_tiles || rate_[op].bytes_per_s() == 0)
+    rate_[op].add(bytes, double(t - tile_ns_seen_[op]) / double(gpu_->ctas()));
   tile_ns_seen_[op] = t;
   // A job's own time: from its first tile to its result on the GPU's clock. A burst's first job
   // is measured against the others' (its own tiles may be the slow ones).

@@ -197,7 +197,7 @@ __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64
   r->status = static_cast<int32_t>(s);
   r->codec = static_cast<uint8_t>(c);
   r->raw_from_input = raw_from_input;
-  r->reserved = 0;
+  r->small_tiles = P.items[item].units;
   if (P.times) P.times->end = globaltimer_ns();
   set_flag_release_sys(&r->done);
 }

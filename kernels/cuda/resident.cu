@@ -36,6 +36,7 @@ constexpr uint32_t kEncodeTile = tile_bytes<kEncodeMU>(), kDecodeTile = tile_byt
 // tile's coding rather than one 32 KiB tile's. Among other jobs the larger tiles move more per
 // round trip.
 constexpr uint32_t kSmallTile = tile_bytes<1>();
+static_assert(kSmallTile == kServiceSmallTile, "the protocol's small tile");
 static_assert(encode_threads(kEncodeMU, kAnyCodec) == kThreads, "one CTA shape for both directions");
 // Tiles of the largest job: a decode's output tiles and its header checker.
 constexpr uint32_t kMaxJobTiles = uint32_t(kServiceMaxJob / (kEncodeTile < kDecodeTile ? kEncodeTile : kDecodeTile)) + 1;
@@ -111,7 +112,7 @@ __device__ void refuse(Result* r, JobTimes* t, Status s) {
   r->status = static_cast<int32_t>(s);
   r->codec = 0;
   r->raw_from_input = 0;
-  r->reserved = 0;
+  r->small_tiles = 0;
   set_flag_release_sys(&r->done);
 }
 

@@ -141,6 +141,34 @@ TEST_F(ResidentEngineTest, TheRateSettlesOverAWindowOfJobs) {
   EXPECT_FALSE(engine_->throughput_settled(CodecJob::kDecode)) << "no decode has been measured";
 }
 
+// An encode alone on an idle kernel, coded in small tiles (gpu::Result::small_tiles), spends more
+// CTA time per byte than the kernel's capacity needs: it gives a first rate, and once one is
+// measured, more than a window of them leaves it as it is.
+TEST_F(ResidentEngineTest, LoneSmallEncodesGiveOnlyAFirstRate) {
+  const Bytes small = bf16_data(gpu::kServiceSmallTile * gpu_->ctas(), 4), large = bf16_data(1 << 20, 5);
+  Bytes msg(max_compressed_bytes(large.size()));
+  const auto encode_on_gpu = [&](const Bytes& x) {
+    CodecJob e;
+    set_job(&e, CodecJob::kEncode, x.data(), x.size(), msg.data(), msg.size(), true);
+    ASSERT_NO_FATAL_FAILURE(run(&e));
+    ASSERT_EQ(e.status, Status::kOk);
+    ASSERT_TRUE(e.on_gpu);
+  };
+  ASSERT_NO_FATAL_FAILURE(warm());
+  ASSERT_NO_FATAL_FAILURE(encode_on_gpu(small));
+  ASSERT_EQ(ctl_->small_tile_jobs, 1u);
+  EXPECT_GT(engine_->throughput(CodecJob::kEncode), 0) << "the first rate";
+  EXPECT_FALSE(engine_->throughput_settled(CodecJob::kEncode));
+  for (int k = 0; k < 5; ++k) ASSERT_NO_FATAL_FAILURE(encode_on_gpu(large));
+  ASSERT_EQ(ctl_->small_tile_jobs, 1u) << "1 MiB does not fit 16 small tiles";
+  ASSERT_TRUE(engine_->throughput_settled(CodecJob::kEncode));
+  const double rate = engine_->throughput(CodecJob::kEncode);
+  const int n = int((6u << 20) / small.size());
+  for (int k = 0; k < n; ++k) ASSERT_NO_FATAL_FAILURE(encode_on_gpu(small));
+  EXPECT_EQ(ctl_->small_tile_jobs, uint64_t(n) + 1);
+  EXPECT_EQ(engine_->throughput(CodecJob::kEncode), rate);
+}
+
 TEST_F(ResidentEngineTest, BlockedLauncherSendsEverythingToTheCpu) {
   ctl_->block_launch = true;
   for (int k = 0; k < 5; ++k) ASSERT_NO_FATAL_FAILURE(round_trip(bf16_data(70000, 10 + k)));

@@ -338,8 +338,8 @@ INSTANTIATE_TEST_SUITE_P(Staging, QueuedMixedJobs, ::testing::Values(true, false
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "AsAllowed" : "OneBuffer"; });
 
 // An encode alone on an idle kernel whose 8 KiB tiles fit one per CTA takes those (resident.cu,
-// kSmallTile), a larger one 32 KiB tiles: a tile a CTA, as the CTAs' tile times show (bf16 of
-// 8 KiB and more, whose every tile codes). Each job posted alone, with and without staging, its
+// kSmallTile) and says so (Result::small_tiles), a larger one 32 KiB tiles: a tile a CTA, as the
+// CTAs' tile times show (bf16 of 8 KiB and more, whose every tile codes). Each job posted alone, with and without staging, its
 // message the CPU encoder's: fixed and auto codecs, checksums, the sizes at the limit, empty and
 // 1-byte inputs, inputs off a 16-byte boundary, pinned host memory, fp32 (16 KiB blocks: the
 // latter half of its 8 KiB tiles empty; auto: restaged) and incompressible bytes (auto: Raw by
@@ -404,6 +404,7 @@ TEST_F(Service, LoneSmallEncodesTakeATileACta) {
       const gpu::Result r = wait(submit(sj));
       ASSERT_EQ(r.status, int(Status::kOk)) << "job " << i;
       ASSERT_EQ(r.bytes, jobs[i].ref.size()) << "job " << i << ", " << c.n << " bytes";
+      EXPECT_EQ(r.small_tiles, c.n <= kCtas * gpu::kServiceSmallTile) << "job " << i << ", " << c.n << " bytes";
       // Tiles that may code nothing are not counted. The last tile publishes the result before
       // its CTA counts its time and the tile done: wait for the count, then a while, so that the
       // next job finds the kernel idle.

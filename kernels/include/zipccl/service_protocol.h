@@ -15,7 +15,9 @@
 //  - each CTA's time spent coding tiles is in tile_ns, summed over launches (service_tile_ns):
 //    what the codec's capacity is measured by (bytes coded over that time, shared among the CTAs),
 //    since the time from post to result also counts waits and queues, which read as the load
-//    offered, not the rate the kernel could sustain;
+//    offered, not the rate the kernel could sustain; an encode taken alone on an idle kernel
+//    whose tiles of kServiceSmallTile bytes are no more than its CTAs is coded in those, for its
+//    latency, and its result says so (Result::small_tiles);
 //  - each job's times on the GPU's clock (%globaltimer, ns) are in times: for a timeline of
 //    where a job waits (the doorbell, the tickets of the jobs before it, its tiles); cleared by
 //    service_post, each written before the job's done flag;
@@ -39,6 +41,7 @@ constexpr uint32_t kServiceSlots = 32;   // jobs being coded at once
 constexpr int kServiceMaxCtas = 1024;    // CTAs a launch may have (NCCL_ZIP_GPU_CTAS)
 // Largest job: encode input bytes, decode output capacity (the decoded size expected at most).
 constexpr uint64_t kServiceMaxJob = uint64_t(16) << 20;
+constexpr uint32_t kServiceSmallTile = 8192;  // a lone small encode's tiles (above)
 
 constexpr uint64_t kServiceStop = uint64_t(1) << 63;
 
