@@ -339,11 +339,11 @@ INSTANTIATE_TEST_SUITE_P(Staging, QueuedMixedJobs, ::testing::Values(true, false
 
 // An encode alone on an idle kernel whose 8 KiB tiles fit one per CTA takes those (resident.cu,
 // kSmallTile) and says so (Result::small_tiles), a larger one 32 KiB tiles: a tile a CTA, as the
-// CTAs' tile times show (bf16 of 8 KiB and more, whose every tile codes). Each job posted alone, with and without staging, its
-// message the CPU encoder's: fixed and auto codecs, checksums, the sizes at the limit, empty and
-// 1-byte inputs, inputs off a 16-byte boundary, pinned host memory, fp32 (16 KiB blocks: the
-// latter half of its 8 KiB tiles empty; auto: restaged) and incompressible bytes (auto: Raw by
-// choice; bf16: coded, then Raw for overflowing its limit).
+// CTAs' tile times show (bf16 of 8 KiB and more, whose every tile codes). Each job posted alone,
+// with and without staging, its message the CPU encoder's: fixed and auto codecs, checksums, the
+// sizes at the limit, empty and 1-byte inputs, inputs off a 16-byte boundary, pinned host memory,
+// fp32 (16 KiB blocks: the latter half of its 8 KiB tiles empty; auto: restaged) and incompressible
+// bytes (auto: Raw by choice; bf16: coded, then Raw for overflowing its limit).
 TEST_F(Service, LoneSmallEncodesTakeATileACta) {
   constexpr int kCtas = 16;
   struct Lone {
