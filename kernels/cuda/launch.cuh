@@ -34,7 +34,7 @@ struct LaunchItem {
   uint32_t tiles;
   uint8_t codec;
   uint8_t auto_codec;
-  uint8_t units;  // encode: 1 where the resident codec codes the item in 8 KiB tiles (resident.cu), else 0
+  uint8_t small_tiles;  // encode: 1 where the resident codec codes the item in kServiceSmallTile tiles
 };
 
 struct Launch {
@@ -197,7 +197,7 @@ __device__ __forceinline__ void publish_result(const Launch& P, int item, uint64
   r->status = static_cast<int32_t>(s);
   r->codec = static_cast<uint8_t>(c);
   r->raw_from_input = raw_from_input;
-  r->small_tiles = P.items[item].units;
+  r->small_tiles = P.items[item].small_tiles;
   if (P.times) P.times->end = globaltimer_ns();
   set_flag_release_sys(&r->done);
 }

@@ -32,7 +32,7 @@ namespace {
 constexpr int kEncodeMU = kEncodeBulkMU, kDecodeMU = kMaxUnitBlocks;
 constexpr uint32_t kEncodeTile = tile_bytes<kEncodeMU>(), kDecodeTile = tile_bytes<kDecodeMU>();
 // An encode alone on an idle kernel whose 8 KiB tiles fit one per CTA (16 CTAs: up to 128 KiB), and
-// its slot's temp (kMaxJobTiles), takes those (LaunchItem::units = 1): it waits for one 8 KiB
+// its slot's temp (kMaxJobTiles), takes those (LaunchItem::small_tiles): it waits for one 8 KiB
 // tile's coding rather than one 32 KiB tile's. Among other jobs the larger tiles move more per
 // round trip.
 constexpr uint32_t kSmallTile = tile_bytes<1>();
@@ -215,7 +215,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
     it.auto_codec = job.auto_codec;
     it.tile0 = 0;
     it.tiles = tiles;
-    it.units = small;
+    it.small_tiles = small;
     P.n = 1;
     P.checksum = job.checksum;
     P.raw_header_only = job.raw_header_only;
@@ -273,7 +273,7 @@ struct NextTile {
     bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) && s->board.op[slot] == kServiceEncode;
     const LaunchItem& it = s->launch[slot].items[0];
     const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
-    ok = ok && it.units == 0 && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
+    ok = ok && !it.small_tiles && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
     if (ok) stage_tile<kEncodeMU, 32>(it, guess, tile, other_buffer(), lane);
     if (lane == 0) next_s = ok;
   }
@@ -389,7 +389,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
                                        NextTile{});
         else
           decode_tile<kDecodeMU, true>(P, 0, tile, dsh, g_staged);
-      } else if (P.items[0].units) {
+      } else if (P.items[0].small_tiles) {
         encode_tile<1, kAnyCodec, true>(P, 0, tile);
       } else if constexpr (STAGING) {
         encode_tile<kEncodeMU, kAnyCodec, true>(P, 0, tile, buf_s ? kSecondBuf : 0, prestaged_s != 0, NextTile{});
