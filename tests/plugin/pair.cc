@@ -58,6 +58,13 @@ std::string result_line(const Proc& p) {
   return "";
 }
 
+static std::string summary_lines(const Proc& p) {
+  std::string s;
+  for (const auto& l : p.lines())
+    if (l.rfind("SUMMARY ", 0) == 0) s += l.substr(8) + "\n";
+  return s;
+}
+
 Env base_env(const std::string& zip) {
   return Env{{"NCCL_SOCKET_IFNAME", "lo"}, {"NCCL_ZIP_ENABLE", zip}};
 }
@@ -93,6 +100,8 @@ Pair run_pair(int version, const Env& env, const std::vector<std::string>& recv_
   r.send_rc = send.wait(1);
   r.recv_result = result_line(recv);
   r.send_result = result_line(send);
+  r.recv_summary = summary_lines(recv);
+  r.send_summary = summary_lines(send);
   return r;
 }
 

@@ -45,6 +45,7 @@ bool ib_run();
 struct Pair {
   int recv_rc = -1, send_rc = -1;
   std::string recv_result, send_result;
+  std::string recv_summary, send_summary;  // the plugin's comm summaries at close, one per line
   double recv_exit_s = 0, send_exit_s = 0;  // when each was seen to exit
 };
 

@@ -153,6 +153,9 @@ long g_tuned_us = -1;  // --tune-after: the ring/Simple entry the tuner left, us
 
 int finish(bool ok, const char* what, long done) {
   const CommSummary s = summary_from_log();
+  // The plugin's own words at close (why it sent raw what it did), for a failing test's message.
+  for (const auto& l : log_lines())
+    if (l.find(" comm ") != std::string::npos && l.find(" closed: ") != std::string::npos) printf("SUMMARY %s\n", l.c_str());
   printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld offered=%ld probes=%ld receives=%ld unoffered=%ld cold=%ld pushed=%ld "
          "rejected=%d flushes=%ld tclass=%ld inline=%ld tuned=%ld what=%s\n",
          ok ? 1 : 0, done, s.compressed, s.gpu_jobs, s.offered, s.probes, s.receives, s.unoffered, s.cold, s.pushed,
