@@ -106,9 +106,7 @@ void EmulatedServiceDevice::run_job(uint64_t index, bool alone) {
   out.status = r.status;
   out.codec = r.codec;
   out.raw_from_input = 0;
-  out.small_tiles = j.op == gpu::kServiceEncode && alone &&
-                    std::max<uint64_t>(1, (j.in_bytes + gpu::kServiceSmallTile - 1) / gpu::kServiceSmallTile) <=
-                        uint64_t(ctas_);
+  out.small_tiles = j.op == gpu::kServiceEncode && alone && gpu::service_small_tiles(j.in_bytes, uint32_t(ctas_));
   c_->small_tile_jobs += out.small_tiles;
   times.end = uint64_t(now_ns());
   c_->jobs++;

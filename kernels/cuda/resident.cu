@@ -190,7 +190,7 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
       refuse(result, times, encode ? Status::kTooLarge : Status::kNoSpace);
     else if (!encode)
       tiles = tiles_for(job.out_cap, kDecodeTile) + 1;
-    else if ((small = take == 1 && idle && tiles_for(job.in_bytes, kSmallTile) <= min(gridDim.x, kMaxJobTiles)))
+    else if ((small = take == 1 && idle && service_small_tiles(job.in_bytes, min(gridDim.x, kMaxJobTiles))))
       tiles = tiles_for(job.in_bytes, kSmallTile);
     else
       tiles = tiles_for(job.in_bytes, kEncodeTile);

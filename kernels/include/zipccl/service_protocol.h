@@ -42,6 +42,11 @@ constexpr int kServiceMaxCtas = 1024;    // CTAs a launch may have (NCCL_ZIP_GPU
 // Largest job: encode input bytes, decode output capacity (the decoded size expected at most).
 constexpr uint64_t kServiceMaxJob = uint64_t(16) << 20;
 constexpr uint32_t kServiceSmallTile = 8192;  // a lone small encode's tiles (above)
+// Whether an encode of in_bytes, taken alone on an idle kernel of `ctas` CTAs, is coded in
+// kServiceSmallTile tiles: they fit one per CTA. The kernel's rule, and its emulation's.
+ZIPCCL_HD bool service_small_tiles(uint64_t in_bytes, uint32_t ctas) {
+  return (in_bytes == 0 ? 1u : uint32_t((in_bytes + kServiceSmallTile - 1) / kServiceSmallTile)) <= ctas;
+}
 
 constexpr uint64_t kServiceStop = uint64_t(1) << 63;
 
