@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "emu_harness.h"
+#include "fake_verbs_peer.h"
 #include "ib_wire.h"
 #include "net_client.h"  // ncclResult_t
 #include "pair.h"
@@ -464,54 +465,6 @@ TEST_F(IbConnect, SilentListenerTimesOut) {
   EXPECT_LT(now_s() - t0, 10.0);
 }
 
-// A fake verbs peer: queue pairs of its own on the emulated HCA (PSN 0, as the plugin's), its
-// mailbox at the start of the first one's buffer.
-struct FakeVerbsPeer {
-  std::vector<std::unique_ptr<zipccl::verbs::emu_test::Endpoint>> ep;
-  std::string err;
-
-  bool make(int nqps) {
-    zipccl::verbs::emu_test::EndpointOptions o;
-    o.psn = 0;
-    for (int q = 0; q < nqps; ++q) {
-      ep.push_back(zipccl::verbs::emu_test::Endpoint::create(o, &err));
-      if (!ep.back()) return false;
-    }
-    return true;
-  }
-  // Its half of the handshake.
-  zipccl::verbs::QpInfo info(uint64_t nonce) const {
-    using namespace zipccl::verbs;
-    QpInfo i;
-    std::memset(&i, 0, sizeof i);
-    i.magic = kInfoMagic;
-    i.version = kWireVersion;
-    i.nqps = uint16_t(ep.size());
-    i.nonce = nonce;
-    for (size_t q = 0; q < ep.size(); ++q) i.qpn[q] = ep[q]->qp()->qp_num;
-    const auto a0 = ep[0]->address();
-    std::memcpy(i.gid, a0.gid.raw, 16);
-    i.lid = a0.lid;
-    i.link_layer = ep[0]->port().link_layer;
-    i.mtu = uint8_t(ep[0]->port().active_mtu);
-    i.mailbox_addr = ep[0]->addr(0);  // the plugin writes its clear-to-sends here
-    i.mailbox_rkey = ep[0]->mr()->rkey;
-    return i;
-  }
-  // Its queue pairs to the plugin's: 0, or the failing connect's errno.
-  int connect(const zipccl::verbs::QpInfo& theirs) {
-    for (size_t q = 0; q < ep.size(); ++q) {
-      auto to = ep[q]->address();
-      to.qpn = theirs.qpn[q];
-      to.lid = theirs.lid;
-      std::memcpy(to.gid.raw, theirs.gid, 16);
-      to.psn = 0;
-      if (int e = ep[q]->connect(to)) return e;
-    }
-    return 0;
-  }
-};
-
 // A peer that completes the verbs handshake with queue pairs of its own on the emulated HCA (two
 // per connection) and then breaks the protocol on the wire. The receive must fail with a remote
 // error and a WARN that says what was wrong, and the link must hold nothing for it without bound.
@@ -528,28 +481,11 @@ TEST_P(IbHostileSender, FailsTheReceive) {
   const Hostile c = GetParam();
   clear_log();
   FakeVerbsPeer peer;
-  ASSERT_TRUE(peer.make(2)) << peer.err;
-  const auto& ep = peer.ep;
-  const auto [addr, nonce] = handle_info(handle);
-  const QpInfo info = peer.info(nonce);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(send(fd, &info, sizeof info, MSG_NOSIGNAL), ssize_t(sizeof info));
-  QpInfo reply;
-  size_t got = 0;
+  int fd = -1;
   void* rc = nullptr;
-  for (const double end = now_s() + 10; !rc && now_s() < end;) {
-    ASSERT_EQ(net.accept(lc, &rc), ncclSuccess);
-    if (got == sizeof reply) continue;
-    const ssize_t n = recv(fd, reinterpret_cast<char*>(&reply) + got, sizeof reply - got, MSG_DONTWAIT);
-    if (n > 0 && (got += size_t(n)) == sizeof reply) {
-      ASSERT_EQ(reply.nqps, 2);
-      ASSERT_EQ(peer.connect(reply), 0);
-      const uint32_t ready = kReadyMagic;
-      ASSERT_EQ(send(fd, &ready, sizeof ready, MSG_NOSIGNAL), ssize_t(sizeof ready));
-    }
-  }
-  ASSERT_NE(rc, nullptr) << "the handshake did not complete";
+  const std::string err = accept_fake_sender(net, lc, handle, 2, &peer, &fd, &rc);
+  ASSERT_EQ(err, "");
+  const auto& ep = peer.ep;
   std::vector<char> rbuf(65536, 0x5A);
   void* data = rbuf.data();
   void* mh = nullptr;

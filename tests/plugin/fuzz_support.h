@@ -1,0 +1,72 @@
+// What the fake-peer fuzz tests share: seeded choices, the number of seeds, the outcomes a plugin
+// call may have against a hostile peer, and receive buffers between guard bytes.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <initializer_list>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "net_client.h"
+
+namespace zipccl::test {
+
+struct Rng {
+  std::mt19937_64 g;
+  explicit Rng(uint64_t seed) : g(seed) {}
+  uint64_t below(uint64_t n) { return n ? g() % n : 0; }
+  bool one_in(uint64_t n) { return below(n) == 0; }
+  template <class T>
+  T pick(std::initializer_list<T> xs) {
+    return *(xs.begin() + below(xs.size()));
+  }
+};
+
+// Seeds per test: ZIP_FUZZ_ITERATIONS, else fallback.
+inline int fuzz_iterations(int fallback) {
+  const char* s = getenv("ZIP_FUZZ_ITERATIONS");
+  return s ? atoi(s) : fallback;
+}
+
+// Success, or the errors a peer's fault may cause.
+inline bool ok_or_remote(ncclResult_t r) { return r == ncclSuccess || r == ncclRemoteError || r == ncclSystemError; }
+
+// Buffers of the given capacities, zeroed, each between kGuard guard bytes, in one allocation
+// (one registration covers them all).
+class GuardedBuffers {
+ public:
+  static constexpr size_t kGuard = 64;
+  static constexpr char kGuardByte = 0x5A;
+
+  explicit GuardedBuffers(const std::vector<size_t>& caps) : caps_(caps) {
+    size_t bytes = 0;
+    for (size_t c : caps_) bytes += c + 2 * kGuard;
+    mem_.assign(bytes, kGuardByte);
+    for (size_t i = 0, o = 0; i < caps_.size(); o += caps_[i++] + 2 * kGuard) {
+      offsets_.push_back(o + kGuard);
+      std::fill(mem_.begin() + long(o + kGuard), mem_.begin() + long(o + kGuard + caps_[i]), 0);
+    }
+  }
+  char* data(size_t i) { return mem_.data() + offsets_[i]; }
+  size_t cap(size_t i) const { return caps_[i]; }
+  void* base() { return mem_.data(); }
+  size_t bytes() const { return mem_.size(); }
+  // Empty, or which guard was written.
+  std::string damage() const {
+    for (size_t i = 0; i < caps_.size(); ++i)
+      for (size_t g = 0; g < kGuard; ++g) {
+        if (mem_[offsets_[i] - kGuard + g] != kGuardByte) return "wrote before buffer " + std::to_string(i);
+        if (mem_[offsets_[i] + caps_[i] + g] != kGuardByte) return "wrote after buffer " + std::to_string(i);
+      }
+    return "";
+  }
+
+ private:
+  std::vector<size_t> caps_, offsets_;
+  std::vector<char> mem_;
+};
+
+}  // namespace zipccl::test

@@ -1,0 +1,322 @@
+// The verbs data path against a hostile sender, driven through the plugin's ABI over the
+// emulated HCA: a fake peer (fake_verbs_peer.h) reads the plugin's clear-to-sends from its
+// mailbox and RDMA-writes messages into the placements, mostly right (raw into the receive,
+// compressed messages the codec made into the staging, split over its queue pairs as the plugin
+// splits them), now and then with a fault in what only the immediates say (sizes, the compressed
+// flag, parts on the wrong queue pair or missing, stray immediates, a SEND), damaged compressed
+// bytes, a placement skipped, or the bootstrap socket closed early. The peer writes only inside
+// the placements, as the NIC would let it. Whatever arrives, the plugin must answer with success
+// or a remote/system error that stays, never write outside the receive buffers, never report more
+// bytes than a receive takes, and close without hanging; where nothing was broken, every receive
+// completes with the bytes sent. Seeds are fixed (the iteration number); ZIP_FUZZ_ITERATIONS runs
+// more of them.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_verbs_peer.h"
+#include "fuzz_support.h"
+#include "ib_wire.h"
+#include "net_client.h"
+#include "pair.h"
+#include "zipccl/codec.h"
+
+using namespace zipccl::client;
+using namespace zipccl::test;
+using namespace zipccl::verbs;
+
+namespace {
+
+constexpr size_t kPeerBuffer = 4 << 20;  // per queue pair: every message's part on it, at once
+constexpr size_t kDataStart = 64 << 10;  // past the mailbox in the first queue pair's buffer
+constexpr size_t kWriteChunk = 256 << 10;
+
+uint64_t size_near(Rng& r, uint64_t cap) {
+  switch (r.below(6)) {
+    case 0: return 0;
+    case 1: return cap;
+    case 2: return cap + 1;
+    case 3: return cap + 1 + r.below(1 << 20);
+    case 4: return r.below(cap + 1);
+    default: return r.below(uint64_t(1) << 31);
+  }
+}
+
+// How the plugin splits a message of n bytes over nqps queue pairs (ib_p2p.cc), spelled out: at
+// most one part per 64 KiB, parts of whole 128-byte lines, part p on queue pair p.
+struct Split {
+  uint32_t parts;
+  size_t part_len;
+};
+Split split(size_t n, uint32_t nqps) {
+  if (n == 0) return Split{1, 0};
+  const size_t want = std::max<size_t>(1, std::min<size_t>(nqps, (n + (64 << 10) - 1) / (64 << 10)));
+  const size_t part_len = ((n + want - 1) / want + 127) / 128 * 128;
+  return Split{uint32_t((n + part_len - 1) / part_len), part_len};
+}
+
+// One RDMA write (with immediate or not) the fake peer posts: bytes from its buffer on queue
+// pair qp into the plugin's memory.
+struct Write {
+  uint32_t qp;
+  ibv_wr_opcode op;
+  size_t off, len;  // in ep[qp]'s buffer
+  uint64_t remote;
+  uint32_t rkey, imm;
+};
+
+struct PostedRecv {
+  void* req = nullptr;
+  int n = 0;
+  size_t first = 0;           // its first buffer's index in the GuardedBuffers
+  std::vector<char> want[3];  // what a receive that completes holds, where nothing was broken
+  bool done = false;
+};
+
+class IbFakePeerFuzz : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!ib_run()) GTEST_SKIP() << "runs in the ib. copy of the suite (over the emulated libibverbs)";
+    // Every receive offers staging: compressed messages may come for any of them.
+    setenv("NCCL_ZIP_ENABLE", "2", 1);
+    ASSERT_EQ(net_.init(), ncclSuccess);
+  }
+  void TearDown() override {
+    if (ib_run()) {
+      EXPECT_EQ(net_.finalize(), ncclSuccess);
+    }
+  }
+  PluginNet net_{ZIP_PLUGIN_PATH, 11};
+};
+
+TEST_F(IbFakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
+  const int n_iter = fuzz_iterations(40);
+  int errors = 0, completions = 0, clean = 0;
+  for (int it = 0; it < n_iter; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    Rng r(0x1BF0 + uint64_t(it));
+    unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+    void *lc = nullptr, *rc = nullptr;
+    ASSERT_EQ(net_.listen(0, handle, &lc), ncclSuccess);
+    const uint32_t nqps = 1 + uint32_t(r.below(4));
+    FakeVerbsPeer peer;
+    int fd = -1;
+    ASSERT_EQ(accept_fake_sender(net_, lc, handle, int(nqps), &peer, &fd, &rc, kPeerBuffer), "");
+
+    // Receives with guard bytes around every buffer.
+    const int n_recv = 1 + int(r.below(4));
+    std::vector<PostedRecv> recvs(static_cast<size_t>(n_recv));
+    std::vector<size_t> caps;
+    for (auto& p : recvs) {
+      p.n = 1 + int(r.below(3));
+      p.first = caps.size();
+      for (int j = 0; j < p.n; ++j) caps.push_back(r.pick<size_t>({0, 1, 100, 4096, 65536, 300000}));
+    }
+    GuardedBuffers bufs(caps);
+    void* mh = nullptr;
+    ASSERT_EQ(net_.reg_mr(rc, bufs.base(), bufs.bytes(), NCCL_PTR_HOST, &mh), ncclSuccess);
+    for (auto& p : recvs) {
+      void* data[3];
+      size_t sizes[3];
+      int tags[3];
+      void* mhs[3];
+      for (int j = 0; j < p.n; ++j) {
+        data[j] = bufs.data(p.first + size_t(j));
+        sizes[j] = bufs.cap(p.first + size_t(j));
+        tags[j] = j;
+        mhs[j] = mh;
+      }
+      ASSERT_EQ(net_.irecv(rc, p.n, data, sizes, tags, mhs, r.one_in(6), &p.req), ncclSuccess);
+      ASSERT_NE(p.req, nullptr);
+    }
+
+    // What the plugin offered: its clear-to-sends, from the fake peer's mailbox.
+    std::vector<CtsSlot> offered(recvs.size());
+    for (size_t i = 0; i < recvs.size(); ++i) {
+      const double end = now_s() + 5;
+      while (!peer.cts(uint32_t(i), &offered[i]) && now_s() < end) {
+        int done = 0;
+        ASSERT_EQ(net_.test(recvs[0].req, &done, nullptr), ncclSuccess);
+      }
+      ASSERT_EQ(offered[i].n, uint32_t(recvs[i].n)) << "no clear-to-send for receive " << i;
+    }
+
+    // The fake sender's writes, message by message in placement order.
+    std::vector<Write> writes;
+    std::vector<size_t> used(nqps, 0);  // of each queue pair's buffer
+    used[0] = kDataStart;
+    bool broken = false;
+    const uint64_t fault_odds = 2 + r.below(16);
+    for (size_t i = 0; i < offered.size(); ++i) {
+      for (uint32_t sub = 0; sub < offered[i].n; ++sub) {
+        const CtsEntry& e = offered[i].e[sub];
+        if (r.one_in(12)) {  // never sent: this receive and every later one wait
+          broken = true;
+          continue;
+        }
+        std::vector<char> body, want;
+        uint32_t imm;
+        uint64_t remote, region;
+        uint32_t rkey;
+        if (e.staging_bytes && r.one_in(2)) {  // a compressed message the codec made
+          want.resize(r.below(e.capacity + 1) & ~uint64_t(1));
+          for (auto& x : want) x = char(r.below(4) == 0 ? r.below(256) : 0x3C);
+          body.resize(zipccl::max_compressed_bytes(want.size()));
+          size_t len = 0;
+          ASSERT_EQ(zipccl::encode(zipccl::Codec::BF16, want.data(), want.size(), body.data(), body.size(), &len),
+                    zipccl::Status::kOk);
+          body.resize(len);
+          imm = kImmCompressed | uint32_t(body.size());
+          remote = e.staging_addr;
+          rkey = e.staging_rkey;
+          region = e.staging_bytes;
+        } else {
+          body.resize(r.below(e.capacity + 1));
+          for (auto& x : body) x = char(r.below(256));
+          want = body;
+          imm = uint32_t(r.below(4)) << kImmRawWhyShift | uint32_t(body.size());  // any RawWhy
+          remote = e.target_addr;
+          rkey = e.target_rkey;
+          region = e.capacity;
+        }
+        const Split sp = split(body.size(), nqps);
+        std::vector<uint32_t> part_qp(sp.parts), part_imm(sp.parts, imm);
+        std::vector<ibv_wr_opcode> last_op(sp.parts, IBV_WR_RDMA_WRITE_WITH_IMM);
+        for (uint32_t p = 0; p < sp.parts; ++p) part_qp[p] = p;
+        std::vector<Write> extra;
+        if (r.one_in(fault_odds)) {
+          broken = true;
+          const uint32_t p = uint32_t(r.below(sp.parts));
+          switch (r.below(8)) {
+            case 0:  // a size the bytes do not have, the flag bits kept
+              imm = (imm & kImmCompressed) ? kImmCompressed | uint32_t(size_near(r, region) & ~kImmCompressed)
+                                           : (imm & ~kImmRawBytes) | uint32_t(size_near(r, region) & kImmRawBytes);
+              std::fill(part_imm.begin(), part_imm.end(), imm);
+              break;
+            case 1:
+              std::fill(part_imm.begin(), part_imm.end(), imm ^ kImmCompressed);
+              break;
+            case 2:  // damaged bytes
+              if (!body.empty()) body[r.below(body.size())] ^= char(1 + r.below(255));
+              break;
+            case 3:
+              part_qp[p] = uint32_t(r.below(nqps));
+              break;
+            case 4:  // one part's immediate not its message's
+              part_imm[p] ^= uint32_t(1 + r.below(0xFFFF));
+              break;
+            case 5:  // a part without its immediate
+              last_op[p] = IBV_WR_RDMA_WRITE;
+              break;
+            case 6:  // a stray immediate
+              extra.push_back(Write{uint32_t(r.below(nqps)), IBV_WR_RDMA_WRITE_WITH_IMM, 0, 0, remote, rkey,
+                                    uint32_t(r.g())});
+              break;
+            default:  // a SEND, which no receive of the plugin takes
+              extra.push_back(Write{uint32_t(r.below(nqps)), IBV_WR_SEND_WITH_IMM, 0, 0, 0, 0, imm});
+              break;
+          }
+        }
+        for (uint32_t p = 0; p < sp.parts; ++p) {
+          const size_t begin = std::min<size_t>(body.size(), size_t(p) * sp.part_len);
+          const size_t len = std::min<size_t>(body.size() - begin, sp.part_len);
+          const uint32_t q = part_qp[p];
+          ASSERT_LE(used[q] + len, kPeerBuffer);
+          std::memcpy(peer.ep[q]->buffer() + used[q], body.data() + begin, len);
+          // Only inside the placement, in chunks, the last carrying the immediate.
+          const size_t fits = begin >= region ? 0 : std::min<size_t>(len, region - begin);
+          size_t done = 0;
+          do {
+            const size_t n = std::min(kWriteChunk, fits - done);
+            const bool last = done + n == fits;
+            writes.push_back(Write{q, last ? last_op[p] : IBV_WR_RDMA_WRITE, used[q] + done, n,
+                                   remote + begin + done, rkey, part_imm[p]});
+            done += n;
+          } while (done < fits);
+          used[q] += len;
+        }
+        writes.insert(writes.end(), extra.begin(), extra.end());
+        if (!broken) recvs[i].want[sub] = want;
+      }
+    }
+    const bool close_early = r.one_in(8);
+    broken |= close_early;
+    clean += !broken;
+    std::thread sender([&] {
+      std::vector<size_t> posted(nqps, 0);
+      const size_t upto = close_early ? writes.size() / 2 : writes.size();
+      for (size_t w = 0; w < upto; ++w) {
+        const Write& x = writes[w];
+        if (peer.ep[x.qp]->post(x.op, w, x.off, x.len, true, x.remote, x.rkey, htonl(x.imm)) == 0) ++posted[x.qp];
+      }
+      if (close_early) shutdown(fd, SHUT_RDWR);
+      for (uint32_t q = 0; q < nqps; ++q) peer.ep[q]->poll(posted[q], std::chrono::milliseconds(2000));
+    });
+
+    // Poll every receive; everything it says must hold. Where nothing was broken, all complete.
+    ncclResult_t sticky = ncclSuccess;
+    const double end = now_s() + (broken ? 0.25 : 10);
+    auto open_recvs = [&] { return std::count_if(recvs.begin(), recvs.end(), [](const PostedRecv& p) { return !p.done; }); };
+    while (now_s() < end && sticky == ncclSuccess && open_recvs() > 0) {
+      for (auto& p : recvs) {
+        if (p.done) continue;
+        int done = 0, sizes[3] = {-1, -1, -1};
+        const ncclResult_t e = net_.test(p.req, &done, sizes);
+        EXPECT_TRUE(ok_or_remote(e)) << e;
+        if (e != ncclSuccess) {
+          sticky = e;
+          break;
+        }
+        if (!done) continue;
+        p.done = true;
+        ++completions;
+        for (int j = 0; j < p.n; ++j) {
+          const size_t b = p.first + size_t(j);
+          EXPECT_GE(sizes[j], 0);
+          EXPECT_LE(size_t(sizes[j]), bufs.cap(b)) << "more bytes reported than the receive takes";
+          if (broken) continue;
+          EXPECT_EQ(size_t(sizes[j]), p.want[j].size()) << "buffer " << b;
+          if (size_t(sizes[j]) == p.want[j].size()) {
+            EXPECT_EQ(std::memcmp(bufs.data(b), p.want[j].data(), p.want[j].size()), 0) << "buffer " << b << " holds other bytes";
+          }
+        }
+      }
+    }
+    if (!broken) {
+      EXPECT_EQ(sticky, ncclSuccess) << "a well-formed exchange failed";
+      EXPECT_EQ(open_recvs(), 0) << "a well-formed exchange left receives open";
+    }
+    if (sticky != ncclSuccess) {
+      ++errors;
+      for (auto& p : recvs) {  // a failed comm fails every later call
+        if (p.done) continue;
+        int done = 0;
+        EXPECT_EQ(net_.test(p.req, &done, nullptr), sticky);
+        EXPECT_EQ(done, 0);
+      }
+    }
+    shutdown(fd, SHUT_RDWR);
+    sender.join();
+    const double t0 = now_s();
+    EXPECT_EQ(net_.dereg_mr(rc, mh), ncclSuccess);
+    EXPECT_EQ(net_.close_recv(rc), ncclSuccess);
+    EXPECT_LT(now_s() - t0, 5.0) << "close waited on the hostile peer";
+    close(fd);
+    EXPECT_EQ(bufs.damage(), "");
+    EXPECT_EQ(net_.close_listen(lc), ncclSuccess);
+  }
+  printf("%d iterations (%d well-formed): %d failed the link, %d receives completed\n", n_iter, clean, errors,
+         completions);
+  EXPECT_GT(clean, 0) << "no well-formed exchange: the happy path went untested";
+  EXPECT_GT(errors, 0) << "no fault failed the link: the faults went untested";
+}
+
+}  // namespace
