@@ -1,5 +1,7 @@
 #include "fake_verbs_peer.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -91,6 +93,48 @@ std::string accept_fake_sender(client::PluginNet& net, void* lc, const unsigned 
     }
   }
   return *rc ? "" : "the handshake did not complete";
+}
+
+std::string connect_fake_receiver(client::PluginNet& net, const unsigned char* plugin_handle, FakeVerbsPeer* peer,
+                                  QpInfo* theirs, int* lfd, int* cfd, void** sc, size_t buffer_bytes) {
+  *lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  *cfd = -1;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (bind(*lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || listen(*lfd, 4) != 0 ||
+      getsockname(*lfd, reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+    return "bootstrap listen failed";
+  unsigned char h[NCCL_NET_HANDLE_MAXSIZE];
+  std::memcpy(h, plugin_handle, sizeof h);
+  std::memset(h + 8, 0, 28);
+  std::memcpy(h + 8, &sa, sizeof sa);
+  const uint64_t nonce = 0x5eed0f;
+  std::memcpy(h + 40, &nonce, sizeof nonce);
+  size_t got = 0, ready_got = 0;
+  uint32_t ready = 0;
+  *sc = nullptr;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!*sc && std::chrono::steady_clock::now() < end) {
+    if (net.connect(0, h, sc) != ncclSuccess) return "connect failed";
+    if (*cfd < 0) *cfd = accept4(*lfd, nullptr, nullptr, SOCK_NONBLOCK);
+    if (*cfd < 0) continue;
+    if (got < sizeof *theirs) {
+      const ssize_t n = recv(*cfd, reinterpret_cast<char*>(theirs) + got, sizeof *theirs - got, 0);
+      if (n <= 0 || (got += size_t(n)) < sizeof *theirs) continue;
+      if (theirs->magic != kInfoMagic || theirs->nonce != nonce) return "the plugin's hello is not one";
+      if (!peer->make(theirs->nqps, buffer_bytes)) return "fake peer: " + peer->err;
+      if (const int e = peer->connect(*theirs)) return "fake peer connect: " + std::string(std::strerror(e));
+      const QpInfo mine = peer->info(nonce);
+      if (send(*cfd, &mine, sizeof mine, MSG_NOSIGNAL) != ssize_t(sizeof mine)) return "bootstrap send failed";
+    }
+    if (ready_got < sizeof ready) {
+      const ssize_t n = recv(*cfd, reinterpret_cast<char*>(&ready) + ready_got, sizeof ready - ready_got, 0);
+      if (n > 0) ready_got += size_t(n);
+    }
+  }
+  return *sc ? "" : "the handshake did not complete";
 }
 
 }  // namespace zipccl::test

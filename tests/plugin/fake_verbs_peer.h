@@ -33,4 +33,12 @@ struct FakeVerbsPeer {
 std::string accept_fake_sender(client::PluginNet& net, void* lc, const unsigned char* handle, int nqps,
                                FakeVerbsPeer* peer, int* fd, void** rc, size_t buffer_bytes = 1 << 20);
 
+// Has the plugin connect as a sender to `peer`, a receiver listening on a bootstrap socket of its
+// own (*lfd, *cfd: closing them tells the plugin the peer is gone) named in a copy of
+// plugin_handle (one of the plugin's listeners: magic and version kept): the plugin's queue-pair
+// information (*theirs: its mailbox) and send comm (*sc). Empty, or what went wrong.
+std::string connect_fake_receiver(client::PluginNet& net, const unsigned char* plugin_handle, FakeVerbsPeer* peer,
+                                  verbs::QpInfo* theirs, int* lfd, int* cfd, void** sc,
+                                  size_t buffer_bytes = 1 << 20);
+
 }  // namespace zipccl::test

@@ -319,4 +319,178 @@ TEST_F(IbFakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
   EXPECT_GT(errors, 0) << "no fault failed the link: the faults went untested";
 }
 
+// A fake receiver's clear-to-sends, RDMA-written into the sending plugin's mailbox: mostly right
+// (placements in its buffer, raw only or with staging), now and then with a fault (a receive
+// count out of range, a foreign key, an address outside its memory, a staging size that is not
+// the codec's bound, a tag no send has, an end stamp that never matches); and the sends NCCL
+// would make against them, now and then one larger than its receive. Whatever it says, the
+// plugin must answer with success or an error that stays and close without hanging; where
+// nothing was broken, every send completes and each message, raw or compressed, lands in its
+// placement with its immediate, holding the bytes sent.
+TEST_F(IbFakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
+  unsigned char handle[NCCL_NET_HANDLE_MAXSIZE] = {};
+  void* lc = nullptr;
+  ASSERT_EQ(net_.listen(0, handle, &lc), ncclSuccess);  // a handle in the plugin's format
+  const int n_iter = fuzz_iterations(40);
+  int errors = 0, completions = 0, clean = 0, compressed = 0;
+  for (int it = 0; it < n_iter; ++it) {
+    SCOPED_TRACE("iteration " + std::to_string(it));
+    Rng r(0x5E4D + uint64_t(it));
+    FakeVerbsPeer peer;
+    QpInfo theirs;
+    int lfd = -1, cfd = -1;
+    void* sc = nullptr;
+    ASSERT_EQ(connect_fake_receiver(net_, handle, &peer, &theirs, &lfd, &cfd, &sc, kPeerBuffer), "");
+    ASSERT_EQ(peer.ep.size(), 1u);  // NCCL_IB_QPS_PER_CONNECTION's default
+    auto& ep = *peer.ep[0];
+    for (int i = 0; i < 64; ++i) ASSERT_EQ(ep.post_recv(uint64_t(i), 0, 0), 0);  // for the immediates
+
+    struct Placed {
+      size_t size;     // the send's
+      int tag;
+      uint64_t target, staging, staging_bytes;  // offsets in the fake's buffer
+    };
+    std::vector<Placed> placed;
+    bool broken = false;
+    const int n_cts = 1 + int(r.below(4));
+    const uint64_t fault_odds = 2 + r.below(16);
+    size_t used = kDataStart;
+    for (int c = 0; c < n_cts; ++c) {
+      CtsSlot slot;
+      std::memset(&slot, 0, sizeof slot);
+      slot.stamp = uint32_t(c) + 1;
+      slot.n = 1 + uint32_t(r.below(3));
+      uint32_t end = slot.stamp;
+      for (uint32_t i = 0; i < slot.n; ++i) {
+        CtsEntry& e = slot.e[i];
+        e.tag = int32_t(i);
+        e.capacity = r.below(70000);
+        e.target_addr = ep.addr(used);
+        e.target_rkey = ep.mr()->rkey;
+        Placed p{r.one_in(20) ? size_t(e.capacity + 1) : size_t(r.below(e.capacity + 1)), e.tag, used, 0, 0};
+        broken |= p.size > e.capacity;
+        used += e.capacity;
+        if (r.one_in(2)) {
+          e.staging_bytes = zipccl::max_compressed_bytes(e.capacity);
+          e.staging_addr = ep.addr(used);
+          e.staging_rkey = ep.mr()->rkey;
+          p.staging = used;
+          p.staging_bytes = e.staging_bytes;
+          used += e.staging_bytes;
+        }
+        placed.push_back(p);
+      }
+      if (r.one_in(fault_odds)) {
+        broken = true;
+        CtsEntry& e = slot.e[r.below(slot.n)];
+        switch (r.below(7)) {
+          case 0: slot.n = uint32_t(r.pick<uint64_t>({0, 9, 1000})); break;
+          case 1: e.target_rkey ^= 0x5A5A; break;
+          case 2: e.target_addr = r.one_in(2) ? 0 : ep.addr(kPeerBuffer - 16); break;
+          case 3: e.staging_rkey ^= 0x5A5A; break;
+          case 4: e.staging_bytes = size_near(r, 70000); break;
+          case 5: e.tag = int32_t(r.g()); break;
+          default: end ^= 1; break;  // never all of it landed
+        }
+      }
+      const uint32_t shown = std::min(slot.n, zipccl::kMaxRecvs);
+      std::memcpy(reinterpret_cast<char*>(&slot) + end_stamp_offset(shown), &end, sizeof end);
+      const size_t at = 8192 + size_t(c) * sizeof(CtsSlot);
+      std::memcpy(ep.buffer() + at, &slot, sizeof slot);
+      ASSERT_EQ(ep.post(IBV_WR_RDMA_WRITE, 1000 + uint64_t(c), at, cts_bytes(shown), true,
+                        theirs.mailbox_addr + (uint64_t(c) % kFifoSlots) * sizeof(CtsSlot), theirs.mailbox_rkey),
+                0);
+    }
+    ASSERT_LE(used, kPeerBuffer);
+    clean += !broken;
+
+    std::vector<char> src(70000);
+    for (auto& x : src) x = char(r.below(4) ? 0x3C : r.below(256));
+    void* mh = nullptr;
+    ASSERT_EQ(net_.reg_mr(sc, src.data(), src.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+    std::vector<void*> reqs;
+    ncclResult_t sticky = ncclSuccess;
+    size_t posted = 0, finished = 0;
+    for (const double end = now_s() + (broken ? 0.25 : 10);
+         now_s() < end && sticky == ncclSuccess && finished < placed.size();) {
+      if (posted < placed.size()) {
+        void* req = nullptr;
+        const ncclResult_t e = net_.isend(sc, src.data(), placed[posted].size, placed[posted].tag, mh, &req);
+        EXPECT_TRUE(ok_or_remote(e) || e == ncclInvalidUsage) << e;  // a send larger than the receive
+        if (e != ncclSuccess) {
+          sticky = e;
+          break;
+        }
+        if (req) {
+          reqs.push_back(req);
+          ++posted;
+        }
+      }
+      for (auto& q : reqs) {
+        if (!q) continue;
+        int done = 0, size = -1;
+        const ncclResult_t e = net_.test(q, &done, &size);
+        EXPECT_TRUE(ok_or_remote(e)) << e;
+        if (e != ncclSuccess) {
+          sticky = e;
+          break;
+        }
+        if (done) {
+          q = nullptr;
+          ++completions;
+          ++finished;
+        }
+      }
+    }
+    if (!broken) {
+      EXPECT_EQ(sticky, ncclSuccess) << "a well-formed exchange failed";
+      EXPECT_EQ(finished, placed.size()) << "a well-formed exchange left sends open";
+      // Each message's immediate, in order, and its bytes where it says.
+      const auto wcs = ep.poll(placed.size() + size_t(n_cts), std::chrono::milliseconds(5000));
+      size_t k = 0;
+      for (const ibv_wc& wc : wcs) {
+        if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) continue;  // our clear-to-send writes
+        ASSERT_LT(k, placed.size());
+        EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+        const Placed& p = placed[k++];
+        const uint32_t imm = ntohl(wc.imm_data);
+        std::vector<char> got(p.size);
+        size_t n = 0;
+        if (imm & kImmCompressed) {
+          ASSERT_NE(p.staging_bytes, 0u) << "compressed for a raw-only placement";
+          const size_t wire = imm & ~kImmCompressed;
+          ASSERT_LE(wire, p.staging_bytes);
+          ASSERT_EQ(zipccl::decode(ep.buffer() + p.staging, wire, got.data(), got.size(), &n), zipccl::Status::kOk);
+          ++compressed;
+        } else {
+          n = imm & kImmRawBytes;
+          ASSERT_LE(n, got.size());
+          std::memcpy(got.data(), ep.buffer() + p.target, n);
+        }
+        EXPECT_EQ(n, p.size) << "message " << k - 1;
+        EXPECT_EQ(std::memcmp(got.data(), src.data(), std::min(n, p.size)), 0) << "message " << k - 1 << " holds other bytes";
+      }
+      EXPECT_EQ(k, placed.size()) << "immediates missing";
+    }
+    if (sticky != ncclSuccess) {
+      ++errors;
+      void* req = nullptr;
+      EXPECT_EQ(net_.isend(sc, src.data(), 10, 0, mh, &req), sticky) << "a failed comm fails every later call";
+    }
+    shutdown(cfd, SHUT_RDWR);
+    const double t0 = now_s();
+    EXPECT_EQ(net_.dereg_mr(sc, mh), ncclSuccess);
+    EXPECT_EQ(net_.close_send(sc), ncclSuccess);
+    EXPECT_LT(now_s() - t0, 5.0) << "close waited on the hostile peer";
+    close(cfd);
+    close(lfd);
+  }
+  EXPECT_EQ(net_.close_listen(lc), ncclSuccess);
+  printf("%d iterations (%d well-formed, %d messages compressed there): %d failed the link, %d sends completed\n",
+         n_iter, clean, compressed, errors, completions);
+  EXPECT_GT(clean, 0) << "no well-formed exchange: the happy path went untested";
+  EXPECT_GT(compressed, 0) << "nothing compressed: the staging path went untested";
+  EXPECT_GT(errors, 0) << "no fault failed the link: the faults went untested";
+}
+
 }  // namespace

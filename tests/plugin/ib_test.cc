@@ -537,48 +537,12 @@ TEST_P(IbHostileReceiver, FailsTheSend) {
   using namespace zipccl::verbs;
   const HostileCts c = GetParam();
   clear_log();
-  // Our bootstrap listener, in a copy of the plugin's handle (magic and version kept).
-  const int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  ASSERT_EQ(bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(listen(lfd, 4), 0);
-  ASSERT_EQ(getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  unsigned char h[NCCL_NET_HANDLE_MAXSIZE];
-  std::memcpy(h, handle, sizeof h);
-  std::memset(h + 8, 0, 28);
-  std::memcpy(h + 8, &sa, sizeof sa);
-  const uint64_t nonce = 0x5eed0f;
-  std::memcpy(h + 40, &nonce, sizeof nonce);
   FakeVerbsPeer peer;
-  const auto& ep = peer.ep;
   QpInfo theirs;
-  size_t got = 0, ready_got = 0;
-  uint32_t ready = 0;
-  int cfd = -1;
+  int lfd = -1, cfd = -1;
   void* sc = nullptr;
-  for (const double end = now_s() + 10; !sc && now_s() < end;) {
-    ASSERT_EQ(net.connect(0, h, &sc), ncclSuccess);
-    if (cfd < 0) cfd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK);
-    if (cfd < 0) continue;
-    if (got < sizeof theirs) {
-      const ssize_t n = recv(cfd, reinterpret_cast<char*>(&theirs) + got, sizeof theirs - got, 0);
-      if (n <= 0 || (got += size_t(n)) < sizeof theirs) continue;
-      ASSERT_EQ(theirs.magic, kInfoMagic);
-      ASSERT_EQ(theirs.nonce, nonce);
-      ASSERT_TRUE(peer.make(theirs.nqps)) << peer.err;
-      ASSERT_EQ(peer.connect(theirs), 0);
-      const QpInfo mine = peer.info(nonce);
-      ASSERT_EQ(send(cfd, &mine, sizeof mine, MSG_NOSIGNAL), ssize_t(sizeof mine));
-    }
-    if (ready_got < sizeof ready) {
-      const ssize_t n = recv(cfd, reinterpret_cast<char*>(&ready) + ready_got, sizeof ready - ready_got, 0);
-      if (n > 0) ready_got += size_t(n);
-    }
-  }
-  ASSERT_NE(sc, nullptr) << "the handshake did not complete";
+  ASSERT_EQ(connect_fake_receiver(net, handle, &peer, &theirs, &lfd, &cfd, &sc), "");
+  const auto& ep = peer.ep;
   std::vector<char> sbuf(4096, 1);
   void* mh = nullptr;
   ASSERT_EQ(net.reg_mr(sc, sbuf.data(), sbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
