@@ -305,11 +305,7 @@ TEST_F(FakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
     // Clear-to-sends, mostly well formed (now and then one of the faults), and the isends NCCL
     // would make against them: one per placement, by tag, mostly within its capacity.
     std::vector<char> ctrl;
-    struct Send {
-      size_t size;
-      int tag;
-    };
-    std::vector<Send> sends;
+    std::vector<FuzzSend> sends;
     const int n_cts = 1 + int(r.below(4));
     const uint64_t fault_odds = 2 + r.below(12);
     uint32_t first = 0;
@@ -373,41 +369,9 @@ TEST_F(FakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
     for (auto& c : src) c = char(r.below(4) ? 0x3C : r.below(256));
     void* mh = nullptr;
     ASSERT_EQ(net_.reg_mr(sc, src.data(), src.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
-    std::vector<void*> reqs;
-    ncclResult_t sticky = ncclSuccess;
-    const double end = now_s() + 0.25;
-    size_t posted = 0, finished = 0;
-    while (now_s() < end && sticky == ncclSuccess && finished < sends.size()) {
-      if (posted < sends.size()) {
-        void* req = nullptr;
-        const Send& m = sends[posted];
-        const ncclResult_t e = net_.isend(sc, src.data(), m.size, m.tag, mh, &req);
-        ASSERT_TRUE(ok_or_remote(e) || e == ncclInvalidUsage) << e;  // a send larger than the receive
-        if (e != ncclSuccess) {
-          sticky = e;
-          break;
-        }
-        if (req) {
-          reqs.push_back(req);
-          ++posted;
-        }
-      }
-      for (auto& q : reqs) {
-        if (!q) continue;
-        int done = 0, size = -1;
-        const ncclResult_t e = net_.test(q, &done, &size);
-        ASSERT_TRUE(ok_or_remote(e)) << e;
-        if (e != ncclSuccess) {
-          sticky = e;
-          break;
-        }
-        if (done) {
-          q = nullptr;
-          ++completions;
-          ++finished;
-        }
-      }
-    }
+    size_t finished = 0;
+    const ncclResult_t sticky = drive_sends(net_, sc, src.data(), mh, sends, 0.25, &finished);
+    completions += int(finished);
     if (sticky != ncclSuccess) {
       ++errors;
       void* req = nullptr;

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "net_client.h"
+#include "pair.h"
 
 namespace zipccl::test {
 
@@ -68,5 +71,45 @@ class GuardedBuffers {
   std::vector<size_t> caps_, offsets_;
   std::vector<char> mem_;
 };
+
+struct FuzzSend {
+  size_t size;
+  int tag;
+};
+
+// The isends NCCL would make from src (in order, each again while the plugin returns no request)
+// and their tests, until every one is done, the comm fails or `seconds` have passed: success or
+// the error that failed it (a send larger than its receive may, ncclInvalidUsage). *finished: the
+// sends done.
+inline ncclResult_t drive_sends(client::PluginNet& net, void* sc, char* src, void* mh, const std::vector<FuzzSend>& sends,
+                                double seconds, size_t* finished) {
+  std::vector<void*> reqs;
+  size_t posted = 0;
+  *finished = 0;
+  for (const double end = now_s() + seconds; now_s() < end && *finished < sends.size();) {
+    if (posted < sends.size()) {
+      void* req = nullptr;
+      const ncclResult_t e = net.isend(sc, src, sends[posted].size, sends[posted].tag, mh, &req);
+      EXPECT_TRUE(ok_or_remote(e) || e == ncclInvalidUsage) << e;
+      if (e != ncclSuccess) return e;
+      if (req) {
+        reqs.push_back(req);
+        ++posted;
+      }
+    }
+    for (auto& q : reqs) {
+      if (!q) continue;
+      int done = 0, size = -1;
+      const ncclResult_t e = net.test(q, &done, &size);
+      EXPECT_TRUE(ok_or_remote(e)) << e;
+      if (e != ncclSuccess) return e;
+      if (done) {
+        q = nullptr;
+        ++*finished;
+      }
+    }
+  }
+  return ncclSuccess;
+}
 
 }  // namespace zipccl::test

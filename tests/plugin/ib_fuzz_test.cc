@@ -408,40 +408,11 @@ TEST_F(IbFakePeerFuzz, HostileReceiverNeverBreaksTheSender) {
     for (auto& x : src) x = char(r.below(4) ? 0x3C : r.below(256));
     void* mh = nullptr;
     ASSERT_EQ(net_.reg_mr(sc, src.data(), src.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
-    std::vector<void*> reqs;
-    ncclResult_t sticky = ncclSuccess;
-    size_t posted = 0, finished = 0;
-    for (const double end = now_s() + (broken ? 0.25 : 10);
-         now_s() < end && sticky == ncclSuccess && finished < placed.size();) {
-      if (posted < placed.size()) {
-        void* req = nullptr;
-        const ncclResult_t e = net_.isend(sc, src.data(), placed[posted].size, placed[posted].tag, mh, &req);
-        EXPECT_TRUE(ok_or_remote(e) || e == ncclInvalidUsage) << e;  // a send larger than the receive
-        if (e != ncclSuccess) {
-          sticky = e;
-          break;
-        }
-        if (req) {
-          reqs.push_back(req);
-          ++posted;
-        }
-      }
-      for (auto& q : reqs) {
-        if (!q) continue;
-        int done = 0, size = -1;
-        const ncclResult_t e = net_.test(q, &done, &size);
-        EXPECT_TRUE(ok_or_remote(e)) << e;
-        if (e != ncclSuccess) {
-          sticky = e;
-          break;
-        }
-        if (done) {
-          q = nullptr;
-          ++completions;
-          ++finished;
-        }
-      }
-    }
+    std::vector<FuzzSend> sends;
+    for (const Placed& p : placed) sends.push_back({p.size, p.tag});
+    size_t finished = 0;
+    const ncclResult_t sticky = drive_sends(net_, sc, src.data(), mh, sends, broken ? 0.25 : 10, &finished);
+    completions += int(finished);
     if (!broken) {
       EXPECT_EQ(sticky, ncclSuccess) << "a well-formed exchange failed";
       EXPECT_EQ(finished, placed.size()) << "a well-formed exchange left sends open";
