@@ -83,12 +83,6 @@ class FakePeerFuzz : public ::testing::Test {
 
 // ---- a receiving plugin ---------------------------------------------------------------------
 
-struct PostedRecv {
-  void* req = nullptr;
-  int n = 0;
-  size_t first = 0;  // its first buffer's index in the GuardedBuffers
-  bool done = false;
-};
 
 TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
   const int n_iter = fuzz_iterations(60);
@@ -111,33 +105,11 @@ TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
     ASSERT_NE(rc, nullptr);
 
     // Receives with guard bytes around every buffer.
-    const int n_recv = 1 + int(r.below(4));
-    std::vector<PostedRecv> recvs(static_cast<size_t>(n_recv));
-    std::vector<size_t> caps;
-    for (auto& p : recvs) {
-      p.n = 1 + int(r.below(3));
-      p.first = caps.size();
-      for (int j = 0; j < p.n; ++j) caps.push_back(r.pick<size_t>({0, 1, 100, 4096, 65536, 300000}));
-    }
-    GuardedBuffers bufs(caps);
-    void* mh = nullptr;
-    ASSERT_EQ(net_.reg_mr(rc, bufs.base(), bufs.bytes(), NCCL_PTR_HOST, &mh), ncclSuccess);
-    ncclResult_t sticky = ncclSuccess;
-    for (auto& p : recvs) {
-      void* data[3];
-      size_t sizes[3];
-      int tags[3];
-      void* mhs[3];
-      for (int j = 0; j < p.n; ++j) {
-        data[j] = bufs.data(p.first + size_t(j));
-        sizes[j] = bufs.cap(p.first + size_t(j));
-        tags[j] = j;
-        mhs[j] = mh;
-      }
-      const ncclResult_t e = net_.irecv(rc, p.n, data, sizes, tags, mhs, r.one_in(6), &p.req);
-      ASSERT_TRUE(ok_or_remote(e)) << e;
-      if (e != ncclSuccess) sticky = e;
-    }
+    FuzzReceives fr;
+    ncclResult_t sticky = post_fuzz_receives(net_, rc, r, &fr);
+    std::vector<FuzzRecv>& recvs = fr.recvs;
+    GuardedBuffers& bufs = *fr.bufs;
+    const int n_recv = int(recvs.size());
 
     // What the plugin offered: its clear-to-sends, read from the control socket.
     std::vector<CtsRecord> offered;
@@ -216,7 +188,7 @@ TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
 
     // Poll every receive for a while; everything it says must hold.
     const double end = now_s() + 0.25;
-    auto open_recvs = [&] { return std::count_if(recvs.begin(), recvs.end(), [](const PostedRecv& p) { return p.req && !p.done; }); };
+    auto open_recvs = [&] { return std::count_if(recvs.begin(), recvs.end(), [](const FuzzRecv& p) { return p.req && !p.done; }); };
     while (now_s() < end && sticky == ncclSuccess && open_recvs() > 0) {
       for (auto& p : recvs) {
         if (!p.req || p.done) continue;
@@ -250,7 +222,7 @@ TEST_F(FakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
     peer.join();
     for (int fd : fds) close(fd);
     const double t0 = now_s();
-    EXPECT_EQ(net_.dereg_mr(rc, mh), ncclSuccess);
+    EXPECT_EQ(net_.dereg_mr(rc, fr.mh), ncclSuccess);
     EXPECT_EQ(net_.close_recv(rc), ncclSuccess);
     EXPECT_LT(now_s() - t0, 5.0) << "close waited on the hostile peer";
     EXPECT_EQ(bufs.damage(), "");

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -71,6 +72,50 @@ class GuardedBuffers {
   std::vector<size_t> caps_, offsets_;
   std::vector<char> mem_;
 };
+
+// Receives as NCCL posts them: 1-4 of 1-3 buffers (tags 0..2) each, capacities from 0 to 300,000
+// bytes, in GuardedBuffers registered with the receive comm, now and then flagged LL.
+struct FuzzRecv {
+  void* req = nullptr;
+  int n = 0;
+  size_t first = 0;           // its first buffer's index in the GuardedBuffers
+  std::vector<char> want[3];  // what a receive that completes holds, where a test knows
+  bool done = false;
+};
+struct FuzzReceives {
+  std::vector<FuzzRecv> recvs;
+  std::unique_ptr<GuardedBuffers> bufs;
+  void* mh = nullptr;
+};
+// Success, or the error of the irecv that failed (the receives after it not posted).
+inline ncclResult_t post_fuzz_receives(client::PluginNet& net, void* rc, Rng& r, FuzzReceives* out) {
+  out->recvs.resize(1 + r.below(4));
+  std::vector<size_t> caps;
+  for (auto& p : out->recvs) {
+    p.n = 1 + int(r.below(3));
+    p.first = caps.size();
+    for (int j = 0; j < p.n; ++j) caps.push_back(r.pick<size_t>({0, 1, 100, 4096, 65536, 300000}));
+  }
+  out->bufs = std::make_unique<GuardedBuffers>(caps);
+  GuardedBuffers& b = *out->bufs;
+  if (const ncclResult_t e = net.reg_mr(rc, b.base(), b.bytes(), NCCL_PTR_HOST, &out->mh); e != ncclSuccess) return e;
+  for (auto& p : out->recvs) {
+    void* data[3];
+    size_t sizes[3];
+    int tags[3];
+    void* mhs[3];
+    for (int j = 0; j < p.n; ++j) {
+      data[j] = b.data(p.first + size_t(j));
+      sizes[j] = b.cap(p.first + size_t(j));
+      tags[j] = j;
+      mhs[j] = out->mh;
+    }
+    const ncclResult_t e = net.irecv(rc, p.n, data, sizes, tags, mhs, r.one_in(6), &p.req);
+    EXPECT_TRUE(ok_or_remote(e)) << e;
+    if (e != ncclSuccess) return e;
+  }
+  return ncclSuccess;
+}
 
 struct FuzzSend {
   size_t size;

@@ -73,13 +73,6 @@ struct Write {
   uint32_t rkey, imm;
 };
 
-struct PostedRecv {
-  void* req = nullptr;
-  int n = 0;
-  size_t first = 0;           // its first buffer's index in the GuardedBuffers
-  std::vector<char> want[3];  // what a receive that completes holds, where nothing was broken
-  bool done = false;
-};
 
 class IbFakePeerFuzz : public ::testing::Test {
  protected:
@@ -112,31 +105,10 @@ TEST_F(IbFakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
     ASSERT_EQ(accept_fake_sender(net_, lc, handle, int(nqps), &peer, &fd, &rc, kPeerBuffer), "");
 
     // Receives with guard bytes around every buffer.
-    const int n_recv = 1 + int(r.below(4));
-    std::vector<PostedRecv> recvs(static_cast<size_t>(n_recv));
-    std::vector<size_t> caps;
-    for (auto& p : recvs) {
-      p.n = 1 + int(r.below(3));
-      p.first = caps.size();
-      for (int j = 0; j < p.n; ++j) caps.push_back(r.pick<size_t>({0, 1, 100, 4096, 65536, 300000}));
-    }
-    GuardedBuffers bufs(caps);
-    void* mh = nullptr;
-    ASSERT_EQ(net_.reg_mr(rc, bufs.base(), bufs.bytes(), NCCL_PTR_HOST, &mh), ncclSuccess);
-    for (auto& p : recvs) {
-      void* data[3];
-      size_t sizes[3];
-      int tags[3];
-      void* mhs[3];
-      for (int j = 0; j < p.n; ++j) {
-        data[j] = bufs.data(p.first + size_t(j));
-        sizes[j] = bufs.cap(p.first + size_t(j));
-        tags[j] = j;
-        mhs[j] = mh;
-      }
-      ASSERT_EQ(net_.irecv(rc, p.n, data, sizes, tags, mhs, r.one_in(6), &p.req), ncclSuccess);
-      ASSERT_NE(p.req, nullptr);
-    }
+    FuzzReceives fr;
+    ASSERT_EQ(post_fuzz_receives(net_, rc, r, &fr), ncclSuccess);
+    std::vector<FuzzRecv>& recvs = fr.recvs;
+    GuardedBuffers& bufs = *fr.bufs;
 
     // What the plugin offered: its clear-to-sends, from the fake peer's mailbox.
     std::vector<CtsSlot> offered(recvs.size());
@@ -264,7 +236,7 @@ TEST_F(IbFakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
     // Poll every receive; everything it says must hold. Where nothing was broken, all complete.
     ncclResult_t sticky = ncclSuccess;
     const double end = now_s() + (broken ? 0.25 : 10);
-    auto open_recvs = [&] { return std::count_if(recvs.begin(), recvs.end(), [](const PostedRecv& p) { return !p.done; }); };
+    auto open_recvs = [&] { return std::count_if(recvs.begin(), recvs.end(), [](const FuzzRecv& p) { return !p.done; }); };
     while (now_s() < end && sticky == ncclSuccess && open_recvs() > 0) {
       for (auto& p : recvs) {
         if (p.done) continue;
@@ -306,7 +278,7 @@ TEST_F(IbFakePeerFuzz, HostileSenderNeverBreaksTheReceiver) {
     shutdown(fd, SHUT_RDWR);
     sender.join();
     const double t0 = now_s();
-    EXPECT_EQ(net_.dereg_mr(rc, mh), ncclSuccess);
+    EXPECT_EQ(net_.dereg_mr(rc, fr.mh), ncclSuccess);
     EXPECT_EQ(net_.close_recv(rc), ncclSuccess);
     EXPECT_LT(now_s() - t0, 5.0) << "close waited on the hostile peer";
     close(fd);
