@@ -40,7 +40,7 @@ QpInfo FakeVerbsPeer::info(uint64_t nonce) const {
   i.link_layer = ep[0]->port().link_layer;
   i.mtu = uint8_t(ep[0]->port().active_mtu);
   i.mailbox_addr = ep[0]->addr(0);  // the plugin writes its clear-to-sends here
-  i.mailbox_rkey = ep[0]->mr()->rkey;
+  i.mailbox_rkey = ep[0]->mr()->rkey ^ mailbox_key_xor;
   return i;
 }
 

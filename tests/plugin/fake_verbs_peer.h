@@ -15,6 +15,7 @@ namespace zipccl::test {
 struct FakeVerbsPeer {
   std::vector<std::unique_ptr<verbs::emu_test::Endpoint>> ep;
   std::string err;
+  uint32_t mailbox_key_xor = 0;  // non-zero: info() gives a mailbox key that is not its own
 
   // nqps queue pairs, each with a buffer of buffer_bytes (the first's starts with the mailbox).
   bool make(int nqps, size_t buffer_bytes = 1 << 20);

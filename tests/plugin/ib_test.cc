@@ -521,6 +521,37 @@ INSTANTIATE_TEST_SUITE_P(
         Hostile{"CompressedBeyondStaging", 0, 1, 0x80000000u | 100000, "does not fit the receive"}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// A sender that gives a mailbox key that is not its own: the receiver's clear-to-send write is
+// refused, and its receive fails once the grace for a departed peer is over, with a WARN that
+// names the refused key; nothing written.
+TEST_F(IbConnect, AMailboxKeyNotThePeersFailsTheReceive) {
+  clear_log();
+  FakeVerbsPeer peer;
+  peer.mailbox_key_xor = 0x5A5A;
+  int fd = -1;
+  void* rc = nullptr;
+  ASSERT_EQ(accept_fake_sender(net, lc, handle, 1, &peer, &fd, &rc), "");
+  std::vector<char> rbuf(4096, 0x5A);
+  void* data = rbuf.data();
+  void* mh = nullptr;
+  ASSERT_EQ(net.reg_mr(rc, data, rbuf.size(), NCCL_PTR_HOST, &mh), ncclSuccess);
+  size_t size = rbuf.size();
+  int tag = 1, done = 0, n = 0;
+  void* req = nullptr;
+  ASSERT_EQ(net.irecv(rc, 1, &data, &size, &tag, &mh, false, &req), ncclSuccess);
+  ncclResult_t r = ncclSuccess;
+  const double t0 = now_s();
+  while (r == ncclSuccess && !done && now_s() < t0 + 5) r = net.test(req, &done, &n);
+  EXPECT_NE(r, ncclSuccess);
+  EXPECT_EQ(done, 0);
+  EXPECT_LT(now_s() - t0, 2.0);
+  EXPECT_GE(count_log("stale or wrong rkey"), 1) << "expected a WARN naming the refused key";
+  for (size_t i = 0; i < rbuf.size(); ++i) ASSERT_EQ(rbuf[i], 0x5A) << "byte " << i << " written";
+  EXPECT_EQ(net.dereg_mr(rc, mh), ncclSuccess);
+  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
+  close(fd);
+}
+
 // A receiver that completes the verbs handshake (the plugin connects to it) and then writes a
 // clear-to-send that breaks the protocol into the sender's mailbox: the send fails with an error
 // and a WARN that names it, never a crash or a hang.
