@@ -224,7 +224,10 @@ void IbLink::check_peer() {
   }
   const bool outstanding = !sends_.empty() || cts_posted_ != cts_written_ || !parts_.idle() ||
                            arrive_seq_ != cts_posted_;
-  if (gone_ms_ >= 0 && now - gone_ms_ >= kGoneGraceMs && outstanding)
+  // Decided here, once, for peer_closed() too: its callers, testing after progress(), must not
+  // see the grace over where this did not (they would fail what this fails with the reason).
+  grace_over_ = gone_ms_ >= 0 && now - gone_ms_ >= kGoneGraceMs;
+  if (grace_over_ && outstanding)
     fail_with(gone_code_, gone_why_ + " with " + std::to_string(sends_.size()) + " sends and " +
                               std::to_string(cts_posted_ - arrive_seq_) + " receives outstanding");
 }
@@ -236,8 +239,6 @@ void IbLink::peer_gone(ncclResult_t code, const std::string& why) {
   gone_why_ = why;
 }
 
-bool IbLink::peer_closed() const {
-  return gone_ms_ >= 0 && now_ms() - gone_ms_ >= kGoneGraceMs && arrived_.empty();
-}
+bool IbLink::peer_closed() const { return grace_over_ && arrived_.empty(); }
 
 }  // namespace zipccl::verbs

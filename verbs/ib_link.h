@@ -152,6 +152,7 @@ class IbLink : public Link {
   // When and how the peer went: its bootstrap socket closed, or a queue pair failed under our
   // clear-to-send writes.
   int64_t gone_ms_ = -1;
+  bool grace_over_ = false;  // check_peer() found kGoneGraceMs past gone_ms_
   ncclResult_t gone_code_ = ncclSuccess;
   std::string gone_why_;
 

@@ -545,7 +545,9 @@ TEST_F(IbConnect, AMailboxKeyNotThePeersFailsTheReceive) {
   EXPECT_NE(r, ncclSuccess);
   EXPECT_EQ(done, 0);
   EXPECT_LT(now_s() - t0, 2.0);
-  EXPECT_GE(count_log("stale or wrong rkey"), 1) << "expected a WARN naming the refused key";
+  std::string log;
+  for (const auto& l : log_lines()) log += l + "\n";
+  EXPECT_GE(count_log("stale or wrong rkey"), 1) << "expected a WARN naming the refused key:\n" << log;
   for (size_t i = 0; i < rbuf.size(); ++i) ASSERT_EQ(rbuf[i], 0x5A) << "byte " << i << " written";
   EXPECT_EQ(net.dereg_mr(rc, mh), ncclSuccess);
   EXPECT_EQ(net.close_recv(rc), ncclSuccess);
