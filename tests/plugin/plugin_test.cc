@@ -203,7 +203,8 @@ long batches_compressed(const std::vector<std::string>& args, long* pushed = nul
   Pair p = run_pair(11, env, recv_args, args);
   expect_ok(p);
   const long compressed = field(p.recv_result, "compressed");
-  printf("%ld compressed: %s / %s\n", compressed, p.recv_result.c_str(), p.send_result.c_str());
+  printf("%ld compressed: %s / %s\n%s", compressed, p.recv_result.c_str(), p.send_result.c_str(),
+         p.send_summary.c_str());
   if (pushed) *pushed = field(p.send_result, "pushed");
   return compressed;
 }
