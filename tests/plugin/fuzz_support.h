@@ -86,6 +86,10 @@ struct FuzzReceives {
   std::vector<FuzzRecv> recvs;
   std::unique_ptr<GuardedBuffers> bufs;
   void* mh = nullptr;
+  // Receives posted and not done.
+  long open() const {
+    return std::count_if(recvs.begin(), recvs.end(), [](const FuzzRecv& p) { return p.req && !p.done; });
+  }
 };
 // Success, or the error of the irecv that failed (the receives after it not posted).
 inline ncclResult_t post_fuzz_receives(client::PluginNet& net, void* rc, Rng& r, FuzzReceives* out) {
@@ -115,6 +119,54 @@ inline ncclResult_t post_fuzz_receives(client::PluginNet& net, void* rc, Rng& r,
     if (e != ncclSuccess) return e;
   }
   return ncclSuccess;
+}
+
+// Tests the posted receives, as NCCL's proxy does, until every one is done, the comm fails or
+// `seconds` have passed; `failed`: an error the comm already returned. Each answer is success or
+// a peer's error, each completion within its capacities, and on_done(recv, sizes) sees it
+// (*completions counts them). Once failed, every open receive returns the same error. Returns
+// success or that error.
+template <class OnDone>
+ncclResult_t test_fuzz_receives(client::PluginNet& net, FuzzReceives& fr, ncclResult_t failed, double seconds,
+                                int* completions, OnDone on_done) {
+  for (const double end = now_s() + seconds; now_s() < end && failed == ncclSuccess && fr.open() > 0;) {
+    for (auto& p : fr.recvs) {
+      if (!p.req || p.done) continue;
+      int done = 0, sizes[3] = {-1, -1, -1};
+      const ncclResult_t e = net.test(p.req, &done, sizes);
+      EXPECT_TRUE(ok_or_remote(e)) << e;
+      if (e != ncclSuccess) {
+        failed = e;
+        break;
+      }
+      if (!done) continue;
+      p.done = true;
+      ++*completions;
+      for (int j = 0; j < p.n; ++j) {
+        EXPECT_GE(sizes[j], 0);
+        EXPECT_LE(size_t(sizes[j]), fr.bufs->cap(p.first + size_t(j))) << "more bytes reported than the receive takes";
+      }
+      on_done(p, sizes);
+    }
+  }
+  if (failed != ncclSuccess) {
+    for (auto& p : fr.recvs) {  // a failed comm fails every later call
+      if (!p.req || p.done) continue;
+      int done = 0;
+      EXPECT_EQ(net.test(p.req, &done, nullptr), failed);
+      EXPECT_EQ(done, 0);
+    }
+  }
+  return failed;
+}
+
+// Closes the receive comm after a hostile peer: promptly, nothing written outside the receives.
+inline void close_fuzz_receives(client::PluginNet& net, void* rc, FuzzReceives& fr) {
+  const double t0 = now_s();
+  EXPECT_EQ(net.dereg_mr(rc, fr.mh), ncclSuccess);
+  EXPECT_EQ(net.close_recv(rc), ncclSuccess);
+  EXPECT_LT(now_s() - t0, 5.0) << "close waited on the hostile peer";
+  EXPECT_EQ(fr.bufs->damage(), "");
 }
 
 struct FuzzSend {
