@@ -249,9 +249,11 @@ __device__ void poll_host(ServiceHost* host, DeviceState* s, uint32_t lane) {
 // runs (tiles only wait on lower tickets). buf_s: the dynamic shared buffer (0 or 1) of the
 // tile that comes next; prestaged_s: whether it is staged there; next_s: whether the running
 // tile staged the next one; g_ahead: a decode tile staged ahead. slot_s / tile_s: the running
-// tile's. g_state: the kernel's DeviceState.
-__shared__ unsigned long long ahead;
-__shared__ uint32_t buf_s, prestaged_s, next_s, slot_s, tile_s;
+// tile's. found_s: ahead + 1 where the stager found it posted, its slot and tile in
+// found_slot_s / found_tile_s, so that the next tile starts without looking it up again (two
+// round trips to L2 per tile). g_state: the kernel's DeviceState.
+__shared__ unsigned long long ahead, found_s;
+__shared__ uint32_t buf_s, prestaged_s, next_s, slot_s, tile_s, found_slot_s, found_tile_s;
 __shared__ DecAhead g_ahead;
 __shared__ DeviceState* g_state;
 
@@ -266,11 +268,22 @@ struct NextTile {
   static constexpr bool kStages = true;
   // The buffer the tile being coded does not use.
   __device__ static uint4* other_buffer() { return g_staged + (buf_s ? 0 : kSecondBuf); }
+  // Looks the CTA's next ticket up, and keeps what it finds for the next tile (found_s).
+  __device__ static bool find_next(uint32_t lane, uint32_t* slot, uint32_t* tile) {
+    const unsigned long long t = load_volatile(ahead);
+    const bool hit = find_ticket(g_state->board, t, lane, slot, tile);
+    if (hit && lane == 0) {
+      found_slot_s = *slot;
+      found_tile_s = *tile;
+      found_s = t + 1;
+    }
+    return hit;
+  }
   __device__ void stage() const {
     const uint32_t lane = threadIdx.x & 31;
     DeviceState* const s = g_state;
     uint32_t slot, tile;
-    bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) && s->board.op[slot] == kServiceEncode;
+    bool ok = find_next(lane, &slot, &tile) && s->board.op[slot] == kServiceEncode;
     const LaunchItem& it = s->launch[slot].items[0];
     const Codec guess = it.auto_codec ? Codec::BF16 : static_cast<Codec>(it.codec);
     ok = ok && !it.small_tiles && guess != Codec::Raw && (reinterpret_cast<uintptr_t>(it.in) & 15) == 0;
@@ -281,8 +294,7 @@ struct NextTile {
     const uint32_t lane = threadIdx.x & 31;
     DeviceState* const s = g_state;
     uint32_t slot, tile;
-    const bool ok = find_ticket(s->board, load_volatile(ahead), lane, &slot, &tile) &&
-                    s->board.op[slot] != kServiceEncode && s->board.in_host[slot] &&
+    const bool ok = find_next(lane, &slot, &tile) && s->board.op[slot] != kServiceEncode && s->board.in_host[slot] &&
                     stage_ahead<kDecodeMU>(s->launch[slot].items[0], tile, g_ahead, other_buffer(), lane);
     if (lane == 0) next_s = ok;
   }
@@ -319,6 +331,7 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
     if constexpr (STAGING) {
       g_state = s;
       buf_s = prestaged_s = next_s = 0;
+      found_s = 0;
       if constexpr (has_bulk_copy()) {
         for (int m = 0; m < kMaxUnitBlocks; ++m) mbar_init(&g_ahead.mbar[m]);
         g_ahead.tiles = 0;
@@ -345,8 +358,10 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
     if (threadIdx.x < 32) {
       // Lane 0 alone reads it (a volatile read is not hoisted out of the branch for every lane).
       const unsigned long long t = __shfl_sync(~0u, lane == 0 ? load_volatile(ahead) : 0ull, 0);
+      // Found posted by the last tile's stager: no wait, no lookup.
+      const bool found = STAGING && __shfl_sync(~0u, lane == 0 && found_s == t + 1, 0);
       int stop = 0;
-      for (;;) {  // warp 0 together: the CTA at the lowest waiting ticket polls with all its lanes
+      while (!found) {  // warp 0 together: the CTA at the lowest waiting ticket polls with all its lanes
         unsigned long long posted = lane == 0 ? load_volatile(b.posted) : 0;
         posted = __shfl_sync(~0u, posted, 0);
         if (t < posted) break;
@@ -363,7 +378,12 @@ __global__ void __launch_bounds__(kThreads, 2) resident_kernel(ServiceHost* host
       if (lane == 0) ZIPCCL_PHASE(1);
       if (!stop) {
         uint32_t slot, tile;
-        find_ticket(b, t, lane, &slot, &tile);  // posted: t < posted
+        if (found) {
+          slot = found_slot_s;
+          tile = found_tile_s;
+        } else {
+          find_ticket(b, t, lane, &slot, &tile);  // posted: t < posted
+        }
         if (lane == 0) {
           slot_s = slot;
           tile_s = tile;
