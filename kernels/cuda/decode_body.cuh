@@ -91,7 +91,12 @@ __device__ __forceinline__ void decode_tile(const Launch& P, int item, uint32_t 
         // (has_bulk_copy() in the condition, a constant either way: under if constexpr, nvcc
         // warned NextTile::after_decode() unreferenced on sm_80.)
         if constexpr (Next::kStages)
-          if (has_bulk_copy() && threadIdx.x / 32 == 1 && next.after_decode()) next.stage_decode();
+          if (has_bulk_copy() && threadIdx.x / 32 == 1) {
+            if (next.after_decode())
+              next.stage_decode();
+            else
+              next.look_ahead();
+          }
         decode_unit<Codec::BF16, MU>(P, item, it, b, sh, staged, prestaged);
         break;
       case Codec::FP16:

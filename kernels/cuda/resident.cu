@@ -298,6 +298,11 @@ struct NextTile {
                     stage_ahead<kDecodeMU>(s->launch[slot].items[0], tile, g_ahead, other_buffer(), lane);
     if (lane == 0) next_s = ok;
   }
+  // A decode tile whose next is not staged ahead still looks it up, while warp 0 checks the tile.
+  __device__ void look_ahead() const {
+    uint32_t slot, tile;
+    find_next(threadIdx.x & 31, &slot, &tile);
+  }
   __device__ bool staged() const { return next_s != 0; }
   // A decode tile stages the next only where its job reads mapped host memory: in device memory
   // the lookup delayed the tile more than staging saved.
