@@ -28,7 +28,7 @@ void Comm::log_stall(const std::string& state) {
 }
 
 Comm::~Comm() {
-  if (resident_) release_resident(resident_device_);
+  if (resident_) release_resident(resident_device_, cold_wait_.waits(), cold_wait_.vain());
   release_cpu_codec();
 }
 

@@ -93,6 +93,9 @@ class ResidentCodec : public std::enable_shared_from_this<ResidentCodec> {
   // running (p90 90, max 400; medians: awake 5, launch call 10, to running 45)"; empty before the
   // first. After shutdown() returned true.
   std::string start_summary() const;
+  // Quantile q of those times from demand to running, us; -1 before the first start. After
+  // shutdown() returned true.
+  int64_t start_us(double q) const;
 
  private:
   ResidentCodec(std::unique_ptr<ServiceDevice> device, const Options& options);

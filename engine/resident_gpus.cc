@@ -18,6 +18,9 @@ namespace {
 
 constexpr double kCtaCodingBps = 0.65e9;
 constexpr int kMinCtas = 4, kMaxCtas = 16;
+// Waits in vain for a stopped kernel, at the least, that the last release warns of (a few come
+// of a start now and then slower than the wait, e.g. behind an application's kernels).
+constexpr uint64_t kVainWaitsWarn = 8;
 
 std::atomic<double> g_link_bps{0};  // read by make() under g_mu: its own atomic
 std::atomic<bool> g_device_staging{false};
@@ -158,12 +161,15 @@ void prewarm_residents() {
   for (auto& e : g_gpus) e.second.gpu->codec->prewarm();
 }
 
-void release_resident(int device) {
+void release_resident(int device, uint64_t waits, uint64_t vain) {
   std::unique_ptr<ResidentGpu> gone;
   {
     std::lock_guard<std::mutex> g(g_mu);
     auto it = g_gpus.find(device);
-    if (it == g_gpus.end() || --it->second.refs > 0) return;
+    if (it == g_gpus.end()) return;
+    it->second.gpu->cold_waits += waits;
+    it->second.gpu->vain_waits += vain;
+    if (--it->second.refs > 0) return;
     gone = std::move(it->second.gpu);
     g_gpus.erase(it);
   }
@@ -179,6 +185,14 @@ void release_resident(int device) {
   if (gone->codec->shutdown()) {
     const std::string starts = gone->codec->start_summary();
     if (!starts.empty()) ZIP_INFO(NCCL_NET, "GPU codec on GPU %d: resident kernel %s", device, starts.c_str());
+    // Where the kernel mostly starts later than the wait, auto mode sends raw what it would have
+    // compressed (the wait's pause grows after each wait in vain): the user can lengthen the wait.
+    if (gone->vain_waits >= kVainWaitsWarn && 2 * gone->vain_waits >= gone->cold_waits)
+      ZIP_WARN("GPU codec on GPU %d: %llu of %llu waits for its stopped kernel ran out (NCCL_ZIP_GPU_WAIT_US=%lld; "
+               "its starts took %lld us median, p90 %lld): messages it would have compressed went raw; a wait "
+               "above the starts' p90 keeps them compressed",
+               device, (unsigned long long)gone->vain_waits, (unsigned long long)gone->cold_waits,
+               (long long)gpu_wait_us(), (long long)gone->codec->start_us(0.5), (long long)gone->codec->start_us(0.9));
   }
 }
 

@@ -24,6 +24,9 @@ struct ResidentGpu {
   int device_arena_fd = -1;  // a DMA-BUF of device_arena for HCAs without nvidia-peermem, or -1
   std::unique_ptr<ResidentEngine> engine;
   std::shared_ptr<EmulatedServiceDevice::Control> emulation;  // NCCL_ZIP_GPU_EMULATE only
+  // Auto mode's waits for the stopped kernel (ColdWait) of the comms closed so far, and of them
+  // those that ran out; under the registry's lock.
+  uint64_t cold_waits = 0, vain_waits = 0;
 };
 
 // Whether host buffers may be coded by the resident codec: NCCL_ZIP_GPU >= 1 and a CUDA device,
@@ -34,7 +37,9 @@ bool resident_usable(const char** why);
 int resident_device();
 // Null (logged) when it cannot be made. Every acquire is released.
 ResidentGpu* acquire_resident(int device);
-void release_resident(int device);
+// waits / vain: the releasing comm's waits for the stopped kernel, and how many ran out. The last
+// release warns where most of the process's ran out: starts slower than NCCL_ZIP_GPU_WAIT_US.
+void release_resident(int device, uint64_t waits = 0, uint64_t vain = 0);
 // Every resident codec of the process starts its kernel for work that comes soon
 // (ResidentCodec::prewarm()); from any thread, no CUDA call.
 void prewarm_residents();

@@ -157,9 +157,9 @@ int finish(bool ok, const char* what, long done) {
   for (const auto& l : log_lines())
     if (l.find(" comm ") != std::string::npos && l.find(" closed: ") != std::string::npos) printf("SUMMARY %s\n", l.c_str());
   printf("RESULT ok=%d msgs=%ld compressed=%ld gpu_jobs=%ld offered=%ld probes=%ld receives=%ld unoffered=%ld cold=%ld pushed=%ld "
-         "rejected=%d flushes=%ld tclass=%ld inline=%ld tuned=%ld what=%s\n",
+         "rejected=%d slow_starts=%d flushes=%ld tclass=%ld inline=%ld tuned=%ld what=%s\n",
          ok ? 1 : 0, done, s.compressed, s.gpu_jobs, s.offered, s.probes, s.receives, s.unoffered, s.cold, s.pushed,
-         count_log("rejected connection"),
+         count_log("rejected connection"), count_log("waits for its stopped kernel ran out"),
          g_flushes, from_connection_log("traffic class "), from_connection_log("inline "), g_tuned_us, what);
   fflush(stdout);
   return ok ? 0 : 1;

@@ -206,6 +206,7 @@ long batches_compressed(const std::vector<std::string>& args, long* pushed = nul
   printf("%ld compressed: %s / %s\n%s", compressed, p.recv_result.c_str(), p.send_result.c_str(),
          p.send_summary.c_str());
   if (pushed) *pushed = field(p.send_result, "pushed");
+  EXPECT_EQ(field(p.send_result, "slow_starts") + field(p.recv_result, "slow_starts"), 0) << p.send_summary;
   return compressed;
 }
 
@@ -233,6 +234,23 @@ TEST(ResidentCodec, AProbePostedWhileTheKernelIsStoppedWaitsForIt) {
   if (!ib_run()) {
     EXPECT_GT(pushed, 300);
   }
+}
+
+// Auto mode where each start of the kernel takes longer than NCCL_ZIP_GPU_WAIT_US (30 ms against
+// 5): the waits for it run out, and the last comm's close says so in a WARN with the starts'
+// times, on the side that waited: the receiver, whose receives expect compressed bytes once its
+// sender said it would compress (the sender waits only for offered receives). With the same
+// batches and a wait longer than the starts (batches_compressed()), none.
+TEST(ResidentCodec, StartsSlowerThanTheWaitAreReported) {
+  Env env = emulated_auto_env("5000");
+  env["NCCL_ZIP_GPU_WAIT_US"] = "5000";
+  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "30000";
+  const std::vector<std::string> args = {"--msgs=160", "--max=1048576", "--kind=bf16", "--seed=15"};
+  std::vector<std::string> recv_args = args;
+  recv_args.push_back("--pause-every=8");
+  Pair p = run_pair(11, env, recv_args, args);
+  expect_ok(p);
+  EXPECT_EQ(field(p.recv_result, "slow_starts"), 1) << p.recv_result << "\n" << p.recv_summary;
 }
 
 // Auto mode with a sender whose kernel does not start (its launcher stuck in a CUDA call,
