@@ -39,6 +39,12 @@ std::chrono::seconds wait_limit() {
   return std::chrono::seconds(s);
 }
 
+// A while for the kernel's CTAs to settle (each to claim its next ticket): 2 ms, longer as
+// wait_limit() is.
+std::chrono::microseconds settle_time() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(wait_limit()) / 5000;
+}
+
 #define CUDA_OK(x) ASSERT_EQ((x), cudaSuccess) << #x << ": " << cudaGetErrorString(x)
 
 constexpr uint32_t kRing = gpu::kServiceRing;
@@ -115,6 +121,7 @@ class Service : public ::testing::Test {
   // staging: as service_load() allows, or one tile buffer a CTA (false).
   void launch(int ctas = 8, bool staging = true) {
     host_->stop = 0;
+    for (uint32_t& sm : host_->sm) __atomic_store_n(&sm, 0u, __ATOMIC_RELAXED);  // each CTA's, as it starts
     CUDA_OK(gpu::service_launch(dhost_, dev_, ctas, ++generation_, staging && staging_, stream_));
     running_ = true;
   }
@@ -123,6 +130,16 @@ class Service : public ::testing::Test {
     const auto end = std::chrono::steady_clock::now() + wait_limit();
     while (!gpu::service_started(host_, generation_))
       ASSERT_LT(std::chrono::steady_clock::now(), end) << "the kernel did not start";
+  }
+  // Waits (in memory) until each of the launch's CTAs has started (ServiceHost::sm), then
+  // settle_time() for each to claim its first ticket: a job posted sooner may run two of its
+  // tiles on a CTA that started early.
+  void wait_ctas_started(int ctas) {
+    const auto end = std::chrono::steady_clock::now() + wait_limit();
+    for (int k = 0; k < ctas; ++k)
+      while (__atomic_load_n(&host_->sm[k], __ATOMIC_RELAXED) == 0)
+        ASSERT_LT(std::chrono::steady_clock::now(), end) << "CTA " << k << " did not start";
+    std::this_thread::sleep_for(settle_time());
   }
   // Asks the kernel to stop and waits (in memory) until its last CTA says it has gone.
   void stop() {
@@ -395,6 +412,7 @@ TEST_F(Service, LoneSmallEncodesTakeATileACta) {
   for (const bool staging : {true, false}) {
     for (const Job& j : jobs) j.out->put(Bytes(j.out->n, 0xCC));  // none of the other pass's bytes
     ASSERT_NO_FATAL_FAILURE(launch(kCtas, staging));
+    ASSERT_NO_FATAL_FAILURE(wait_ctas_started(kCtas));
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Lone& c = cs[i];
       uint64_t before[kCtas];
@@ -406,15 +424,15 @@ TEST_F(Service, LoneSmallEncodesTakeATileACta) {
       ASSERT_EQ(r.bytes, jobs[i].ref.size()) << "job " << i << ", " << c.n << " bytes";
       EXPECT_EQ(r.small_tiles, c.n <= kCtas * gpu::kServiceSmallTile) << "job " << i << ", " << c.n << " bytes";
       // Tiles that may code nothing are not counted. The last tile publishes the result before
-      // its CTA counts its time and the tile done: wait for the count, then a while, so that the
-      // next job finds the kernel idle.
+      // its CTA counts its time and the tile done: wait for the count, then settle_time(), so
+      // that the next job finds the kernel idle.
       if (c.codec == Codec::BF16 && !c.random && c.n >= 8192) {
         const size_t small = (c.n + 8191) / 8192, want = small <= kCtas ? small : (c.n + 32767) / 32768;
         const auto end = std::chrono::steady_clock::now() + wait_limit();
         while (ran(before) < want && std::chrono::steady_clock::now() < end) std::this_thread::yield();
         EXPECT_EQ(ran(before), want) << "job " << i << ", " << c.n << " bytes, staging " << staging;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      std::this_thread::sleep_for(settle_time());
     }
     ASSERT_NO_FATAL_FAILURE(stop());
     for (size_t i = 0; i < jobs.size(); ++i)
