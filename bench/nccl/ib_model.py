@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A model, not a measurement: the speedup compression would give NCCL's ring collectives on an
 InfiniBand cluster (one GPU per node on one NIC, device buffers coded by the resident GPU codec),
-from the codec numbers measured on the H200 (docs/benchmarks.md, "Resident codec").
+from the codec numbers measured on an H100 (docs/benchmarks.md, "Resident codec").
 
     ib_model.py [--nodes 8] [--size-mib 256] [--ratio 0.7145]
 
@@ -23,12 +23,12 @@ table of T_raw / T_comp per collective, NIC speed and chunk size.
 """
 import argparse
 
-# Measured, nvidia-h200, b83c81e, `SERVICE_ARGS="10 16" scripts/device-gpu-ab.sh` (gpu_service_bench,
-# 16 CTAs packed on 8 SMs, the plugin's default): sustained GB/s of 512 KiB jobs from and to device
-# memory, (encode, decode).
-SUSTAINED = (43.3, 57.9)
-# One job on an idle kernel, doorbell to result, the same run, median us: chunk bytes -> (encode, decode).
-LATENCY = {128 << 10: (20.68, 16.33), 512 << 10: (21.36, 19.53)}
+# Measured, nvidia-h100-x1, d631429, `SERVICE_ARGS=16 DEMO=0 CODEC=0 scripts/device-gpu-ab.sh`
+# (gpu_service_bench, 16 CTAs packed on 8 SMs, the plugin's default; medians over 4 runs):
+# sustained GB/s of 512 KiB jobs from and to device memory, (encode, decode).
+SUSTAINED = (44.4, 57.9)
+# One job on an idle kernel, doorbell to result, the same runs, median us: chunk bytes -> (encode, decode).
+LATENCY = {128 << 10: (13.8, 14.8), 512 << 10: (20.5, 18.5)}
 CTAS = 16
 STEP_US = 5.0
 
