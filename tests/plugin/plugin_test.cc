@@ -191,17 +191,23 @@ TEST(ResidentCodec, AutoWaitsForAColdKernel) {
 
 // Receives posted 8 at a time (NCCL posts up to 8 at once for a collective of as many messages
 // per connection), each batch after a pause (30 ms) in which both kernels exit (5 ms idle, and a
-// kernel just started stays the 20 ms its asker may wait) and well within a kernel's start (5 ms):
-// every receive of a batch is posted with the kernel stopped. The receiver's count of messages
-// that came compressed.
-long batches_compressed(const std::vector<std::string>& args, long* pushed = nullptr) {
+// kernel just started stays the wait its asker may wait), with the kernel's waits and starts
+// given.
+Pair run_batches(const std::vector<std::string>& args, const char* wait_us, const char* start_us) {
   Env env = emulated_auto_env("5000");
-  env["NCCL_ZIP_GPU_WAIT_US"] = "20000";
-  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "5000";
+  env["NCCL_ZIP_GPU_WAIT_US"] = wait_us;
+  env["NCCL_ZIP_GPU_EMULATE_START_US"] = start_us;
   std::vector<std::string> recv_args = args;
   recv_args.push_back("--pause-every=8");
   Pair p = run_pair(11, env, recv_args, args);
   expect_ok(p);
+  return p;
+}
+
+// Batches within a kernel's start (5 ms, a wait of 20): every receive of a batch is posted with
+// the kernel stopped. The receiver's count of messages that came compressed.
+long batches_compressed(const std::vector<std::string>& args, long* pushed = nullptr) {
+  const Pair p = run_batches(args, "20000", "5000");
   const long compressed = field(p.recv_result, "compressed");
   printf("%ld compressed: %s / %s\n%s", compressed, p.recv_result.c_str(), p.send_result.c_str(),
          p.send_summary.c_str());
@@ -242,14 +248,7 @@ TEST(ResidentCodec, AProbePostedWhileTheKernelIsStoppedWaitsForIt) {
 // sender said it would compress (the sender waits only for offered receives). With the same
 // batches and a wait longer than the starts (batches_compressed()), none.
 TEST(ResidentCodec, StartsSlowerThanTheWaitAreReported) {
-  Env env = emulated_auto_env("5000");
-  env["NCCL_ZIP_GPU_WAIT_US"] = "5000";
-  env["NCCL_ZIP_GPU_EMULATE_START_US"] = "30000";
-  const std::vector<std::string> args = {"--msgs=160", "--max=1048576", "--kind=bf16", "--seed=15"};
-  std::vector<std::string> recv_args = args;
-  recv_args.push_back("--pause-every=8");
-  Pair p = run_pair(11, env, recv_args, args);
-  expect_ok(p);
+  const Pair p = run_batches({"--msgs=160", "--max=1048576", "--kind=bf16", "--seed=15"}, "5000", "30000");
   EXPECT_EQ(field(p.recv_result, "slow_starts"), 1) << p.recv_result << "\n" << p.recv_summary;
 }
 
