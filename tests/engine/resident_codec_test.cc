@@ -291,6 +291,7 @@ TEST_F(Resident, NoLeaseBeforeTheKernelRuns) {
   o.idle_us = 1000000;
   make(o);
   EXPECT_EQ(codec_->start_summary(), "");
+  EXPECT_EQ(codec_->start_us(0.5), -1);
   const auto t0 = Clock::now();
   ASSERT_TRUE(lease());
   EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(45));
@@ -307,6 +308,8 @@ TEST_F(Resident, NoLeaseBeforeTheKernelRuns) {
       << s;
   EXPECT_GE(median_us, 45000) << s;
   EXPECT_EQ(max_us, median_us) << s;
+  EXPECT_EQ(codec_->start_us(0.5), median_us);
+  EXPECT_EQ(codec_->start_us(0.9), median_us);
   // The delay is the kernel's, after its launch call returned; the parts add up to the whole.
   EXPECT_GE(run_us, 45000) << s;
   EXPECT_LE(awake_us + call_us + run_us, median_us + 2) << s;
