@@ -39,7 +39,7 @@ int resident_device();
 ResidentGpu* acquire_resident(int device);
 // waits / vain: the releasing comm's waits for the stopped kernel, and how many ran out. The last
 // release warns where most of the process's ran out: starts slower than NCCL_ZIP_GPU_WAIT_US.
-void release_resident(int device, uint64_t waits = 0, uint64_t vain = 0);
+void release_resident(int device, uint64_t waits, uint64_t vain);
 // Every resident codec of the process starts its kernel for work that comes soon
 // (ResidentCodec::prewarm()); from any thread, no CUDA call.
 void prewarm_residents();
