@@ -21,9 +21,13 @@ void poll_pause(int64_t since_ns, int nap_us) {
     std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
 }
 
-// Quantile q of t, in us.
-long long quantile_us(std::vector<int64_t> t, double q) {
+std::vector<int64_t> sorted(std::vector<int64_t> t) {
   std::sort(t.begin(), t.end());
+  return t;
+}
+
+// Quantile q of sorted times t (ns), in us.
+long long quantile_us(const std::vector<int64_t>& t, double q) {
   return (long long)(t[size_t(q * double(t.size() - 1))] / 1000);
 }
 
@@ -185,16 +189,18 @@ void ResidentCodec::start() {
   ZIP_TRACE("GPU codec: resident kernel %u running", g);
 }
 
-int64_t ResidentCodec::start_us(double q) const { return start_ns_.empty() ? -1 : quantile_us(start_ns_, q); }
+int64_t ResidentCodec::start_us(double q) const { return start_ns_.empty() ? -1 : quantile_us(sorted(start_ns_), q); }
 
 std::string ResidentCodec::start_summary() const {
   if (start_ns_.empty()) return "";
+  const std::vector<int64_t> all = sorted(start_ns_);
   char buf[256];
   int n = snprintf(buf, sizeof buf,
                    "started %u times, %lld us median from demand to running (p90 %lld, max %lld; medians: awake %lld, "
                    "launch call %lld, to running %lld)",
-                   launches(), quantile_us(start_ns_, 0.5), quantile_us(start_ns_, 0.9), quantile_us(start_ns_, 1.0),
-                   quantile_us(awake_ns_, 0.5), quantile_us(launch_ns_, 0.5), quantile_us(run_ns_, 0.5));
+                   launches(), quantile_us(all, 0.5), quantile_us(all, 0.9), quantile_us(all, 1.0),
+                   quantile_us(sorted(awake_ns_), 0.5), quantile_us(sorted(launch_ns_), 0.5),
+                   quantile_us(sorted(run_ns_), 0.5));
   if (const int sms = gpu::service_sms(host_, opt_.ctas); sms > 0 && n > 0 && size_t(n) < sizeof buf)
     snprintf(buf + n, sizeof buf - n, ", the last launch's %d CTAs on %d SMs", opt_.ctas, sms);
   return buf;
